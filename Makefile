@@ -1,0 +1,54 @@
+# The README's two commands:
+#   make demo   set everything up and run the embedded default (configs/quickstart.yaml)
+#   make test   set everything up and run the tests, ruff and mypy
+# Both are idempotent: a second run only checks what is already there.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_CONFIG ?= configs/quickstart.yaml
+
+.PHONY: setup system python demo test unit lint types tox clean
+
+setup: system python
+
+system:
+	@bash scripts/setup-system.sh
+
+python: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/dbtester validate $(DEMO_CONFIG)
+	$(BIN)/dbtester install --for $(DEMO_CONFIG)
+	@echo
+	@echo "Validated and installed everything $(DEMO_CONFIG) needs."
+	@echo "'dbtester run' (agents, load, table and charts) is not built yet: see CHANGELOG.md."
+
+test: setup
+	$(BIN)/pytest
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: python
+	$(BIN)/pytest -m "not integration"
+
+lint: python
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types: python
+	$(BIN)/mypy
+
+tox: python
+	$(BIN)/tox
+
+clean:
+	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache

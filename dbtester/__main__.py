@@ -1,0 +1,3 @@
+from dbtester.cli import main
+
+main()

@@ -1,0 +1,202 @@
+"""The ``dbtester`` command line.
+
+Every user-facing failure is a DbtesterError; it is caught once, in
+:func:`main`, printed without a traceback, and turned into its exit code
+(0 ok, 1 run failed, 2 bad input, 3 publish failed).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import yaml
+
+from dbtester import __version__
+from dbtester.config import DatabaseSpec, Loaded, Workload, load_test_case
+from dbtester.databases import KINDS, get_kind
+from dbtester.errors import EXIT_BAD_INPUT, DbtesterError, InstallError
+from dbtester.install import Reporter, dbtester_home, list_installed
+
+__all__ = ["cli", "main"]
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False, prog_name="dbtester")
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:  # bad arguments: click's own message, exit 2
+        exc.show()
+        sys.exit(EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
+    except DbtesterError as exc:
+        click.echo(f"dbtester: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dbtester")
+def cli() -> None:
+    """Benchmark distributed key-value databases and publish the results."""
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def _load(path: str) -> Loaded:
+    loaded = load_test_case(path)
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return loaded
+
+
+@cli.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+def validate(config: str) -> None:
+    """Check a test case and summarise what would run (exit 2 on any problem)."""
+    loaded = _load(config)
+    case = loaded.case
+    origin = " (original dbtester format; see 'dbtester convert')" if loaded.legacy else ""
+    click.echo(f"{config}: OK{origin}")
+    click.echo(f"  title: {case.title}")
+    click.echo(f"  workload: {describe_workload(case.workload)}")
+    click.echo(f"  databases ({len(case.databases)}), run in this order:")
+    for db in case.databases:
+        click.echo(f"    {describe_database(db)}")
+        if db.workload != case.workload:
+            click.echo(f"      own workload: {describe_workload(db.workload)}")
+    click.echo(f"  publish: {case.publish.url if case.publish else 'no (results stay local)'}")
+
+
+def describe_workload(w: Workload) -> str:
+    if w.type == "write":
+        keys = (
+            "one key, overwritten"
+            if w.same_key
+            else ("sequential keys" if w.sequential_keys else "random keys")
+        )
+        what = f"write {w.requests:,} requests ({keys})"
+    else:
+        what = f"read one key {w.requests:,} times ({w.consistency})"
+    sizes = f"key {w.key_size:,} B, value {w.value_size:,} B"
+    if w.client_steps:
+        clients = f"clients in steps {', '.join(map(str, w.client_steps))}"
+    else:
+        clients = f"{w.clients:,} clients over {w.connections:,} connections"
+    pace = f"at {w.rate:,g} requests/s" if w.rate else "as fast as possible"
+    return f"{what}; {sizes}; {clients}; {pace}"
+
+
+def describe_database(db: DatabaseSpec) -> str:
+    if db.hosts:
+        where = f"{len(db.hosts)} hosts ({', '.join(h.address for h in db.hosts)})"
+    elif db.endpoints:
+        where = f"existing cluster at {', '.join(db.endpoints)} (load only)"
+    else:
+        where = f"{db.members} member{'s' if db.members != 1 else ''} on this machine"
+    settings = {**db.flags.model_dump(exclude_none=True), **db.client.model_dump()}
+    extra = "  " + " ".join(f"{k}={v}" for k, v in settings.items()) if settings else ""
+    return f"{db.id:<20} {db.kind + ' ' + db.version:<18} {where}{extra}"
+
+
+# --------------------------------------------------------------------------- convert
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+@cli.command()
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False, writable=True))
+@click.option("--force", is_flag=True, help="Overwrite NEW if it exists.")
+def convert(old: str, new: str, force: bool) -> None:
+    """Convert a test case from the original dbtester's format to dbtester's."""
+    loaded = _load(old)
+    target = Path(new)
+    if target.exists() and not force:
+        raise DbtesterError(f"{new} exists; pass --force to overwrite it")
+    header = [f"# Converted by dbtester {__version__} from {old}"]
+    if loaded.warnings:
+        header.append("# Conversion notes:")
+        header += [f"#   line {w.line}: {w.message}" for w in loaded.warnings]
+    body = yaml.dump(loaded.case.to_raw(), Dumper=_Dumper, sort_keys=False, width=100)
+    target.write_text("\n".join(header) + "\n" + body)
+    click.echo(
+        f"wrote {new} ({len(loaded.case.databases)} databases, {len(loaded.warnings)} notes)"
+    )
+
+
+# --------------------------------------------------------------------------- install
+
+
+def _parse_target(target: str) -> tuple[str, str]:
+    kind, sep, version = target.partition("@")
+    if not sep or not version:
+        raise click.BadParameter(f"expected KIND@VERSION (e.g. etcd@3.5.17), got {target!r}")
+    if kind not in KINDS:
+        raise click.BadParameter(f"unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
+    from dbtester.config.model import version_hint
+
+    if hint := version_hint(version):
+        raise click.BadParameter(hint)
+    return kind, version
+
+
+@cli.command()
+@click.argument("targets", nargs=-1, metavar="KIND@VERSION...")
+@click.option("--list", "show", is_flag=True, help="Show what is installed.")
+@click.option(
+    "--for",
+    "config",
+    type=click.Path(dir_okay=False),
+    help="Install every database version a test case needs.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
+def install(targets: tuple[str, ...], show: bool, config: str | None, quiet: bool) -> None:
+    """Install database binaries into $DBTESTER_HOME (default ~/.cache/dbtester).
+
+    Examples: dbtester install etcd@3.5.17 zookeeper@3.8.0; dbtester install --for
+    configs/quickstart.yaml. A version already installed returns at once.
+    """
+    if show:
+        _show_installed()
+        return
+    wanted = [_parse_target(t) for t in targets]
+    if config:
+        case = _load(config).case
+        wanted += [(db.kind, db.version) for db in case.databases if not db.endpoints]
+    if not wanted:
+        raise click.UsageError("name KIND@VERSION, or pass --for CONFIG or --list")
+    reporter = Reporter(quiet=quiet)
+    failures = []
+    for kind, version in dict.fromkeys(wanted):
+        try:
+            done = get_kind(kind).install(version, reporter)
+        except InstallError as exc:
+            failures.append(str(exc))
+            continue
+        if not quiet:
+            click.echo(f"{kind}@{version}: installed at {done.root} (from {done.source})")
+    if failures:
+        raise InstallError("\n".join(failures))
+
+
+def _show_installed() -> None:
+    items = list_installed()
+    if not items:
+        click.echo(f"nothing installed in {dbtester_home()}")
+        return
+    click.echo(f"installed in {dbtester_home()}:")
+    for item in items:
+        click.echo(f"  {item.kind + '@' + item.version:<24} {item.installed_at}  {item.source}")

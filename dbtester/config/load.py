@@ -1,0 +1,267 @@
+"""Load a test case strictly: every problem is reported with file:line:column.
+
+The original dbtester's format is recognised and converted (see ``legacy``);
+what the conversion cannot carry over comes back as warnings.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from dbtester.config import legacy
+from dbtester.config.model import (
+    ENDPOINT_PATTERN,
+    HOST_PATTERN,
+    ID_PATTERN,
+    SCHEMA_KEYS,
+    WRITE_ONLY,
+    TestCase,
+    version_hint,
+)
+from dbtester.config.source import KeyPath, SourceDoc, load_yaml_file, load_yaml_text
+from dbtester.databases import KINDS
+from dbtester.errors import ConfigError, Problem
+
+__all__ = ["Loaded", "load_test_case", "load_test_case_text", "parse_test_case"]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A validated test case, the file it came from, and what was worth a warning."""
+
+    case: TestCase
+    source: str
+    legacy: bool
+    warnings: tuple[Problem, ...]
+
+
+def load_test_case(path: str | Path) -> Loaded:
+    return parse_test_case(load_yaml_file(Path(path)))
+
+
+def load_test_case_text(text: str, name: str = "<string>") -> Loaded:
+    return parse_test_case(load_yaml_text(text, name))
+
+
+def parse_test_case(doc: SourceDoc) -> Loaded:
+    if not isinstance(doc.data, dict):
+        kind = type(doc.data).__name__
+        raise ConfigError([doc.problem((), f"expected a mapping of keys at the top, got a {kind}")])
+    warnings: list[Problem] = []
+    is_legacy = legacy.is_legacy(doc.data)
+    if is_legacy:
+        doc, warnings = legacy.convert(doc)
+    raw = _with_effective_workloads(doc.data)
+    try:
+        case = TestCase.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_problems(doc, raw, exc.errors())) from None
+    warnings.extend(_read_workload_warnings(doc, case))
+    return Loaded(case, doc.file, is_legacy, tuple(sorted(set(warnings))))
+
+
+def _with_effective_workloads(data: dict[str, Any]) -> dict[str, Any]:
+    """Give every database entry the full workload: the test case's, updated by
+    the entry's own ``workload`` overrides. Errors in the merged workload are
+    located at the override when it set the key, else at the test case's key."""
+    base = data.get("workload")
+    databases = data.get("databases")
+    if not isinstance(base, dict) or not isinstance(databases, list):
+        return data
+    merged = []
+    for entry in databases:
+        own = entry.get("workload", {}) if isinstance(entry, dict) else None
+        if isinstance(own, dict):
+            merged.append({**entry, "workload": {**base, **own}})
+        else:
+            merged.append(entry)
+    return {**data, "databases": merged}
+
+
+def _locate(doc: SourceDoc, path: KeyPath) -> KeyPath:
+    """Map a path in the merged data back to where the value is written."""
+    in_override = len(path) > 3 and path[0] == "databases" and path[2] == "workload"
+    if in_override and path not in doc.values:
+        return ("workload", *path[3:])
+    return path
+
+
+def _clean_loc(raw: Any, loc: tuple[int | str, ...]) -> tuple[KeyPath, list[str | int]]:
+    """Drop the union tags pydantic puts in locations (…, 0, 'etcd', 'flags') and
+    return the path plus what remains unresolved (a missing key, an extra key)."""
+    path: list[str | int] = []
+    node = raw
+    rest = list(loc)
+    while rest:
+        step = rest[0]
+        if isinstance(node, dict) and isinstance(step, str) and step not in node:
+            if node.get("kind") == step:  # a discriminated-union tag, not a key
+                rest.pop(0)
+                continue
+            break
+        if not _has(node, step):
+            break
+        node = node[step]
+        path.append(step)
+        rest.pop(0)
+    return tuple(path), rest
+
+
+def _has(node: Any, step: str | int) -> bool:
+    if isinstance(node, list):
+        return isinstance(step, int) and 0 <= step < len(node)
+    return isinstance(node, dict) and step in node
+
+
+def _problems(doc: SourceDoc, raw: dict[str, Any], errors: list[ErrorDetails]) -> list[Problem]:
+    found: set[Problem] = set()
+    locs = [err["loc"] for err in errors]
+    for err in errors:
+        # A list that is "too short" only because its items were invalid says nothing new.
+        if any(len(o) > len(err["loc"]) and o[: len(err["loc"])] == err["loc"] for o in locs):
+            continue
+        path, rest = _clean_loc(raw, err["loc"])
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            key = str(rest[0]) if rest else str(path[-1])
+            parent = path if rest else path[:-1]
+            where = _locate(doc, (*parent, key))
+            found.add(doc.problem(where, _unknown_key(key, raw, parent), key=True))
+            continue
+        if kind == "union_tag_invalid":
+            path = (*path, "kind")
+        where = _locate(doc, path)
+        if kind == "missing" and rest:
+            found.add(doc.problem(where, f"missing required key '{rest[0]}'"))
+        else:
+            found.add(doc.problem(where, _message(err, path)))
+    return sorted(found)
+
+
+def _unknown_key(key: str, raw: dict[str, Any], parent: KeyPath) -> str:
+    allowed = _allowed_keys(raw, parent)
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown key '{key}'{hint} (allowed here: {', '.join(allowed)})"
+
+
+def _allowed_keys(raw: dict[str, Any], parent: KeyPath) -> list[str]:
+    section = _section(parent)
+    if section in ("flags", "client") and len(parent) >= 2:
+        entry = raw["databases"][parent[1]]
+        kind = KINDS.get(entry.get("kind", ""))
+        if kind is not None:
+            model = kind.flags_model if section == "flags" else kind.client_model
+            return list(model.model_fields)
+        return []
+    return list(SCHEMA_KEYS.get(section, ()))
+
+
+def _section(parent: KeyPath) -> str:
+    names = [p for p in parent if isinstance(p, str)]
+    if not names:
+        return ""
+    last = names[-1]
+    if last == "databases":
+        return "database"
+    if last == "hosts":
+        return "host"
+    return last
+
+
+# pydantic error types -> what to tell the user ({name}, {got} are filled in)
+_PLAIN_MESSAGES = {
+    "int_type": "{name}: expected a whole number, got {got}",
+    "int_parsing": "{name}: expected a whole number, got {got}",
+    "int_from_float": "{name}: expected a whole number, got {got}",
+    "bool_type": "{name}: expected true or false, got {got}",
+    "bool_parsing": "{name}: expected true or false, got {got}",
+    "float_type": "{name}: expected a number, got {got}",
+    "float_parsing": "{name}: expected a number, got {got}",
+    "string_type": "{name}: expected text, got {got}",
+    "model_type": "{name}: expected a mapping of keys, got {got}",
+    "dict_type": "{name}: expected a mapping of keys, got {got}",
+    "model_attributes_type": "{name}: expected a mapping of keys, got {got}",
+    "tuple_type": "{name}: expected a list, got {got}",
+    "list_type": "{name}: expected a list, got {got}",
+    "too_short": "{name}: must not be empty",
+    "union_tag_not_found": "missing required key 'kind' (one of: {kinds})",
+}
+_RANGES = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _message(err: ErrorDetails, path: KeyPath) -> str:
+    kind = err["type"]
+    value = err.get("input")
+    name = _name(path)
+    if name == "version" and (hint := version_hint(value)):
+        return hint
+    if kind in _PLAIN_MESSAGES:
+        return _PLAIN_MESSAGES[kind].format(name=name, got=_show(value), kinds=", ".join(KINDS))
+    ctx = err.get("ctx", {})
+    if kind == "union_tag_invalid":
+        given = value.get("kind") if isinstance(value, dict) else value
+        return f"unknown kind {given!r}; allowed: {', '.join(KINDS)}"
+    if kind == "literal_error":
+        allowed = str(ctx.get("expected", "")).replace(" or ", ", ")
+        return f"{name}: {value!r} is not allowed; allowed: {allowed}"
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern"))
+        rule = PATTERN_RULES.get(pattern, f"must match {pattern}")
+        return f"{name}: {value!r} is not valid: {rule}"
+    if kind in _RANGES:
+        bound = err["msg"].replace("Input should be ", "must be ")
+        return f"{name}: {value!r} is out of range: {bound}"
+    if kind == "value_error":
+        return str(err["msg"]).removeprefix("Value error, ")
+    return f"{name}: {err['msg']}"
+
+
+PATTERN_RULES = {
+    ID_PATTERN: "use lowercase letters, digits and . _ - (e.g. etcd-v3.5)",
+    ENDPOINT_PATTERN: "expected HOST:PORT (e.g. 127.0.0.1:2379)",
+    HOST_PATTERN: "expected an IP address or host name",
+}
+
+
+def _name(path: KeyPath) -> str:
+    """'endpoints[0]' for ('databases', 0, 'endpoints', 0); the key for a plain key."""
+    name = ""
+    for step in reversed(path):
+        if isinstance(step, int):
+            name = f"[{step}]{name}"
+        else:
+            return f"{step}{name}"
+    return name or "value"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _read_workload_warnings(doc: SourceDoc, case: TestCase) -> list[Problem]:
+    """Keys that mean nothing for a read workload are flagged, never silently dropped."""
+    found = []
+    for i, db in enumerate(case.databases):
+        if db.workload.type != "read":
+            continue
+        for key in WRITE_ONLY:
+            for path in (("databases", i, "workload", key), ("workload", key)):
+                if path in doc.values:
+                    found.append(
+                        doc.problem(
+                            path,
+                            f"'{key}' applies to write workloads only; ignored for reads",
+                            key=True,
+                        )
+                    )
+                    break
+    return found

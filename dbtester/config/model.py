@@ -1,0 +1,251 @@
+"""The test-case model: typed, frozen, strict (see DESIGN.md's schema).
+
+Each database entry's ``flags`` and ``client`` are validated by its kind's own
+models (``dbtester/databases/<kind>.py``): the entry is a tagged union on
+``kind``, built from the registry, so adding a kind adds a member here without
+editing this file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+from dbtester.databases import KINDS, Options
+
+__all__ = [
+    "ENDPOINT_PATTERN",
+    "HOST_PATTERN",
+    "ID_PATTERN",
+    "READ_ONLY",
+    "SCHEMA_KEYS",
+    "VERSION_PATTERN",
+    "WRITE_ONLY",
+    "DatabaseSpec",
+    "Host",
+    "Publish",
+    "TestCase",
+    "Workload",
+]
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+# Letters, digits and . _ + ~ - only: a version reaches command lines and paths,
+# so shell metacharacters and slashes are refused here already.
+VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z._+~-]{0,63}$"
+ENDPOINT_PATTERN = r"^[A-Za-z0-9.\[\]:-]+:[0-9]{1,5}$"
+HOST_PATTERN = r"^[A-Za-z0-9.:\[\]-]+$"
+PUBLISH_SCHEMES = ("gs", "s3", "file")
+MAX_MEMBERS = 9
+WRITE_ONLY = ("sequential_keys", "same_key")
+READ_ONLY = ("consistency",)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Workload(_Model):
+    """What the load generator does; shared by every database unless overridden."""
+
+    type: Literal["write", "read"]
+    requests: int = Field(gt=0)
+    key_size: int = Field(256, ge=1, le=1 << 20)
+    value_size: int = Field(1024, ge=0, le=64 << 20)
+    sequential_keys: bool = True
+    same_key: bool = False
+    clients: int = Field(1000, ge=1, le=100_000)
+    connections: int = Field(100, ge=1, le=100_000)
+    client_steps: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Field(strict=False)] = ()
+    rate: float = Field(0, ge=0)  # requests/s; 0 = as fast as possible
+    consistency: Literal["linearizable", "serializable"] = "linearizable"
+
+    @field_validator("client_steps")
+    @classmethod
+    def _steps_increase(cls, steps: tuple[int, ...]) -> tuple[int, ...]:
+        if any(b <= a for a, b in itertools.pairwise(steps)):
+            raise ValueError(f"client_steps must increase strictly, got {list(steps)}")
+        return steps
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.connections > self.clients:
+            raise ValueError(
+                f"connections ({self.connections}) must not exceed clients ({self.clients}):"
+                " a connection without a client would sit idle"
+            )
+        if self.client_steps and len(self.client_steps) > self.requests:
+            raise ValueError(
+                f"requests ({self.requests}) must be at least the number of client_steps"
+                f" ({len(self.client_steps)}): the requests are shared across the steps"
+            )
+        if self.client_steps and self.client_steps[-1] > self.clients:
+            raise ValueError(
+                f"the largest client step ({self.client_steps[-1]}) exceeds clients"
+                f" ({self.clients})"
+            )
+        return self
+
+    def as_raw(self) -> dict[str, Any]:
+        """Every key that means something for this type of workload, for YAML."""
+        raw = self.model_dump(mode="json")
+        dropped = WRITE_ONLY if self.type == "read" else READ_ONLY
+        return {k: v for k, v in raw.items() if k not in dropped}
+
+    def step_plan(self) -> list[tuple[int, int, int]]:
+        """(clients, connections, requests) per step; one step without client_steps.
+        Requests are shared evenly, the remainder going to the last step; each
+        step uses at most ``connections`` connections and never more than its clients."""
+        steps = self.client_steps or (self.clients,)
+        share, extra = divmod(self.requests, len(steps))
+        plan = []
+        for i, clients in enumerate(steps):
+            requests = share + (extra if i == len(steps) - 1 else 0)
+            plan.append((clients, min(self.connections, clients), requests))
+        return plan
+
+
+class Host(_Model):
+    """A server machine running ``dbtester agent serve``."""
+
+    address: str = Field(min_length=1, pattern=HOST_PATTERN)
+    agent_port: int = Field(3500, ge=1, le=65535)
+
+
+class Publish(_Model):
+    url: str = Field(min_length=1)
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        if url.startswith("/") or scheme in PUBLISH_SCHEMES:
+            return url
+        allowed = ", ".join(f"{s}://" for s in PUBLISH_SCHEMES)
+        raise ValueError(f"unsupported publish URL {url!r}; use {allowed} or an absolute path")
+
+
+class DatabaseSpec(_Model):
+    """One column of the results table: a database kind at a version, with settings."""
+
+    id: str = Field(pattern=ID_PATTERN, max_length=64)
+    kind: str
+    version: str = Field(pattern=VERSION_PATTERN)
+    description: str = ""
+    members: int = Field(3, ge=1, le=MAX_MEMBERS)
+    hosts: Annotated[tuple[Host, ...], Field(strict=False)] = ()
+    endpoints: Annotated[
+        tuple[Annotated[str, Field(pattern=ENDPOINT_PATTERN)], ...],
+        Field(strict=False),
+    ] = ()
+    flags: Options = Options()
+    client: Options = Options()
+    #: the effective workload (the test case's, with this entry's overrides applied)
+    workload: Workload
+
+    @model_validator(mode="after")
+    def _placement(self) -> Self:
+        if self.hosts and self.endpoints:
+            raise ValueError(
+                "give hosts (agents start the database) or endpoints (an already-running"
+                " cluster), not both"
+            )
+        if self.hosts and "members" in self.model_fields_set and self.members != len(self.hosts):
+            raise ValueError(
+                f"members ({self.members}) differs from the number of hosts ({len(self.hosts)})"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        """The column heading: the description, or the id."""
+        return self.description or self.id
+
+    @property
+    def member_count(self) -> int:
+        return len(self.hosts) or len(self.endpoints) or self.members
+
+    @property
+    def embedded(self) -> bool:
+        """True when this machine runs the members (no hosts, no endpoints)."""
+        return not self.hosts and not self.endpoints
+
+
+def _spec_for(name: str) -> type[DatabaseSpec]:
+    kind = KINDS[name]
+    fields: dict[str, Any] = {
+        "kind": (Literal[name], ...),
+        "flags": (kind.flags_model, kind.flags_model()),
+        "client": (kind.client_model, kind.client_model()),
+    }
+    return create_model(f"{kind.__class__.__name__}Spec", __base__=DatabaseSpec, **fields)
+
+
+SPECS: dict[str, type[DatabaseSpec]] = {name: _spec_for(name) for name in KINDS}
+if TYPE_CHECKING:
+    AnySpec = DatabaseSpec
+else:  # a tagged union of the per-kind specs, discriminated by ``kind``
+    AnySpec = Annotated[Union[tuple(SPECS.values())], Field(discriminator="kind")]  # noqa: UP007
+
+
+class TestCase(_Model):
+    """A whole test case: one workload run against every database, in order."""
+
+    __test__ = False  # not a pytest class, despite the name
+
+    title: str = Field(min_length=1)
+    description: str = ""
+    workload: Workload
+    databases: Annotated[tuple[AnySpec, ...], Field(strict=False, min_length=1)]
+    publish: Publish | None = None
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Self:
+        seen: set[str] = set()
+        for db in self.databases:
+            if db.id in seen:
+                raise ValueError(f"database id {db.id!r} is used twice; ids name table columns")
+            seen.add(db.id)
+        return self
+
+    def database(self, db_id: str) -> DatabaseSpec:
+        for db in self.databases:
+            if db.id == db_id:
+                return db
+        raise KeyError(db_id)
+
+    def to_raw(self) -> dict[str, Any]:
+        """Plain data for YAML: the workload in full (a benchmark should say what it
+        does), other defaults left out, per-database workloads only where they differ."""
+        raw = self.model_dump(mode="json", exclude_defaults=True)
+        base = self.workload.as_raw()
+        raw["workload"] = base
+        for db_raw, db in zip(raw["databases"], self.databases, strict=True):
+            own = db.workload.as_raw()
+            override = {k: v for k, v in own.items() if base.get(k) != v}
+            db_raw.pop("workload", None)
+            db_raw["kind"] = db.kind
+            if override:
+                db_raw["workload"] = override
+        return raw
+
+
+def version_hint(value: Any) -> str | None:
+    """YAML reads ``version: 3.5`` as a number; say how to fix it."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f'versions are strings: write version: "{value}" (quoted)'
+    if isinstance(value, str) and not re.match(VERSION_PATTERN, value):
+        return f"{value!r} is not a version: use letters, digits and . _ + ~ - only (e.g. 3.5.17)"
+    return None
+
+
+# Every key the schema knows, per section, for "did you mean" across sections.
+SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
+    "": tuple(TestCase.model_fields),
+    "workload": tuple(Workload.model_fields),
+    "database": tuple(DatabaseSpec.model_fields),
+    "host": tuple(Host.model_fields),
+    "publish": tuple(Publish.model_fields),
+}

@@ -1,0 +1,89 @@
+"""The small interface every database kind implements, one module per kind.
+
+Everything kind-specific lives in ``dbtester/databases/<kind>.py``: its flags and
+client options (validated in test cases), how to install a version, and how the
+original dbtester spelled its flags. Later parts of dbtester (agent, load
+generator, verification) extend this interface rather than switching on the
+kind anywhere else. The version is always data (a string), never a type.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from dbtester.install import Installed, Reporter, Source, SourceUnavailable, ensure_installed
+
+__all__ = ["DatabaseKind", "LegacyFlags", "Options", "go_arch", "reported_version"]
+
+
+class Options(BaseModel):
+    """Base of every kind's ``flags`` and ``client`` models: frozen, strict, no extras."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+#: new flags, and (old key, note) for each key not carried over or whose meaning changed
+LegacyFlags = tuple[dict[str, Any], list[tuple[str, str]]]
+
+
+class DatabaseKind(ABC):
+    """A kind of database (etcd, zookeeper, consul); stateless, one instance each."""
+
+    name: ClassVar[str]
+    #: what the load generator connects to unless told otherwise
+    client_port: ClassVar[int]
+    flags_model: ClassVar[type[Options]]
+    client_model: ClassVar[type[Options]]
+
+    def default_description(self, version: str) -> str:
+        return f"{self.name} v{version}"
+
+    @abstractmethod
+    def install_sources(self, version: str) -> list[Source]:
+        """The ways to obtain ``version``, most preferred first."""
+
+    def verify_install(self, entry: Mapping[str, str], version: str) -> None:  # noqa: B027
+        """Check what a source produced; raise SourceUnavailable if it is wrong.
+        Optional: kinds whose binaries report their version override it."""
+
+    def install(self, version: str, reporter: Reporter | None = None) -> Installed:
+        """Install ``version`` (instant when already installed); InstallError if no
+        source can provide it."""
+        return ensure_installed(
+            self.name,
+            version,
+            self.install_sources(version),
+            reporter,
+            verify=lambda entry: self.verify_install(entry, version),
+        )
+
+    def convert_legacy_flags(self, old: Mapping[str, Any]) -> LegacyFlags:
+        """Map the original dbtester's per-database option block to this kind's
+        ``flags``."""
+        return {}, [(key, f"'{key}' has no equivalent for {self.name}; dropped") for key in old]
+
+
+def reported_version(argv: list[str], pattern: str) -> str:
+    """Run ``argv`` (e.g. ``etcd --version``) and return the version its output
+    matches with ``pattern`` (one group); SourceUnavailable if it does not run."""
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SourceUnavailable(f"'{' '.join(argv)}' did not run: {exc}") from None
+    found = re.search(pattern, result.stdout + result.stderr)
+    if result.returncode != 0 or found is None:
+        raise SourceUnavailable(f"'{' '.join(argv)}' printed no version")
+    return found.group(1)
+
+
+def go_arch() -> str:
+    """This machine's architecture as Go and release archives name it."""
+    machine = platform.machine().lower()
+    return {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)

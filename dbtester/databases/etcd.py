@@ -1,0 +1,114 @@
+"""etcd: the cluster members, flags, client options and how to install a version."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import Field, model_validator
+
+from dbtester.databases.base import DatabaseKind, LegacyFlags, Options, go_arch, reported_version
+from dbtester.install import ArchiveDownload, DebianPackage, GoBuild, Source, SourceUnavailable
+
+__all__ = ["Etcd", "EtcdClient", "EtcdFlags"]
+
+RELEASES = "https://github.com/etcd-io/etcd/releases/download"
+
+
+class EtcdFlags(Options):
+    """etcd server flags; unset means etcd's own default for that version."""
+
+    snapshot_count: int | None = Field(None, ge=1, description="--snapshot-count")
+    quota_backend_bytes: int | None = Field(None, ge=0, description="--quota-backend-bytes")
+    heartbeat_interval_ms: int | None = Field(None, ge=1, description="--heartbeat-interval")
+    election_timeout_ms: int | None = Field(None, ge=1, description="--election-timeout")
+    max_request_bytes: int | None = Field(None, ge=1, description="--max-request-bytes")
+
+    @model_validator(mode="after")
+    def _election_after_heartbeats(self) -> Self:
+        beat = self.heartbeat_interval_ms or 100
+        election = self.election_timeout_ms or 1000
+        if election < 5 * beat:
+            raise ValueError(
+                f"election_timeout_ms ({election}) must be at least 5 x heartbeat_interval_ms"
+                f" ({beat}); etcd refuses to start otherwise"
+            )
+        return self
+
+
+class EtcdClient(Options):
+    """How the load generator spreads requests over the members."""
+
+    #: pick_first: one endpoint; round_robin: all members; leader: only the leader
+    balancer: Literal["pick_first", "round_robin", "leader"] = "round_robin"
+
+
+class Etcd(DatabaseKind):
+    name: ClassVar[str] = "etcd"
+    client_port: ClassVar[int] = 2379
+    flags_model = EtcdFlags
+    client_model = EtcdClient
+
+    def install_sources(self, version: str) -> list[Source]:
+        arch = go_arch()
+        folder = f"etcd-v{version}-linux-{arch}"
+        sources: list[Source] = [
+            ArchiveDownload(
+                url=f"{RELEASES}/v{version}/{folder}.tar.gz",
+                checksum_url=f"{RELEASES}/v{version}/SHA256SUMS",
+                locate=lambda root: {"etcd": str(root / folder / "etcd")},
+            ),
+            DebianPackage("etcd-server", version, _copy_debian_etcd),
+        ]
+        if _at_least(version, 3, 5):
+            # From 3.5 on the server is its own Go module, which the proxy serves.
+            sources.append(
+                GoBuild(
+                    module="go.etcd.io/etcd/server/v3",
+                    version=f"v{version}",
+                    package="go.etcd.io/etcd/server/v3",
+                    binary="etcd",
+                )
+            )
+        return sources
+
+    def verify_install(self, entry: Mapping[str, str], version: str) -> None:
+        have = reported_version([entry["etcd"], "--version"], r"etcd Version:\s*(\S+)")
+        if have != version:
+            raise SourceUnavailable(f"the binary reports etcd {have}, not {version}")
+
+    def convert_legacy_flags(self, old: Mapping[str, Any]) -> LegacyFlags:
+        flags: dict[str, Any] = {}
+        warnings: list[tuple[str, str]] = []
+        for key, value in old.items():
+            if key == "snap_count":
+                flags["snapshot_count"] = value
+                warnings.append(
+                    (
+                        key,
+                        "'snap_count' is now flags.snapshot_count; the original dbtester read"
+                        " 'snapshot_count' and silently ignored 'snap_count', so its published"
+                        " runs used etcd's default snapshot count",
+                    )
+                )
+            elif key == "quota_size_bytes":
+                flags["quota_backend_bytes"] = value
+            else:
+                warnings.append((key, f"'{key}' is not an etcd flag dbtester knows; dropped"))
+        return flags, warnings
+
+
+def _copy_debian_etcd(root: Path, dest: Path) -> dict[str, str]:
+    target = dest / "etcd"
+    shutil.copy2(root / "usr/bin/etcd", target)
+    return {"etcd": str(target)}
+
+
+def _at_least(version: str, major: int, minor: int) -> bool:
+    parts = version.split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= (major, minor)
+    except (ValueError, IndexError):
+        return True  # not a release number (e.g. a commit); let the Go proxy decide

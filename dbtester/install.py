@@ -1,0 +1,560 @@
+"""Install database binaries into ``$DBTESTER_HOME`` (default ``~/.cache/dbtester``).
+
+Each database kind lists, in its own module, the ways a version can be had
+(:class:`Source` objects: an official archive, a Go build through the module
+proxy, a Debian package already on the machine, Maven Central...). We try them
+in order; the first that works is installed under
+``$DBTESTER_HOME/<kind>/<version>/`` together with a ``manifest.json``. A
+second call finds the manifest and returns at once. When every way fails the
+error lists each one and why.
+
+Installs are atomic (built in a temporary directory, then renamed) and
+serialised by a lock file, so two runs that need the same version do not race.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from dbtester.errors import InstallError
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "ArchiveDownload",
+    "DebianPackage",
+    "GoBuild",
+    "Installed",
+    "MavenArtifacts",
+    "Reporter",
+    "Source",
+    "SourceUnavailable",
+    "dbtester_home",
+    "debian_version",
+    "ensure_installed",
+    "find_installed",
+    "list_installed",
+]
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+# A machine without internet must fall through to the next source within
+# seconds: DNS failures are immediate, a black-holed connect waits this long.
+CONNECT_TIMEOUT_S = 5.0
+
+
+def dbtester_home() -> Path:
+    return Path(os.environ.get("DBTESTER_HOME") or Path.home() / ".cache" / "dbtester")
+
+
+class SourceUnavailable(Exception):  # noqa: N818 - a control-flow signal, not a user error
+    """This source cannot provide the version; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A database version ready to run: ``entry`` maps roles (e.g. ``etcd``,
+    ``java``, ``classpath``) to paths or values the database module understands."""
+
+    kind: str
+    version: str
+    root: Path
+    source: str
+    entry: Mapping[str, str]
+    installed_at: str
+
+    def path(self, role: str) -> Path:
+        return Path(self.entry[role])
+
+
+class Reporter:
+    """Progress for long steps: a byte bar for downloads, a ticking timer for builds."""
+
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.interactive = self.stream.isatty()
+
+    def say(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(message, file=self.stream)
+
+    @contextlib.contextmanager
+    def bytes_bar(self, label: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        if self.quiet:
+            yield lambda _n: None
+            return
+        if not self.interactive:
+            self.say(f"{label} ...")
+            yield lambda _n: None
+            return
+        with click.progressbar(length=total or 0, label=label, file=self.stream) as bar:
+            yield bar.update
+
+    @contextlib.contextmanager
+    def timer(self, label: str) -> Iterator[None]:
+        """Show ``label`` with elapsed seconds while the body runs (a line at the end
+        when not on a terminal)."""
+        self.say(f"{label} ...")
+        stop = threading.Event()
+        start = time.monotonic()
+
+        def tick() -> None:
+            while not stop.wait(1.0):
+                click.echo(f"\r  {time.monotonic() - start:5.0f} s", nl=False, file=self.stream)
+
+        thread = threading.Thread(target=tick, daemon=True)
+        if self.interactive and not self.quiet:
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if thread.is_alive():
+                thread.join()
+                click.echo("", file=self.stream)
+            self.say(f"  done in {time.monotonic() - start:.0f} s")
+
+
+class Source(ABC):
+    """One way to obtain a database version."""
+
+    @property
+    @abstractmethod
+    def description(self) -> str:
+        """What this source is, for messages (e.g. 'release archive https://...')."""
+
+    @abstractmethod
+    def fetch(self, dest: Path, reporter: Reporter) -> dict[str, str]:
+        """Put the version's files under ``dest`` (an empty directory) and return the
+        entry map; raise SourceUnavailable when this source cannot provide it."""
+
+
+# --------------------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class ArchiveDownload(Source):
+    """A release archive (.tar.gz or .zip) verified against a published checksum
+    file, unpacked under ``dest``; ``locate`` turns the unpacked tree into the
+    entry map."""
+
+    url: str
+    checksum_url: str
+    locate: Callable[[Path], dict[str, str]]
+    algorithm: str = "sha256"
+
+    @property
+    def description(self) -> str:
+        return f"release archive {self.url}"
+
+    def fetch(self, dest: Path, reporter: Reporter) -> dict[str, str]:
+        name = self.url.rsplit("/", 1)[-1]
+        expected = self._expected_digest(name)
+        archive = dest / name
+        digest = _download(self.url, archive, reporter, self.algorithm)
+        if digest != expected:
+            raise SourceUnavailable(f"checksum mismatch for {name}: {digest} != {expected}")
+        _unpack(archive, dest)
+        archive.unlink()
+        entry = self.locate(dest)
+        missing = [v for v in entry.values() if not Path(v).exists()]
+        if missing:
+            raise SourceUnavailable(f"{name} has no {', '.join(missing)}")
+        return entry
+
+    def _expected_digest(self, name: str) -> str:
+        text = _read_url(self.checksum_url).decode("utf-8", "replace")
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[-1].lstrip("*") == name:
+                return parts[0].lower()
+            if len(parts) == 1 and len(parts[0]) in (64, 128):  # a bare digest file
+                return parts[0].lower()
+        raise SourceUnavailable(f"{self.checksum_url} lists no checksum for {name}")
+
+
+def _unpack(archive: Path, dest: Path) -> None:
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zipped:
+            for info in zipped.infolist():
+                target = Path(zipped.extract(info, dest))
+                mode = info.external_attr >> 16
+                if mode & 0o111:  # zip does not restore permissions by itself
+                    target.chmod(0o755)
+        return
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")  # refuses absolute paths and escapes
+
+
+@dataclass(frozen=True)
+class GoBuild(Source):
+    """Build a Go main package through the Go module proxy in a throw-away module.
+
+    ``go install pkg@version`` refuses modules with replace directives (etcd's
+    server has them), so we make a temporary module, ``go get`` the version and
+    build from there.
+    """
+
+    module: str
+    version: str  # the module version, e.g. v3.5.17
+    package: str
+    binary: str  # the entry role and file name
+    env: Mapping[str, str] = field(default_factory=dict)
+    expected_minutes: float = 1.0
+
+    @property
+    def description(self) -> str:
+        return f"Go build of {self.module}@{self.version} through the Go module proxy"
+
+    def fetch(self, dest: Path, reporter: Reporter) -> dict[str, str]:
+        go = shutil.which("go")
+        if go is None:
+            raise SourceUnavailable("the 'go' command is not on PATH (install Go to build)")
+        env = {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0", **self.env}
+        work = dest / ".gobuild"
+        work.mkdir()
+        log = dest / "build.log"
+        label = (
+            f"building {self.binary} {self.version} with Go "
+            f"(about {self.expected_minutes:g} min; log: {log})"
+        )
+        with reporter.timer(label), log.open("w") as out:
+            for argv in (
+                [go, "mod", "init", "dbtester.local/build"],
+                [go, "get", f"{self.module}@{self.version}"],
+                [go, "build", "-trimpath", "-o", str(dest / self.binary), self.package],
+            ):
+                out.write(f"$ {' '.join(argv)}\n")
+                out.flush()
+                result = subprocess.run(
+                    argv, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+                )
+                if result.returncode != 0:
+                    raise SourceUnavailable(f"'{' '.join(argv[1:3])}' failed: {_tail(log)}")
+        shutil.rmtree(work)
+        return {self.binary: str(dest / self.binary)}
+
+
+@dataclass(frozen=True)
+class DebianPackage(Source):
+    """Debian's build of a version: taken from the installed package, or (with
+    ``download_ok``) fetched with ``apt-get download`` and unpacked without
+    installing it, so no system service is started and no root is needed.
+    ``build_entry(root, dest)`` copies or points at files under ``root`` (``/``
+    for the installed package)."""
+
+    package: str
+    version: str
+    build_entry: Callable[[Path, Path], dict[str, str]]
+    download_ok: bool = True
+
+    @property
+    def description(self) -> str:
+        return f"Debian package {self.package}"
+
+    def fetch(self, dest: Path, reporter: Reporter) -> dict[str, str]:
+        installed = debian_version(self.package)
+        if installed == self.version:
+            return self.build_entry(Path("/"), dest)
+        candidate = _apt_candidate(self.package)
+        if not self.download_ok or candidate is None or _upstream(candidate) != self.version:
+            offered = installed or (candidate and _upstream(candidate))
+            if offered:
+                raise SourceUnavailable(f"Debian's {self.package} is {offered}, not {self.version}")
+            raise SourceUnavailable(f"not available (as root: apt-get install {self.package})")
+        return self.build_entry(self._download(candidate, dest, reporter), dest)
+
+    def _download(self, candidate: str, dest: Path, reporter: Reporter) -> Path:
+        work = dest / ".deb"
+        work.mkdir()
+        with reporter.timer(f"downloading Debian's {self.package} {candidate}"):
+            result = subprocess.run(
+                ["apt-get", "download", f"{self.package}={candidate}"],
+                cwd=work,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        debs = list(work.glob("*.deb"))
+        if result.returncode != 0 or not debs:
+            raise SourceUnavailable(f"apt-get download failed: {result.stderr.strip()[-200:]}")
+        root = work / "root"
+        subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(root)], check=True)
+        return root
+
+
+def debian_version(package: str) -> str | None:
+    """The upstream version of an installed Debian package ('3.4.23' from '3.4.23-4+b1')."""
+    if shutil.which("dpkg-query") is None:
+        return None
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status}|${Version}", package],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    status, _, full = result.stdout.partition("|")
+    if result.returncode != 0 or not status.endswith(" installed"):
+        return None
+    return _upstream(full)
+
+
+def _apt_candidate(package: str) -> str | None:
+    if shutil.which("apt-cache") is None or shutil.which("dpkg-deb") is None:
+        return None
+    result = subprocess.run(
+        ["apt-cache", "policy", package], capture_output=True, text=True, check=False
+    )
+    for line in result.stdout.splitlines():
+        name, _, value = line.strip().partition(":")
+        if name == "Candidate" and value.strip() not in ("", "(none)"):
+            return value.strip()
+    return None
+
+
+def _upstream(debian: str) -> str:
+    upstream = debian.split(":", 1)[-1]  # drop an epoch
+    for sep in ("-", "+", "~"):
+        upstream = upstream.split(sep, 1)[0]
+    return upstream
+
+
+@dataclass(frozen=True)
+class MavenArtifacts(Source):
+    """Resolve a Java artifact and its runtime dependencies from Maven Central with
+    ``mvn`` into ``dest/lib``; the entry gets ``classpath`` and ``java``."""
+
+    group: str
+    artifact: str
+    version: str
+    expected_minutes: float = 1.0
+
+    @property
+    def description(self) -> str:
+        return f"Maven Central {self.group}:{self.artifact}:{self.version}"
+
+    def fetch(self, dest: Path, reporter: Reporter) -> dict[str, str]:
+        mvn, java = shutil.which("mvn"), shutil.which("java")
+        if mvn is None or java is None:
+            raise SourceUnavailable("needs 'mvn' and 'java' on PATH")
+        work = dest / ".maven"
+        work.mkdir()
+        (work / "pom.xml").write_text(_POM.format(g=self.group, a=self.artifact, v=self.version))
+        log = dest / "build.log"
+        argv = [
+            mvn,
+            "-B",
+            "-q",
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={dest / 'lib'}",
+        ]
+        label = f"fetching {self.artifact} {self.version} from Maven Central"
+        with reporter.timer(label), log.open("w") as out:
+            result = subprocess.run(
+                argv, cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False
+            )
+        if result.returncode != 0:
+            raise SourceUnavailable(f"mvn failed: {_tail(log)}")
+        shutil.rmtree(work)
+        jars = sorted(str(p) for p in (dest / "lib").glob("*.jar"))
+        if not jars:
+            raise SourceUnavailable("mvn resolved no jars")
+        return {"java": java, "classpath": os.pathsep.join(jars)}
+
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dbtester.local</groupId>
+  <artifactId>fetch</artifactId>
+  <version>0</version>
+  <dependencies>
+    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+# --------------------------------------------------------------------------- install
+
+
+def find_installed(kind: str, version: str) -> Installed | None:
+    root = dbtester_home() / kind / version
+    manifest = root / MANIFEST
+    try:
+        data = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return None
+    entry = {str(k): str(v) for k, v in data.get("entry", {}).items()}
+    # A binary deleted by hand means the install is gone, not instant.
+    if not all(Path(p).exists() for v in entry.values() for p in v.split(os.pathsep)):
+        return None
+    return Installed(kind, version, root, data["source"], entry, data["installed_at"])
+
+
+def list_installed() -> list[Installed]:
+    home = dbtester_home()
+    found = []
+    for manifest in sorted(home.glob(f"*/*/{MANIFEST}")):
+        item = find_installed(manifest.parent.parent.name, manifest.parent.name)
+        if item is not None:
+            found.append(item)
+    return found
+
+
+def ensure_installed(
+    kind: str,
+    version: str,
+    sources: Sequence[Source],
+    reporter: Reporter | None = None,
+    verify: Callable[[Mapping[str, str]], None] | None = None,
+) -> Installed:
+    """Return the installed ``kind`` ``version``, installing it from the first source
+    that works. ``verify`` checks what a source produced (e.g. that the binary
+    reports the right version) and raises SourceUnavailable if not. Raises
+    InstallError listing every source tried."""
+    reporter = reporter or Reporter()
+    done = find_installed(kind, version)
+    if done is not None:
+        return done
+    root = dbtester_home() / kind / version
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(root.parent / f".{version}.lock"):
+        done = find_installed(kind, version)  # another process may have finished it
+        if done is not None:
+            return done
+        tried: list[str] = []
+        for source in sources:
+            reporter.say(f"{kind} {version}: trying {source.description}")
+            staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root.parent))
+            try:
+                entry = source.fetch(staging, reporter)
+                if verify is not None:
+                    verify(entry)
+            except SourceUnavailable as exc:
+                kept = _keep_log(staging, f"{kind}-{version}")
+                note = f" (log: {kept})" if kept else ""
+                tried.append(f"{source.description}: {exc}{note}")
+                reporter.say(f"  not available: {exc}")
+                shutil.rmtree(staging, ignore_errors=True)
+                continue
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            return _commit(kind, version, source.description, staging, entry)
+    lines = "\n".join(f"  - {t}" for t in tried) or "  (no way is known for this kind)"
+    raise InstallError(f"cannot install {kind}@{version}; tried:\n{lines}")
+
+
+def _commit(
+    kind: str, version: str, source: str, staging: Path, entry: dict[str, str]
+) -> Installed:
+    root = dbtester_home() / kind / version
+    # Paths recorded while staging must point at the final location.
+    final = {k: v.replace(str(staging), str(root)) for k, v in entry.items()}
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    manifest = {
+        "manifest_version": MANIFEST_VERSION,
+        "kind": kind,
+        "version": version,
+        "source": source,
+        "entry": final,
+        "installed_at": stamp,
+    }
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    if root.exists():  # a broken earlier install (manifest or binary missing)
+        shutil.rmtree(root)
+    staging.rename(root)
+    return Installed(kind, version, root, source, final, stamp)
+
+
+def _keep_log(staging: Path, name: str) -> Path | None:
+    """Move a failed build's log out of the staging directory before it is removed."""
+    log = staging / "build.log"
+    if not log.exists():
+        return None
+    logs = dbtester_home() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    kept = logs / f"{name}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}.log"
+    shutil.move(log, kept)
+    return kept
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _open_url(url: str) -> Any:
+    try:
+        return urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT_S)
+    except urllib.error.HTTPError as exc:
+        raise SourceUnavailable(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SourceUnavailable(f"cannot reach {url}: {reason}") from None
+
+
+def _read_url(url: str) -> bytes:
+    with _open_url(url) as response:
+        try:
+            return bytes(response.read())
+        except OSError as exc:
+            raise SourceUnavailable(f"download of {url} failed: {exc}") from None
+
+
+def _download(url: str, target: Path, reporter: Reporter, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with _open_url(url) as response, target.open("wb") as out:
+        total = int(response.headers.get("Content-Length") or 0) or None
+        with reporter.bytes_bar(f"downloading {target.name}", total) as advance:
+            while True:
+                try:
+                    chunk = response.read(1 << 16)
+                except OSError as exc:
+                    raise SourceUnavailable(f"download of {url} failed: {exc}") from None
+                if not chunk:
+                    break
+                digest.update(chunk)
+                out.write(chunk)
+                advance(len(chunk))
+    return digest.hexdigest()
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(line.strip() for line in text[-lines:]) or "(no output)"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install the system packages dbtester needs, once. Idempotent: when everything
+# is present it only checks and says so. Run as root (or with sudo available).
+#   - Java + Debian's ZooKeeper 3.8.0 (the zookeeper package starts no service)
+#   - dpkg-deb/apt-get to unpack Debian's etcd-server 3.4.23 without installing it
+#   - Go, to build etcd >= 3.5 and Consul through the Go module proxy
+set -euo pipefail
+
+need=()
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q " installed" || need+=(zookeeper)
+command -v go >/dev/null 2>&1 || need+=(golang-go)
+
+# apt-get download needs package lists; a fresh image may have none.
+lists_empty=0
+if ! ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then lists_empty=1; fi
+
+if [ ${#need[@]} -eq 0 ] && [ $lists_empty -eq 0 ]; then
+    echo "system packages: all present"
+    exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        sudo="sudo"
+    else
+        echo "error: need root to install: ${need[*]:-apt package lists}" >&2
+        echo "  run: apt-get update && apt-get install -y ${need[*]}" >&2
+        exit 1
+    fi
+fi
+
+echo "system packages: installing ${need[*]:-(package lists only)}"
+$sudo apt-get update -qq
+if [ ${#need[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+echo "system packages: done"
