@@ -176,7 +176,7 @@ def test_every_failure_is_listed(tmp_path: Path) -> None:
 
 def test_reporter_progress_without_terminal() -> None:
     stream = io.StringIO()
-    reporter = Reporter(stream)  # type: ignore[arg-type]
+    reporter = Reporter(stream)
     with reporter.timer("building x"):
         pass
     with reporter.bytes_bar("downloading y", 10) as advance:
