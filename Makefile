@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_CONFIG ?= configs/quickstart.yaml
 
-.PHONY: setup system python demo test unit lint types tox clean
+.PHONY: setup system python demo test unit lint types tox proto clean
 
 setup: system python
 
@@ -49,6 +49,11 @@ types: python
 
 tox: python
 	$(BIN)/tox
+
+# Regenerate the agent's gRPC stubs after editing dbtester/proto/agent.proto.
+proto: python
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. \
+		dbtester/proto/agent.proto
 
 clean:
 	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache

@@ -200,3 +200,85 @@ def _show_installed() -> None:
     click.echo(f"installed in {dbtester_home()}:")
     for item in items:
         click.echo(f"  {item.kind + '@' + item.version:<24} {item.installed_at}  {item.source}")
+
+
+# --------------------------------------------------------------------------- agent
+
+
+@cli.group()
+def agent() -> None:
+    """The agent that runs databases on a server machine."""
+
+
+@agent.command("serve")
+@click.option(
+    "--listen", default=None, help="HOST:PORT to listen on [127.0.0.1:3500]; port 0 picks one."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Agent config YAML (see agents/agent.example.yaml).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File holding the bearer token every call must carry (mode 0600).",
+)
+@click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where members' data, metrics and logs go [$DBTESTER_HOME/agent].",
+)
+@click.option(
+    "--heartbeat-timeout", type=float, help="Stop databases after this many silent seconds [60]."
+)
+@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--tls-ca",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Require client certificates signed by this CA (mutual TLS).",
+)
+def agent_serve(
+    listen: str | None,
+    config_file: Path | None,
+    token_file: Path | None,
+    data_root: Path | None,
+    heartbeat_timeout: float | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_ca: Path | None,
+) -> None:
+    """Serve the agent until SIGTERM/SIGINT (which stop its databases first)."""
+    from dbtester.agent import load_agent_config, serve
+
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    tls = {"cert": tls_cert, "key": tls_key, "ca": tls_ca} if tls_cert else None
+    config = load_agent_config(
+        config_file,
+        listen=listen,
+        token_file=token_file,
+        data_root=data_root,
+        heartbeat_timeout_s=heartbeat_timeout,
+        tls=tls,
+    )
+    _agent_logging(config.data_root)
+    serve(config)
+
+
+def _agent_logging(root: Path) -> None:
+    import logging
+
+    root.mkdir(parents=True, exist_ok=True)
+    handlers: list[logging.Handler] = [
+        logging.StreamHandler(sys.stderr),
+        logging.FileHandler(root / "agent.log"),
+    ]
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logger = logging.getLogger("dbtester")
+    for handler in handlers:
+        handler.setFormatter(fmt)
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)

@@ -10,6 +10,7 @@ need=()
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q " installed" || need+=(zookeeper)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)   # TLS tests make certificates
 
 # apt-get download needs package lists; a fresh image may have none.
 lists_empty=0

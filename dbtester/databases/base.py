@@ -11,16 +11,29 @@ from __future__ import annotations
 
 import platform
 import re
+import socket
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from dbtester.install import Installed, Reporter, Source, SourceUnavailable, ensure_installed
 
-__all__ = ["DatabaseKind", "LegacyFlags", "Options", "go_arch", "reported_version"]
+__all__ = [
+    "DatabaseKind",
+    "LaunchPlan",
+    "LegacyFlags",
+    "MemberSpec",
+    "Options",
+    "Peer",
+    "go_arch",
+    "reported_version",
+    "tcp_open",
+]
 
 
 class Options(BaseModel):
@@ -33,14 +46,70 @@ class Options(BaseModel):
 LegacyFlags = tuple[dict[str, Any], list[tuple[str, str]]]
 
 
+@dataclass(frozen=True)
+class Peer:
+    """One member as every member must know it: name, address and named ports."""
+
+    name: str
+    host: str
+    ports: Mapping[str, int]
+
+    def url(self, port: str, scheme: str = "http") -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.ports[port]}"
+
+    def address(self, port: str) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.ports[port]}"
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """Member ``index`` of ``peers``: what the agent asks a kind to launch."""
+
+    index: int
+    peers: tuple[Peer, ...]
+    flags: Options
+    member_dir: Path  # config files live here
+    data_dir: Path  # the database's own data, measured and removed at stop
+    cluster_token: str
+
+    @property
+    def me(self) -> Peer:
+        return self.peers[self.index]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How to start a member: an argv list (never a shell string), files to write
+    first, extra environment."""
+
+    argv: list[str]
+    files: Mapping[Path, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
 class DatabaseKind(ABC):
     """A kind of database (etcd, zookeeper, consul); stateless, one instance each."""
 
     name: ClassVar[str]
-    #: what the load generator connects to unless told otherwise
-    client_port: ClassVar[int]
+    #: named ports a member listens on, with the standard numbers; "client" is
+    #: what the load generator connects to
+    default_ports: ClassVar[Mapping[str, int]]
     flags_model: ClassVar[type[Options]]
     client_model: ClassVar[type[Options]]
+
+    @property
+    def client_port(self) -> int:
+        return self.default_ports["client"]
+
+    @abstractmethod
+    def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
+        """The command line and config files for ``member``."""
+
+    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
+        """Whether ``peer`` accepts clients; kinds refine this with a health call."""
+        return tcp_open(peer.host, peer.ports["client"], timeout)
 
     def default_description(self, version: str) -> str:
         return f"{self.name} v{version}"
@@ -68,6 +137,14 @@ class DatabaseKind(ABC):
         """Map the original dbtester's per-database option block to this kind's
         ``flags``."""
         return {}, [(key, f"'{key}' has no equivalent for {self.name}; dropped") for key in old]
+
+
+def tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def reported_version(argv: list[str], pattern: str) -> str:

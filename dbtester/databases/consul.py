@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from dbtester.databases.base import DatabaseKind, Options, go_arch, reported_version
-from dbtester.install import ArchiveDownload, GoBuild, Source, SourceUnavailable
+from dbtester.databases.base import (
+    DatabaseKind,
+    LaunchPlan,
+    MemberSpec,
+    Options,
+    Peer,
+    go_arch,
+    reported_version,
+)
+from dbtester.install import ArchiveDownload, GoBuild, Installed, Source, SourceUnavailable
 
 __all__ = ["Consul", "ConsulClient", "ConsulFlags"]
 
@@ -30,9 +40,62 @@ class ConsulClient(Options):
 
 class Consul(DatabaseKind):
     name: ClassVar[str] = "consul"
-    client_port: ClassVar[int] = 8500
+    # client = the HTTP API (KV); server = Raft RPC; serf gossip on LAN and WAN
+    default_ports: ClassVar[Mapping[str, int]] = {
+        "client": 8500,
+        "server": 8300,
+        "serf_lan": 8301,
+        "serf_wan": 8302,
+    }
     flags_model = ConsulFlags
     client_model = ConsulClient
+
+    def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
+        flags = member.flags
+        assert isinstance(flags, ConsulFlags)
+        me = member.me
+        config: dict[str, Any] = {
+            "server": True,
+            "bootstrap_expect": len(member.peers),
+            "node_name": me.name,
+            "datacenter": "dbtester",
+            "data_dir": str(member.data_dir),
+            "bind_addr": me.host,
+            "client_addr": me.host,
+            "advertise_addr": me.host,
+            "ports": {
+                "http": me.ports["client"],
+                "server": me.ports["server"],
+                "serf_lan": me.ports["serf_lan"],
+                "serf_wan": me.ports["serf_wan"],
+                "dns": -1,
+                "grpc": -1,
+                "grpc_tls": -1,
+                "https": -1,
+            },
+            "retry_join": [p.address("serf_lan") for p in member.peers if p is not me],
+            # Several servers on one machine must not derive the same node id.
+            "disable_host_node_id": True,
+            "disable_update_check": True,
+            "leave_on_terminate": False,
+            "log_level": (flags.log_level or "info").upper(),
+            "ui_config": {"enabled": False},
+        }
+        if flags.raft_multiplier:
+            config["performance"] = {"raft_multiplier": flags.raft_multiplier}
+        path = member.member_dir / "consul.json"
+        argv = [str(installed.path("consul")), "agent", f"-config-file={path}"]
+        return LaunchPlan(argv, {path: json.dumps(config, indent=2) + "\n"})
+
+    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
+        """/v1/status/leader names the leader once the cluster elected one."""
+        try:
+            with urllib.request.urlopen(
+                f"{peer.url('client')}/v1/status/leader", timeout=timeout
+            ) as r:
+                return len(json.loads(r.read()) or "") > 0
+        except (OSError, ValueError):
+            return False
 
     def install_sources(self, version: str) -> list[Source]:
         name = f"consul_{version}_linux_{go_arch()}.zip"

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from dbtester.databases.base import DatabaseKind, LegacyFlags, Options, go_arch, reported_version
-from dbtester.install import ArchiveDownload, DebianPackage, GoBuild, Source, SourceUnavailable
+from dbtester.databases.base import (
+    DatabaseKind,
+    LaunchPlan,
+    LegacyFlags,
+    MemberSpec,
+    Options,
+    Peer,
+    go_arch,
+    reported_version,
+)
+from dbtester.install import (
+    ArchiveDownload,
+    DebianPackage,
+    GoBuild,
+    Installed,
+    Source,
+    SourceUnavailable,
+)
 
 __all__ = ["Etcd", "EtcdClient", "EtcdFlags"]
 
@@ -47,9 +65,45 @@ class EtcdClient(Options):
 
 class Etcd(DatabaseKind):
     name: ClassVar[str] = "etcd"
-    client_port: ClassVar[int] = 2379
+    default_ports: ClassVar[Mapping[str, int]] = {"client": 2379, "peer": 2380}
     flags_model = EtcdFlags
     client_model = EtcdClient
+
+    def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
+        me = member.me
+        flags = member.flags
+        assert isinstance(flags, EtcdFlags)
+        argv = [
+            str(installed.path("etcd")),
+            f"--name={me.name}",
+            f"--data-dir={member.data_dir}",
+            f"--listen-client-urls={me.url('client')}",
+            f"--advertise-client-urls={me.url('client')}",
+            f"--listen-peer-urls={me.url('peer')}",
+            f"--initial-advertise-peer-urls={me.url('peer')}",
+            "--initial-cluster=" + ",".join(f"{p.name}={p.url('peer')}" for p in member.peers),
+            "--initial-cluster-state=new",
+            f"--initial-cluster-token={member.cluster_token}",
+            "--logger=zap",
+            "--log-outputs=stderr",
+        ]
+        options = {
+            "--snapshot-count": flags.snapshot_count,
+            "--quota-backend-bytes": flags.quota_backend_bytes,
+            "--heartbeat-interval": flags.heartbeat_interval_ms,
+            "--election-timeout": flags.election_timeout_ms,
+            "--max-request-bytes": flags.max_request_bytes,
+        }
+        argv += [f"{name}={value}" for name, value in options.items() if value is not None]
+        return LaunchPlan(argv)
+
+    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
+        """etcd's /health answers true once the member has a leader."""
+        try:
+            with urllib.request.urlopen(f"{peer.url('client')}/health", timeout=timeout) as r:
+                return bool(json.loads(r.read()).get("health") == "true")
+        except (OSError, ValueError):
+            return False
 
     def install_sources(self, version: str) -> list[Source]:
         arch = go_arch()

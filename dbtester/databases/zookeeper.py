@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import shutil
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
-from dbtester.databases.base import DatabaseKind, LegacyFlags, Options
+from dbtester.databases.base import (
+    DatabaseKind,
+    LaunchPlan,
+    LegacyFlags,
+    MemberSpec,
+    Options,
+    Peer,
+)
 from dbtester.install import (
     ArchiveDownload,
     DebianPackage,
+    Installed,
     MavenArtifacts,
     Source,
     SourceUnavailable,
@@ -49,9 +58,50 @@ class ZooKeeperClient(Options):
 
 class ZooKeeper(DatabaseKind):
     name: ClassVar[str] = "zookeeper"
-    client_port: ClassVar[int] = 2181
+    default_ports: ClassVar[Mapping[str, int]] = {"client": 2181, "peer": 2888, "election": 3888}
     flags_model = ZooKeeperFlags
     client_model = ZooKeeperClient
+
+    def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
+        flags = member.flags
+        assert isinstance(flags, ZooKeeperFlags)
+        config = member.member_dir / "zoo.cfg"
+        logback = member.member_dir / "logback.xml"
+        jvm = [f"-Xms{flags.heap_min}"] if flags.heap_min else []
+        jvm += [f"-Xmx{flags.heap_max}"] if flags.heap_max else []
+        if flags.jute_max_buffer:
+            jvm.append(f"-Djute.maxbuffer={flags.jute_max_buffer}")
+        argv = [
+            installed.entry["java"],
+            *jvm,
+            # ZooKeeper logs through SLF4J: logback in Apache's builds, the simple
+            # binding with Debian's; both at INFO on stderr (the database log).
+            f"-Dlogback.configurationFile={logback}",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-cp",
+            installed.entry["classpath"],
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(config),
+        ]
+        files = {
+            config: _zoo_cfg(member, flags),
+            logback: _LOGBACK,
+            member.data_dir / "myid": f"{member.index + 1}\n",
+        }
+        return LaunchPlan(argv, files)
+
+    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
+        """'srvr' names the mode once the member serves (leader, follower, standalone)."""
+        try:
+            with socket.create_connection((peer.host, peer.ports["client"]), timeout) as conn:
+                conn.sendall(b"srvr")
+                reply = b""
+                while chunk := conn.recv(4096):
+                    reply += chunk
+        except OSError:
+            return False
+        return b"Mode: " in reply
 
     def install_sources(self, version: str) -> list[Source]:
         base = f"{ARCHIVE}/zookeeper-{version}/apache-zookeeper-{version}-bin.tar.gz"
@@ -91,6 +141,39 @@ class ZooKeeper(DatabaseKind):
         return flags, warnings
 
 
+def _zoo_cfg(member: MemberSpec, flags: ZooKeeperFlags) -> str:
+    me = member.me
+    lines = {
+        "tickTime": flags.tick_time or 2000,
+        "initLimit": flags.init_limit or 10,
+        "syncLimit": flags.sync_limit or 5,
+        "dataDir": member.data_dir,
+        "clientPort": me.ports["client"],
+        "clientPortAddress": me.host,  # never listen beyond the address we were given
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "srvr,ruok,mntr",
+        "snapCount": flags.snap_count,
+        "maxClientCnxns": flags.max_client_cnxns,
+    }
+    text = [f"{k}={v}" for k, v in lines.items() if v is not None]
+    if len(member.peers) > 1:
+        text += [
+            f"server.{i + 1}={p.host}:{p.ports['peer']}:{p.ports['election']}"
+            for i, p in enumerate(member.peers)
+        ]
+    return "\n".join(text) + "\n"
+
+
+_LOGBACK = """<configuration>
+  <appender name="STDERR" class="ch.qos.logback.core.ConsoleAppender">
+    <target>System.err</target>
+    <encoder><pattern>%d{ISO8601} %-5level [%thread] %logger{36} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="STDERR"/></root>
+</configuration>
+"""
+
+
 def _java() -> str:
     java = shutil.which("java")
     if java is None:
@@ -106,7 +189,12 @@ def _classpath(lib: Path) -> dict[str, str]:
 
 
 def _debian_entry(root: Path, dest: Path) -> dict[str, str]:
-    return {"java": _java(), "classpath": "/usr/share/java/zookeeper.jar"}
+    # zookeeper.jar's manifest names its dependencies but no SLF4J binding;
+    # without one ZooKeeper logs nothing at all.
+    jars = ["/usr/share/java/zookeeper.jar"]
+    if Path("/usr/share/java/slf4j-simple.jar").exists():
+        jars.append("/usr/share/java/slf4j-simple.jar")
+    return {"java": _java(), "classpath": ":".join(jars)}
 
 
 def _bytes(size: str) -> int:

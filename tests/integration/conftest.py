@@ -8,6 +8,7 @@ tests that need a clean slate make their own.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,25 @@ def shared_home() -> Path:
 def use_shared_home(shared_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DBTESTER_HOME", str(shared_home))
     return shared_home
+
+
+@pytest.fixture(scope="session")
+def installed_home(shared_home: Path) -> Callable[[str, str], str]:
+    """Install KIND@VERSION into the shared test home (once per machine) and
+    return that home, for agents started with DBTESTER_HOME pointing at it."""
+    from dbtester.databases import get_kind
+    from dbtester.install import Reporter
+
+    def install(kind: str, version: str) -> str:
+        previous = os.environ.get("DBTESTER_HOME")
+        os.environ["DBTESTER_HOME"] = str(shared_home)
+        try:
+            get_kind(kind).install(version, Reporter())
+        finally:
+            if previous is None:
+                del os.environ["DBTESTER_HOME"]
+            else:
+                os.environ["DBTESTER_HOME"] = previous
+        return str(shared_home)
+
+    return install

@@ -1,0 +1,201 @@
+"""The controller's side of the agent protocol: a small typed client.
+
+Every call carries the bearer token (when there is one) and a deadline; a
+failure names the agent's address, so "which host?" never needs asking.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from dbtester.databases.base import Peer
+from dbtester.errors import DbtesterError
+from dbtester.proto import agent_pb2 as pb
+from dbtester.proto import agent_pb2_grpc as pb_grpc
+
+__all__ = ["AgentClient", "AgentError", "ClockOffset"]
+
+
+class AgentError(DbtesterError):
+    """A call to an agent failed; the message names the agent and the reason."""
+
+    def __init__(self, address: str, error: grpc.RpcError | str) -> None:
+        if isinstance(error, grpc.RpcError):
+            code = error.code() if hasattr(error, "code") else None
+            details = error.details() if hasattr(error, "details") else str(error)
+            self.code = code
+            text = f"{code.name if code else 'ERROR'}: {details}"
+        else:
+            self.code = None
+            text = error
+        super().__init__(f"agent {address}: {text}")
+        self.address = address
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """The agent's clock minus ours, measured NTP style from one round trip."""
+
+    offset_s: float
+    round_trip_s: float
+
+
+class AgentClient:
+    def __init__(
+        self,
+        address: str,
+        token: str | None = None,
+        *,
+        tls_ca: bytes | None = None,
+        tls_cert: bytes | None = None,
+        tls_key: bytes | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        if tls_ca is not None:
+            creds = grpc.ssl_channel_credentials(tls_ca, tls_key, tls_cert)
+            self.channel = grpc.secure_channel(address, creds)
+        else:
+            self.channel = grpc.insecure_channel(address)
+        self._stub = pb_grpc.AgentStub(self.channel)
+        self._health = health_pb2_grpc.HealthStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return getattr(self._stub, method)(
+                request, timeout=timeout or self.timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise AgentError(self.address, exc) from None
+
+    # ------------------------------------------------------------------ calls
+
+    def health(self, timeout: float = 5.0) -> str:
+        """The health service's status name, e.g. 'SERVING'."""
+        try:
+            reply = self._health.Check(  # type: ignore[attr-defined]
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise AgentError(self.address, exc) from None
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.health(timeout=2.0) == "SERVING":
+                    return
+            except AgentError as exc:
+                if exc.code == grpc.StatusCode.UNAUTHENTICATED or time.monotonic() > deadline:
+                    raise
+            if time.monotonic() > deadline:
+                raise AgentError(self.address, f"not serving after {timeout:.0f} s")
+            time.sleep(0.2)
+
+    def start(
+        self,
+        *,
+        run_id: str,
+        database_id: str,
+        kind: str,
+        version: str,
+        member_index: int,
+        peers: list[Peer],
+        flags: Mapping[str, Any],
+        sample_interval_s: float = 0.0,
+        heartbeat_timeout_s: float = 0.0,
+        cluster_token: str = "",
+        timeout: float = 60.0,
+    ) -> pb.StartResponse:
+        request = pb.StartRequest(
+            run_id=run_id,
+            database_id=database_id,
+            kind=kind,
+            version=version,
+            member_index=member_index,
+            peers=[pb.Peer(name=p.name, host=p.host, ports=dict(p.ports)) for p in peers],
+            flags_json=json.dumps(dict(flags)),
+            sample_interval_s=sample_interval_s,
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            cluster_token=cluster_token,
+        )
+        return self._call("Start", request, timeout)  # type: ignore[no-any-return]
+
+    def stop(
+        self,
+        run_id: str,
+        database_id: str,
+        member_index: int,
+        *,
+        failed: bool = False,
+        grace_s: float = 0.0,
+    ) -> pb.StopResponse:
+        request = pb.StopRequest(
+            run_id=run_id,
+            database_id=database_id,
+            member_index=member_index,
+            failed=failed,
+            grace_s=grace_s,
+        )
+        return self._call("Stop", request, timeout=max(60.0, grace_s + 30))  # type: ignore[no-any-return]
+
+    def status(self, timeout: float | None = None) -> pb.StatusResponse:
+        return self._call("Status", pb.StatusRequest(), timeout)  # type: ignore[no-any-return]
+
+    def clock_offset(self) -> ClockOffset:
+        """Offset of the agent's wall clock from ours: the agent's reading minus the
+        midpoint of our send and receive times; accurate to half the round trip."""
+        sent = time.time()
+        reply = self.status()
+        received = time.time()
+        return ClockOffset(reply.wall_time_unix - (sent + received) / 2, received - sent)
+
+    def list_files(self, run_id: str, database_id: str, member_index: int) -> dict[str, int]:
+        request = pb.ListFilesRequest(
+            run_id=run_id, database_id=database_id, member_index=member_index
+        )
+        reply = self._call("ListFiles", request)
+        return {f.name: f.size for f in reply.files}
+
+    def fetch(
+        self, run_id: str, database_id: str, member_index: int, name: str, target: Path
+    ) -> int:
+        """Stream file ``name`` into ``target``; returns the bytes written."""
+        request = pb.FetchFileRequest(
+            run_id=run_id, database_id=database_id, member_index=member_index, name=name
+        )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
+        written = 0
+        try:
+            with partial.open("wb") as out:
+                for chunk in self._stub.FetchFile(
+                    request, timeout=max(self.timeout, 300), metadata=self._metadata
+                ):
+                    out.write(chunk.data)
+                    written += len(chunk.data)
+        except grpc.RpcError as exc:
+            partial.unlink(missing_ok=True)
+            raise AgentError(self.address, exc) from None
+        partial.replace(target)
+        return written

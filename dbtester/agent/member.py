@@ -1,0 +1,294 @@
+"""One running database member: start it, watch it, stop it within a bound.
+
+The member runs in its own process group (``start_new_session``), so stopping
+reaches every process it spawned, by PID and process group, never by name.
+Its directory on the agent::
+
+    <data_root>/runs/<run_id>/<database_id>/member-<i>/
+        data/            the database's data (removed after a clean stop)
+        metrics.csv      one sample per second (see sampler.COLUMNS)
+        database.log     the database's stdout and stderr
+        agent.log        what the agent did for this member
+        <config files>   zoo.cfg, consul.json ... as the kind writes them
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from dbtester.agent.sampler import Sampler, data_disk, dir_usage, interface_for
+from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
+from dbtester.errors import DbtesterError
+from dbtester.install import Installed
+
+__all__ = ["Member", "MemberError", "StopResult", "log_tail", "port_free"]
+
+log = logging.getLogger(__name__)
+
+#: how long a process must stay up before Start reports success
+SETTLE_S = 0.5
+FILE_NAMES = ("metrics.csv", "database.log", "agent.log")
+
+
+class MemberError(DbtesterError):
+    """Starting or stopping a member failed; the message carries the reason."""
+
+
+@dataclass(frozen=True)
+class StopResult:
+    disk_usage_bytes: int
+    killed: bool
+    exit_code: int
+    stop_seconds: float
+    archived_to: str
+    samples: int
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 16384))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(empty log)"
+
+
+def port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+class Member:
+    """A database member this agent started."""
+
+    def __init__(
+        self,
+        kind: DatabaseKind,
+        installed: Installed,
+        spec: MemberSpec,
+        *,
+        sample_interval: float,
+        failure_root: Path,
+    ) -> None:
+        self.kind = kind
+        self.installed = installed
+        self.spec = spec
+        self.sample_interval = sample_interval
+        self.failure_root = failure_root
+        self.dir = spec.member_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.sampler: Sampler | None = None
+        self.state = "new"
+        self.error = ""
+        self.started_unix = 0.0
+        self._lock = threading.Lock()
+        self._log_handler: logging.Handler | None = None
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        me = self.spec.me
+        busy = [f"{name} {port}" for name, port in me.ports.items() if not port_free(me.host, port)]
+        if busy:
+            raise MemberError(
+                f"{me.host}: port already in use: {', '.join(busy)} (another database, or a"
+                " member of an earlier run still running?)"
+            )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.spec.data_dir.mkdir(parents=True, exist_ok=True)
+        self._attach_log()
+        plan = self.kind.launch(self.installed, self.spec)
+        self._write_files(plan)
+        self._spawn(plan)
+        self._settle()
+        assert self.process is not None
+        self.sampler = Sampler(
+            psutil.Process(self.process.pid),
+            self.dir / "metrics.csv",
+            self.spec.data_dir,
+            interface=interface_for(me.host),
+            disk=data_disk(self.spec.data_dir),
+            interval=self.sample_interval,
+        )
+        self.sampler.start()
+        self.state = "running"
+        log.info(
+            "sampling pid %d every %.2fs (disk %s, interface %s)",
+            self.process.pid,
+            self.sample_interval,
+            self.sampler.disk or "all",
+            self.sampler.interface or "all",
+        )
+
+    def _attach_log(self) -> None:
+        handler = logging.FileHandler(self.dir / "agent.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logging.getLogger("dbtester").addHandler(handler)
+        self._log_handler = handler
+
+    def _write_files(self, plan: LaunchPlan) -> None:
+        for path, text in plan.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+    def _spawn(self, plan: LaunchPlan) -> None:
+        log.info(
+            "starting %s %s member %d: %s",
+            self.kind.name,
+            self.installed.version,
+            self.spec.index,
+            " ".join(plan.argv),
+        )
+        with (self.dir / "database.log").open("ab") as out:
+            try:
+                self.process = subprocess.Popen(
+                    plan.argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.dir,
+                    env={**os.environ, **plan.env},
+                    start_new_session=True,  # its own process group: stop reaches all of it
+                )
+            except OSError as exc:
+                raise MemberError(f"cannot run {plan.argv[0]}: {exc.strerror}") from None
+        self.started_unix = time.time()
+
+    def _settle(self) -> None:
+        assert self.process is not None
+        try:
+            code = self.process.wait(SETTLE_S)
+        except subprocess.TimeoutExpired:
+            return
+        self.state = "exited"
+        tail = log_tail(self.dir / "database.log")
+        self.error = f"exited with code {code} at start; log tail:\n{tail}"
+        raise MemberError(f"{self.kind.name} member {self.spec.index} {self.error}")
+
+    # ------------------------------------------------------------------ status
+
+    def poll(self) -> str:
+        """'running', 'exited' (died by itself) or 'stopped' (we stopped it)."""
+        with self._lock:
+            if self.state == "running" and self.process is not None:
+                code = self.process.poll()
+                if code is not None:
+                    self.state = "exited"
+                    tail = log_tail(self.dir / "database.log", 5)
+                    self.error = f"exited unexpectedly with code {code}; log tail:\n{tail}"
+                    log.error("%s member %d %s", self.kind.name, self.spec.index, self.error)
+            return self.state
+
+    @property
+    def exit_code(self) -> int:
+        if self.process is None or self.process.returncode is None:
+            return 0
+        return self.process.returncode
+
+    # ------------------------------------------------------------------ stop
+
+    def stop(self, *, failed: bool, grace: float) -> StopResult:
+        """SIGTERM the process group, wait ``grace`` seconds, then SIGKILL it;
+        measure the data dir; remove it, or archive it when the run failed."""
+        with self._lock:
+            begin = time.monotonic()
+            if self.sampler is not None:
+                # A last row just before the signal; none of a process going away.
+                self.sampler.stop(final_sample=self.state == "running")
+            killed = self._terminate(grace)
+            died_by_itself = self.state == "exited"
+            self.state = "stopped"
+            usage = dir_usage(self.spec.data_dir)
+            archived = ""
+            if failed or died_by_itself:
+                archived = str(self._archive())
+            else:
+                shutil.rmtree(self.spec.data_dir, ignore_errors=True)
+            seconds = time.monotonic() - begin
+            log.info(
+                "stopped in %.2fs (killed=%s, exit %s); data dir %d bytes%s",
+                seconds,
+                killed,
+                self.exit_code,
+                usage,
+                f", archived to {archived}" if archived else "",
+            )
+            self._detach_log()
+            return StopResult(
+                usage,
+                killed,
+                self.exit_code,
+                seconds,
+                archived,
+                self.sampler.samples if self.sampler else 0,
+            )
+
+    def _terminate(self, grace: float) -> bool:
+        process = self.process
+        if process is None or process.poll() is not None:
+            self._kill_group()  # anything it left behind in its group
+            return False
+        self._signal_group(signal.SIGTERM)
+        try:
+            process.wait(grace)
+            self._kill_group()
+            return False
+        except subprocess.TimeoutExpired:
+            log.warning(
+                "still running %.1fs after SIGTERM: SIGKILL to group %d", grace, process.pid
+            )
+            self._signal_group(signal.SIGKILL)
+            process.wait()
+            return True
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
+    def _kill_group(self) -> None:
+        if self.process is not None:
+            self._signal_group(signal.SIGKILL)
+
+    def _archive(self) -> Path:
+        target = self.failure_root / self.dir.relative_to(self.dir.parents[2])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if self.spec.data_dir.exists():
+            shutil.move(self.spec.data_dir, target)
+        return target
+
+    def _detach_log(self) -> None:
+        if self._log_handler is not None:
+            logging.getLogger("dbtester").removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
+
+    # ------------------------------------------------------------------ files
+
+    def files(self) -> dict[str, int]:
+        return {
+            name: (self.dir / name).stat().st_size
+            for name in FILE_NAMES
+            if (self.dir / name).exists()
+        }

@@ -1,0 +1,297 @@
+"""Sample a database process once a second into a CSV, one row per tick.
+
+Each row is appended and flushed at once, so a crash loses at most the current
+second. Counters become per-tick deltas here, where the previous value is
+known, and a delta is never negative: a counter that resets (process restart,
+thread exit, device reset) or wraps counts from zero again.
+
+Columns (``COLUMNS``), all integers except ``cpu_percent``:
+
+=============================  =======================================================
+unix_ms                        wall-clock time of the sample, milliseconds
+pid                            the database's main PID (0 once it is gone)
+cpu_percent                    CPU of the process and its children; 100 = one core
+rss_bytes                      resident memory of the process and its children
+threads                        threads of the process and its children
+voluntary_ctxt_switches        delta: summed over every thread (/proc/PID/task/*)
+nonvoluntary_ctxt_switches     delta: summed over every thread
+read_bytes                     delta: bytes the process tree read from storage
+write_bytes                    delta: bytes the process tree wrote to storage
+reads_completed                delta: the data disk's completed reads
+sectors_read                   delta: the data disk's sectors read (512 bytes)
+writes_completed               delta: the data disk's completed writes
+sectors_written                delta: the data disk's sectors written (512 bytes)
+receive_bytes                  delta: bytes received on the network interface
+transmit_bytes                 delta: bytes transmitted on the network interface
+data_dir_bytes                 disk space used by the data directory (allocated blocks)
+=============================  =======================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import psutil
+
+__all__ = ["COLUMNS", "Counters", "Sampler", "data_disk", "dir_usage", "interface_for"]
+
+log = logging.getLogger(__name__)
+
+COLUMNS = (
+    "unix_ms",
+    "pid",
+    "cpu_percent",
+    "rss_bytes",
+    "threads",
+    "voluntary_ctxt_switches",
+    "nonvoluntary_ctxt_switches",
+    "read_bytes",
+    "write_bytes",
+    "reads_completed",
+    "sectors_read",
+    "writes_completed",
+    "sectors_written",
+    "receive_bytes",
+    "transmit_bytes",
+    "data_dir_bytes",
+)
+SECTOR = 512
+
+
+class Counters:
+    """Turns cumulative counters into never-negative deltas, per key."""
+
+    def __init__(self) -> None:
+        self._last: dict[object, int] = {}
+
+    def delta(self, key: object, value: int) -> int:
+        previous = self._last.get(key)
+        self._last[key] = value
+        if previous is None:
+            return 0  # first sight: a baseline, not a change
+        if value < previous:
+            return value  # reset or wrap: the counter started again from zero
+        return value - previous
+
+    def delta_new_from_zero(self, key: object, value: int) -> int:
+        """Like delta, but a key first seen counts in full (a thread that appeared
+        since the last tick did all its switching within that tick)."""
+        if key not in self._last:
+            self._last[key] = 0
+        return self.delta(key, value)
+
+    def forget_except(self, keys: Iterable[object]) -> None:
+        keep = set(keys)
+        self._last = {k: v for k, v in self._last.items() if k in keep}
+
+
+def dir_usage(path: Path) -> int:
+    """Bytes of disk allocated to everything under ``path`` (like ``du -s``)."""
+    total = 0
+    stack = [path]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(Path(entry.path))
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_blocks * SECTOR
+                    except FileNotFoundError:
+                        continue  # removed while we looked (compaction, WAL rotation)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+    return total
+
+
+def data_disk(path: Path) -> str | None:
+    """The block device (as psutil names it) holding ``path``, or None when it has
+    none of its own (overlay, tmpfs): then the sum of all disks is sampled."""
+    try:
+        dev = path.stat().st_dev
+    except OSError:
+        return None
+    sys_link = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    try:
+        name = sys_link.resolve().name
+    except OSError:
+        return None
+    return name if name in psutil.disk_io_counters(perdisk=True) else None
+
+
+def interface_for(address: str) -> str | None:
+    """The network interface that carries ``address`` (``lo`` for 127.0.0.1)."""
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address.split("%", 1)[0] == address for a in addrs):
+            return name
+    return None
+
+
+def _thread_switches(pid: int) -> Iterable[tuple[int, int, int]]:
+    """(tid, voluntary, nonvoluntary) for every thread of ``pid``.
+
+    /proc/PID/status counts only the main thread, which for Go and Java servers
+    is a small part of the work, so we read every task."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        voluntary = nonvoluntary = 0
+        try:
+            text = (task / "status").read_text()
+        except OSError:
+            continue  # the thread exited
+        for line in text.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                voluntary = int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                nonvoluntary = int(line.split()[1])
+        yield int(task.name), voluntary, nonvoluntary
+
+
+@dataclass
+class Sampler:
+    """Samples ``process`` (and its children) every ``interval`` seconds into ``csv_path``."""
+
+    process: psutil.Process
+    csv_path: Path
+    data_dir: Path
+    interface: str | None
+    disk: str | None
+    interval: float = 1.0
+    clock: Callable[[], float] = time.time
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _counters: Counters = field(default_factory=Counters)
+    _known: dict[int, psutil.Process] = field(default_factory=dict)
+    _gone: bool = False
+
+    def start(self) -> None:
+        self._known = {self.process.pid: self.process}
+        self.process.cpu_percent(None)  # the first call only sets a baseline
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, final_sample: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if final_sample:
+            with self.csv_path.open("a", newline="") as out:
+                self._write(out)
+
+    def _run(self) -> None:
+        new_file = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
+        with self.csv_path.open("a", newline="") as out:
+            if new_file:
+                csv.writer(out).writerow(COLUMNS)
+                out.flush()
+            self.sample_row()  # baselines for every delta
+            start = time.monotonic()
+            tick = 1
+            # Fixed schedule on the monotonic clock: no drift over a long run.
+            while not self._stop.wait(max(0.0, start + tick * self.interval - time.monotonic())):
+                self._write(out)
+                tick += 1
+
+    def _write(self, out: TextIO) -> None:
+        try:
+            row = self.sample_row()
+        except Exception:  # a sampler that dies silently would leave holes
+            log.exception("sampling failed")
+            return
+        csv.writer(out).writerow(row)
+        out.flush()
+        self.samples += 1
+
+    # ---------------------------------------------------------------- one sample
+
+    def _tree(self) -> list[psutil.Process]:
+        if self._gone:
+            return []
+        try:
+            if not self.process.is_running():  # also false when the PID was reused
+                raise psutil.NoSuchProcess(self.process.pid)
+            children = self.process.children(recursive=True)
+        except psutil.NoSuchProcess:
+            self._gone = True
+            return []
+        tree = [self.process]
+        for child in children:
+            # Keep the first Process object per PID: cpu_percent needs its history.
+            known = self._known.setdefault(child.pid, child)
+            tree.append(known)
+        return tree
+
+    def sample_row(self) -> list[object]:
+        now_ms = int(self.clock() * 1000)
+        tree = self._tree()
+        cpu = 0.0
+        rss = threads = read_bytes = write_bytes = 0
+        switches_v = switches_n = 0
+        alive_keys: list[object] = []
+        for proc in tree:
+            try:
+                with proc.oneshot():
+                    cpu += proc.cpu_percent(None)
+                    rss += proc.memory_info().rss
+                    threads += proc.num_threads()
+                    io = proc.io_counters()
+                read_bytes += self._counters.delta(("read", proc.pid), io.read_bytes)
+                write_bytes += self._counters.delta(("write", proc.pid), io.write_bytes)
+                alive_keys += [("read", proc.pid), ("write", proc.pid)]
+                for tid, vol, nonvol in _thread_switches(proc.pid):
+                    switches_v += self._counters.delta_new_from_zero(("v", tid), vol)
+                    switches_n += self._counters.delta_new_from_zero(("n", tid), nonvol)
+                    alive_keys += [("v", tid), ("n", tid)]
+            except (psutil.NoSuchProcess, psutil.AccessDenied, FileNotFoundError):
+                continue
+        disk = self._disk_deltas()
+        net = self._net_deltas()
+        alive_keys += ["reads", "sread", "writes", "swritten", "rx", "tx"]
+        self._counters.forget_except(alive_keys)
+        pid = self.process.pid if tree else 0
+        return [
+            now_ms, pid, round(cpu, 2), rss, threads, switches_v, switches_n, read_bytes,
+            write_bytes, *disk, *net, dir_usage(self.data_dir),
+        ]  # fmt: skip
+
+    def _disk_deltas(self) -> list[int]:
+        if self.disk is not None:
+            counters = psutil.disk_io_counters(perdisk=True).get(self.disk)
+        else:
+            counters = psutil.disk_io_counters(perdisk=False)
+        if counters is None:
+            return [0, 0, 0, 0]
+        sectors_read = counters.read_bytes // SECTOR
+        sectors_written = counters.write_bytes // SECTOR
+        return [
+            self._counters.delta("reads", counters.read_count),
+            self._counters.delta("sread", sectors_read),
+            self._counters.delta("writes", counters.write_count),
+            self._counters.delta("swritten", sectors_written),
+        ]
+
+    def _net_deltas(self) -> list[int]:
+        if self.interface is not None:
+            counters = psutil.net_io_counters(pernic=True).get(self.interface)
+        else:
+            counters = psutil.net_io_counters(pernic=False)
+        if counters is None:
+            return [0, 0]
+        return [
+            self._counters.delta("rx", counters.bytes_recv),
+            self._counters.delta("tx", counters.bytes_sent),
+        ]

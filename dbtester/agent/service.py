@@ -1,0 +1,287 @@
+"""The agent's gRPC service: start, stop, status, files — plus its watchdog.
+
+Requests name a kind and a version, never a path or a command: the agent
+resolves them to binaries it has installed (``$DBTESTER_HOME``) or that its own
+config allow-lists. With no call from the controller for the heartbeat timeout,
+the agent stops its databases itself and keeps their files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+from pydantic import ValidationError
+
+from dbtester import __version__
+from dbtester.agent.config import AgentConfig
+from dbtester.agent.member import FILE_NAMES, Member, MemberError
+from dbtester.config.model import VERSION_PATTERN
+from dbtester.databases import KINDS, DatabaseKind
+from dbtester.databases.base import MemberSpec, Peer
+from dbtester.install import Installed, find_installed, list_installed
+from dbtester.proto import agent_pb2 as pb
+from dbtester.proto import agent_pb2_grpc as pb_grpc
+
+__all__ = ["AgentService"]
+
+log = logging.getLogger(__name__)
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+CHUNK = 64 * 1024
+MemberKey = tuple[str, str, int]
+
+
+class AgentService(pb_grpc.AgentServicer):
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.members: dict[MemberKey, Member] = {}
+        self._lock = threading.Lock()
+        self._last_contact = time.monotonic()
+        self._timeout = config.heartbeat_timeout_s
+        self._closing = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="watchdog", daemon=True)
+        self._watchdog.start()
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def touch(self) -> None:
+        self._last_contact = time.monotonic()
+
+    def _watch(self) -> None:
+        while not self._closing.wait(1.0):
+            silent = time.monotonic() - self._last_contact
+            if silent > self._timeout and self._running():
+                log.error(
+                    "no call from the controller for %.0fs (timeout %.0fs):"
+                    " stopping every database and keeping its files",
+                    silent,
+                    self._timeout,
+                )
+                self.stop_all(failed=True)
+
+    def _running(self) -> list[Member]:
+        with self._lock:
+            return [m for m in self.members.values() if m.poll() in ("running", "exited")]
+
+    def stop_all(self, *, failed: bool) -> None:
+        for member in self._running():
+            try:
+                member.stop(failed=failed, grace=self.config.stop_grace_s)
+            except Exception:
+                log.exception("stopping member %d failed", member.spec.index)
+
+    def close(self) -> None:
+        """Agent shutdown (SIGTERM): stop every database, keep its files."""
+        self._closing.set()
+        self.stop_all(failed=True)
+
+    # ------------------------------------------------------------------ start
+
+    def Start(self, request: pb.StartRequest, context: grpc.ServicerContext) -> pb.StartResponse:
+        kind = self._kind(request.kind, context)
+        self._check_names(request, context)
+        installed = self._binary(kind, request.version, context)
+        flags = self._flags(kind, request.flags_json, context)
+        peers = self._peers(kind, request, context)
+        key = (request.run_id, request.database_id, request.member_index)
+        member_dir = (
+            self.config.data_root
+            / "runs"
+            / request.run_id
+            / request.database_id
+            / f"member-{request.member_index}"
+        )
+        spec = MemberSpec(
+            index=request.member_index,
+            peers=peers,
+            flags=flags,
+            member_dir=member_dir,
+            data_dir=member_dir / "data",
+            cluster_token=request.cluster_token or f"{request.run_id}-{request.database_id}",
+        )
+        interval = request.sample_interval_s or self.config.sample_interval_s
+        with self._lock:
+            existing = self.members.get(key)
+            if existing is not None and existing.poll() == "running":
+                context.abort(grpc.StatusCode.ALREADY_EXISTS, f"member {key} is already running")
+            member = Member(
+                kind,
+                installed,
+                spec,
+                sample_interval=interval,
+                failure_root=self.config.data_root / "failed",
+            )
+            self.members[key] = member
+        if request.heartbeat_timeout_s > 0:
+            self._timeout = request.heartbeat_timeout_s
+        try:
+            member.start()
+        except MemberError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        assert member.process is not None
+        return pb.StartResponse(
+            pid=member.process.pid, data_dir=str(spec.data_dir), started_unix=member.started_unix
+        )
+
+    def _kind(self, name: str, context: grpc.ServicerContext) -> DatabaseKind:
+        kind = KINDS.get(name)
+        if kind is None:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown kind {name!r}; allowed: {', '.join(KINDS)}",
+            )
+        return kind
+
+    def _check_names(self, request: pb.StartRequest, context: grpc.ServicerContext) -> None:
+        for field in ("run_id", "database_id"):
+            value = getattr(request, field)
+            if not SAFE_NAME.match(value):
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"{field} {value!r} must be letters, digits, . _ - (no paths)",
+                )
+        if not re.match(VERSION_PATTERN, request.version):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"version {request.version!r} is not a version (letters, digits, . _ + ~ -)",
+            )
+
+    def _binary(self, kind: DatabaseKind, version: str, context: grpc.ServicerContext) -> Installed:
+        allowed = self.config.binaries.get(kind.name, {})
+        if version in allowed:
+            entry = allowed[version]
+            return Installed(
+                kind.name,
+                version,
+                Path(next(iter(entry.values()))).parent,
+                "agent config allow-list",
+                entry,
+                "",
+            )
+        found = find_installed(kind.name, version)
+        if found is not None:
+            return found
+        have = sorted({*allowed, *(i.version for i in list_installed() if i.kind == kind.name)})
+        listed = ", ".join(have) if have else "none"
+        context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{kind.name} {version} is not installed on {socket.gethostname()}; versions"
+            f" this agent can run: {listed} (add one with: dbtester install"
+            f" {kind.name}@{version})",
+        )
+        raise AssertionError  # abort raises
+
+    def _flags(self, kind: DatabaseKind, text: str, context: grpc.ServicerContext):  # type: ignore[no-untyped-def]
+        try:
+            return kind.flags_model.model_validate(json.loads(text or "{}"))
+        except (ValueError, ValidationError) as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad {kind.name} flags: {exc}")
+
+    def _peers(
+        self, kind: DatabaseKind, request: pb.StartRequest, context: grpc.ServicerContext
+    ) -> tuple[Peer, ...]:
+        peers = tuple(Peer(p.name, p.host, dict(p.ports)) for p in request.peers)
+        problems = []
+        if request.member_index >= len(peers):
+            problems.append(f"member_index {request.member_index} but {len(peers)} peers")
+        if len({p.name for p in peers}) != len(peers):
+            problems.append("peer names must be unique")
+        for peer in peers:
+            missing = set(kind.default_ports) - set(peer.ports)
+            if missing:
+                problems.append(f"peer {peer.name} lacks ports {sorted(missing)}")
+            if not SAFE_NAME.match(peer.name):
+                problems.append(f"peer name {peer.name!r} must be letters, digits, . _ -")
+        if problems:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(problems))
+        return peers
+
+    # ------------------------------------------------------------------ stop, status
+
+    def _member(
+        self, run_id: str, database_id: str, index: int, context: grpc.ServicerContext
+    ) -> Member:
+        with self._lock:
+            member = self.members.get((run_id, database_id, index))
+        if member is None:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no member {index} of {database_id!r} in run {run_id!r} on this agent",
+            )
+        return member
+
+    def Stop(self, request: pb.StopRequest, context: grpc.ServicerContext) -> pb.StopResponse:
+        member = self._member(request.run_id, request.database_id, request.member_index, context)
+        result = member.stop(
+            failed=request.failed, grace=request.grace_s or self.config.stop_grace_s
+        )
+        return pb.StopResponse(
+            disk_usage_bytes=result.disk_usage_bytes,
+            killed=result.killed,
+            exit_code=result.exit_code,
+            stop_seconds=result.stop_seconds,
+            archived_to=result.archived_to,
+            samples=result.samples,
+        )
+
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
+        with self._lock:
+            members = list(self.members.items())
+        statuses = []
+        for (run_id, database_id, index), member in members:
+            state = member.poll()
+            statuses.append(
+                pb.MemberStatus(
+                    run_id=run_id,
+                    database_id=database_id,
+                    member_index=index,
+                    state=state,
+                    pid=member.process.pid if member.process else 0,
+                    exit_code=member.exit_code,
+                    sampling=bool(member.sampler and member.sampler.running),
+                    samples=member.sampler.samples if member.sampler else 0,
+                    error=member.error,
+                )
+            )
+        return pb.StatusResponse(
+            agent_version=__version__,
+            wall_time_unix=time.time(),
+            members=statuses,
+            hostname=socket.gethostname(),
+        )
+
+    # ------------------------------------------------------------------ files
+
+    def ListFiles(
+        self, request: pb.ListFilesRequest, context: grpc.ServicerContext
+    ) -> pb.ListFilesResponse:
+        member = self._member(request.run_id, request.database_id, request.member_index, context)
+        return pb.ListFilesResponse(
+            files=[pb.FileInfo(name=n, size=s) for n, s in member.files().items()]
+        )
+
+    def FetchFile(
+        self, request: pb.FetchFileRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.FileChunk]:
+        member = self._member(request.run_id, request.database_id, request.member_index, context)
+        if request.name not in FILE_NAMES:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown file {request.name!r}; allowed: {', '.join(FILE_NAMES)}",
+            )
+        path = member.dir / request.name
+        if not path.exists():
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{request.name} does not exist (yet)")
+        offset = 0
+        with path.open("rb") as handle:
+            while chunk := handle.read(CHUNK):
+                yield pb.FileChunk(data=chunk, offset=offset)
+                offset += len(chunk)

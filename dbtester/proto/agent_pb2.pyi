@@ -1,0 +1,264 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Peer(_message.Message):
+    __slots__ = ("name", "host", "ports")
+    class PortsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    ports: _containers.ScalarMap[str, int]
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        host: _Optional[str] = ...,
+        ports: _Optional[_Mapping[str, int]] = ...,
+    ) -> None: ...
+
+class StartRequest(_message.Message):
+    __slots__ = (
+        "run_id",
+        "database_id",
+        "kind",
+        "version",
+        "member_index",
+        "peers",
+        "flags_json",
+        "sample_interval_s",
+        "heartbeat_timeout_s",
+        "cluster_token",
+    )
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    kind: str
+    version: str
+    member_index: int
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    flags_json: str
+    sample_interval_s: float
+    heartbeat_timeout_s: float
+    cluster_token: str
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        database_id: _Optional[str] = ...,
+        kind: _Optional[str] = ...,
+        version: _Optional[str] = ...,
+        member_index: _Optional[int] = ...,
+        peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ...,
+        flags_json: _Optional[str] = ...,
+        sample_interval_s: _Optional[float] = ...,
+        heartbeat_timeout_s: _Optional[float] = ...,
+        cluster_token: _Optional[str] = ...,
+    ) -> None: ...
+
+class StartResponse(_message.Message):
+    __slots__ = ("pid", "data_dir", "started_unix")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    data_dir: str
+    started_unix: float
+    def __init__(
+        self,
+        pid: _Optional[int] = ...,
+        data_dir: _Optional[str] = ...,
+        started_unix: _Optional[float] = ...,
+    ) -> None: ...
+
+class StopRequest(_message.Message):
+    __slots__ = ("run_id", "database_id", "member_index", "failed", "grace_s")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    member_index: int
+    failed: bool
+    grace_s: float
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        database_id: _Optional[str] = ...,
+        member_index: _Optional[int] = ...,
+        failed: _Optional[bool] = ...,
+        grace_s: _Optional[float] = ...,
+    ) -> None: ...
+
+class StopResponse(_message.Message):
+    __slots__ = (
+        "disk_usage_bytes",
+        "killed",
+        "exit_code",
+        "stop_seconds",
+        "archived_to",
+        "samples",
+    )
+    DISK_USAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    KILLED_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STOP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_TO_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    disk_usage_bytes: int
+    killed: bool
+    exit_code: int
+    stop_seconds: float
+    archived_to: str
+    samples: int
+    def __init__(
+        self,
+        disk_usage_bytes: _Optional[int] = ...,
+        killed: _Optional[bool] = ...,
+        exit_code: _Optional[int] = ...,
+        stop_seconds: _Optional[float] = ...,
+        archived_to: _Optional[str] = ...,
+        samples: _Optional[int] = ...,
+    ) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MemberStatus(_message.Message):
+    __slots__ = (
+        "run_id",
+        "database_id",
+        "member_index",
+        "state",
+        "pid",
+        "exit_code",
+        "sampling",
+        "samples",
+        "error",
+    )
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    member_index: int
+    state: str
+    pid: int
+    exit_code: int
+    sampling: bool
+    samples: int
+    error: str
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        database_id: _Optional[str] = ...,
+        member_index: _Optional[int] = ...,
+        state: _Optional[str] = ...,
+        pid: _Optional[int] = ...,
+        exit_code: _Optional[int] = ...,
+        sampling: _Optional[bool] = ...,
+        samples: _Optional[int] = ...,
+        error: _Optional[str] = ...,
+    ) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("agent_version", "wall_time_unix", "members", "hostname")
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WALL_TIME_UNIX_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    agent_version: str
+    wall_time_unix: float
+    members: _containers.RepeatedCompositeFieldContainer[MemberStatus]
+    hostname: str
+    def __init__(
+        self,
+        agent_version: _Optional[str] = ...,
+        wall_time_unix: _Optional[float] = ...,
+        members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ...,
+        hostname: _Optional[str] = ...,
+    ) -> None: ...
+
+class ListFilesRequest(_message.Message):
+    __slots__ = ("run_id", "database_id", "member_index")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    member_index: int
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        database_id: _Optional[str] = ...,
+        member_index: _Optional[int] = ...,
+    ) -> None: ...
+
+class FileInfo(_message.Message):
+    __slots__ = ("name", "size")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ListFilesResponse(_message.Message):
+    __slots__ = ("files",)
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    files: _containers.RepeatedCompositeFieldContainer[FileInfo]
+    def __init__(self, files: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ...) -> None: ...
+
+class FetchFileRequest(_message.Message):
+    __slots__ = ("run_id", "database_id", "member_index", "name")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    member_index: int
+    name: str
+    def __init__(
+        self,
+        run_id: _Optional[str] = ...,
+        database_id: _Optional[str] = ...,
+        member_index: _Optional[int] = ...,
+        name: _Optional[str] = ...,
+    ) -> None: ...
+
+class FileChunk(_message.Message):
+    __slots__ = ("data", "offset")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offset: int
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...

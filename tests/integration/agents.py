@@ -1,0 +1,131 @@
+"""Real agents for tests: ``dbtester agent serve`` subprocesses on loopback.
+
+Every process started here is stopped by PID (and its databases with it) when
+the test ends, pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from dbtester.agent.client import AgentClient
+from dbtester.databases import KINDS
+from dbtester.databases.base import Peer
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def loopback_peers(kind: str, count: int) -> list[Peer]:
+    return [
+        Peer(f"m{i}", "127.0.0.1", {name: free_port() for name in KINDS[kind].default_ports})
+        for i in range(count)
+    ]
+
+
+@dataclass
+class RunningAgent:
+    process: subprocess.Popen[str]
+    address: str
+    data_root: Path
+    token: str | None
+    log: Path
+    clients: list[AgentClient] = field(default_factory=list)
+
+    def client(self, token: str | None = None) -> AgentClient:
+        client = AgentClient(self.address, token if token is not None else self.token)
+        self.clients.append(client)
+        return client
+
+    def descendants(self) -> list[int]:
+        try:
+            return [p.pid for p in psutil.Process(self.process.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+
+def start_agent(
+    root: Path, *, token: str | None = None, extra: list[str] | None = None, home: str | None = None
+) -> RunningAgent:
+    root.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "dbtester",
+        "agent",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-root",
+        str(root / "data"),
+    ]
+    if token:
+        token_file = root / "token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        argv += ["--token-file", str(token_file)]
+    argv += extra or []
+    log = root / "agent.stderr"
+    env = {**os.environ, **({"DBTESTER_HOME": home} if home else {})}
+    with log.open("w") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("dbtester agent listening on "):
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"agent did not start: {line!r}\n{log.read_text()}")
+    return RunningAgent(process, line.split()[-1], root / "data", token, log)
+
+
+def stop_agent(agent: RunningAgent) -> None:
+    """SIGTERM (the agent stops its databases), then SIGKILL whatever is left, by PID."""
+    for client in agent.clients:
+        client.close()
+    leftovers = agent.descendants()
+    if agent.process.poll() is None:
+        agent.process.send_signal(signal.SIGTERM)
+        try:
+            agent.process.wait(30)
+        except subprocess.TimeoutExpired:
+            agent.process.kill()
+            agent.process.wait()
+    for pid in leftovers:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+@contextmanager
+def agents(
+    root: Path, count: int, *, token: str | None = "auto", home: str | None = None
+) -> Iterator[list[RunningAgent]]:
+    started: list[RunningAgent] = []
+    secret = secrets.token_hex(16) if token == "auto" else token
+    try:
+        for i in range(count):
+            started.append(start_agent(root / f"agent-{i}", token=secret, home=home))
+        yield started
+    finally:
+        for agent in started:
+            stop_agent(agent)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,299 @@
+"""The agent's contract with real processes: auth, bad requests, failures, watchdog."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from dbtester.agent.client import AgentClient, AgentError
+from tests.integration.agents import alive, loopback_peers, start_agent, stop_agent
+
+ETCD = "3.5.17"
+
+
+@pytest.fixture
+def etcd_home(installed_home) -> str:
+    return str(installed_home("etcd", ETCD))
+
+
+@pytest.fixture
+def agent(tmp_path: Path, etcd_home: str):
+    running = start_agent(tmp_path / "agent", token="t" * 32, home=etcd_home)
+    yield running
+    stop_agent(running)
+
+
+def _start(client: AgentClient, **overrides: object):
+    args: dict[str, Any] = {
+        "run_id": "r",
+        "database_id": "db",
+        "kind": "etcd",
+        "version": ETCD,
+        "member_index": 0,
+        "peers": loopback_peers("etcd", 1),
+        "flags": {},
+    }
+    args.update(overrides)
+    return client.start(**args)
+
+
+def _members(agent) -> list[Path]:
+    runs = agent.data_root / "runs"
+    return list(runs.glob("*/*/member-*")) if runs.exists() else []
+
+
+@pytest.mark.parametrize("token", ["", "wrong-token-wrong-token"])
+def test_without_the_right_token_nothing_is_served(agent, token: str) -> None:
+    client = agent.client(token=token)
+    with pytest.raises(AgentError) as caught:
+        client.health()
+    assert caught.value.code == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(AgentError) as caught:
+        _start(client)
+    assert caught.value.code == grpc.StatusCode.UNAUTHENTICATED
+    assert _members(agent) == []  # nothing was started
+    assert "t" * 32 not in agent.log.read_text()  # the token is never logged
+
+
+def test_health_with_the_token(agent) -> None:
+    assert agent.client().health() == "SERVING"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        ({"kind": "mongodb"}, "unknown kind 'mongodb'; allowed: etcd, zookeeper, consul"),
+        ({"version": "9.9.9"}, f"versions this agent can run: {ETCD}"),
+        ({"version": "3.5;reboot"}, "is not a version"),
+        ({"run_id": "../../etc"}, "no paths"),
+        ({"flags": {"snap_count": 5}}, "bad etcd flags"),
+        ({"member_index": 3}, "member_index 3 but 1 peers"),
+    ],
+)
+def test_bad_requests_are_invalid_argument(
+    agent, overrides: dict[str, object], needle: str
+) -> None:
+    with pytest.raises(AgentError) as caught:
+        _start(agent.client(), **overrides)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in str(caught.value)
+    assert agent.address in str(caught.value)  # the error names the agent
+
+
+def test_port_already_in_use(agent) -> None:
+    peers = loopback_peers("etcd", 1)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", peers[0].ports["client"]))
+        squatter.listen(1)
+        with pytest.raises(AgentError) as caught:
+            _start(agent.client(), peers=peers)
+    assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"port already in use: client {peers[0].ports['client']}" in str(caught.value)
+
+
+def test_a_database_that_fails_to_start_shows_its_log(agent) -> None:
+    # Two members named the same way in the initial cluster: etcd refuses to start.
+    peers = loopback_peers("etcd", 2)
+    peers[1] = type(peers[1])(
+        peers[1].name,
+        "127.0.0.1",
+        {"client": peers[1].ports["client"], "peer": peers[0].ports["peer"]},
+    )
+    with pytest.raises(AgentError) as caught:
+        _start(agent.client(), peers=peers)
+    assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "exited with code" in str(caught.value) and "log tail" in str(caught.value)
+
+
+def test_kill_9_of_the_database_is_reported_and_rows_are_kept(agent) -> None:
+    client = agent.client()
+    reply = _start(client)
+    time.sleep(2.5)
+    os.kill(reply.pid, signal.SIGKILL)
+    time.sleep(0.3)
+    member = client.status().members[0]
+    assert member.state == "exited"
+    assert member.exit_code == -signal.SIGKILL
+    assert "exited unexpectedly" in member.error
+    result = client.stop("r", "db", 0)
+    assert result.archived_to  # the data of a failed member is kept
+    target = agent.data_root.parent / "m.csv"
+    client.fetch("r", "db", 0, "metrics.csv", target)
+    rows = list(csv.DictReader(target.open()))
+    assert len(rows) >= 2 and int(rows[0]["rss_bytes"]) > 0
+
+
+def test_controller_silence_stops_the_database(agent) -> None:
+    client = agent.client()
+    reply = _start(client, heartbeat_timeout_s=2.0)
+    client.close()  # the controller goes quiet
+    deadline = time.monotonic() + 10
+    while alive(reply.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(reply.pid), "the agent did not stop its database"
+    failed = list((agent.data_root / "failed").glob("r/db/member-0"))
+    assert failed, "the data dir was not kept"
+    assert (agent.data_root / "runs" / "r" / "db" / "member-0" / "metrics.csv").exists()
+    assert "no call from the controller" in agent.log.read_text()
+
+
+def test_sigterm_to_the_agent_stops_its_database(agent) -> None:
+    reply = _start(agent.client())
+    agent.process.send_signal(signal.SIGTERM)
+    agent.process.wait(30)
+    assert not alive(reply.pid)
+    assert agent.process.returncode == 0
+
+
+def test_no_token_serves_loopback(tmp_path: Path, etcd_home: str) -> None:
+    running = start_agent(tmp_path / "open", token=None, home=etcd_home)
+    try:
+        assert running.client().health() == "SERVING"
+    finally:
+        stop_agent(running)
+
+
+def test_listen_on_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen(1)
+        port = squatter.getsockname()[1]
+        result = subprocess.run(
+            [
+                "python3",
+                "-m",
+                "dbtester",
+                "agent",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--data-root",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _make_ca(directory: Path, name: str) -> None:
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        f"/CN={name}",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.pem",
+        cwd=directory,
+    )
+
+
+def _make_cert(directory: Path, ca: str, name: str) -> None:
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        cwd=directory,
+    )
+    (directory / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        f"{ca}.pem",
+        "-CAkey",
+        f"{ca}.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        f"{name}.pem",
+        cwd=directory,
+    )
+
+
+def test_mutual_tls(tmp_path: Path, etcd_home: str) -> None:
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    _make_ca(certs, "ca")
+    _make_ca(certs, "otherca")
+    _make_cert(certs, "ca", "server")
+    _make_cert(certs, "ca", "client")
+    _make_cert(certs, "otherca", "stranger")
+    running = start_agent(
+        tmp_path / "tls",
+        token=None,
+        home=etcd_home,
+        extra=[
+            "--tls-cert",
+            str(certs / "server.pem"),
+            "--tls-key",
+            str(certs / "server.key"),
+            "--tls-ca",
+            str(certs / "ca.pem"),
+        ],
+    )
+    ca = (certs / "ca.pem").read_bytes()
+    try:
+        good = AgentClient(
+            running.address,
+            tls_ca=ca,
+            tls_cert=(certs / "client.pem").read_bytes(),
+            tls_key=(certs / "client.key").read_bytes(),
+        )
+        assert good.health() == "SERVING"
+        stranger = AgentClient(
+            running.address,
+            tls_ca=ca,
+            tls_cert=(certs / "stranger.pem").read_bytes(),
+            tls_key=(certs / "stranger.key").read_bytes(),
+        )
+        with pytest.raises(AgentError):
+            stranger.health()
+        wrong_ca = AgentClient(
+            running.address,
+            tls_ca=(certs / "otherca.pem").read_bytes(),
+            tls_cert=(certs / "client.pem").read_bytes(),
+            tls_key=(certs / "client.key").read_bytes(),
+        )
+        with pytest.raises(AgentError):
+            wrong_ca.health()
+        for client in (good, stranger, wrong_ca):
+            client.close()
+    finally:
+        stop_agent(running)

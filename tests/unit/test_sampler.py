@@ -1,0 +1,122 @@
+"""The sampler: never-negative deltas, threads summed, real processes sampled."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dbtester.agent.auth import is_loopback_peer
+from dbtester.agent.sampler import COLUMNS, Counters, Sampler, _thread_switches, dir_usage
+
+
+def test_counter_deltas_never_go_negative() -> None:
+    c = Counters()
+    assert c.delta("x", 100) == 0  # baseline
+    assert c.delta("x", 150) == 50
+    assert c.delta("x", 10) == 10  # reset: counts from zero again
+    assert c.delta("x", 2**32 - 1) == 2**32 - 11
+    assert c.delta("x", 5) == 5  # a 32-bit wrap never yields a negative delta
+
+
+def test_new_threads_count_in_full_and_gone_ones_are_forgotten() -> None:
+    c = Counters()
+    assert c.delta_new_from_zero(("v", 1), 40) == 40
+    assert c.delta_new_from_zero(("v", 1), 45) == 5
+    c.forget_except([])
+    assert c.delta_new_from_zero(("v", 1), 3) == 3  # a reused tid starts over
+
+
+def test_context_switches_are_summed_over_threads() -> None:
+    code = (
+        "import threading, time\n"
+        "def spin():\n"
+        "    end = time.time() + 3\n"
+        "    while time.time() < end: time.sleep(0.001)\n"
+        "ts = [threading.Thread(target=spin) for _ in range(4)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(1.5)
+        threads = list(_thread_switches(proc.pid))
+        main_only = psutil.Process(proc.pid).num_ctx_switches().voluntary
+        total = sum(v for _, v, _ in threads)
+    finally:
+        proc.wait()
+    assert len(threads) >= 5
+    assert total > main_only * 2  # the main thread alone hides most of it
+
+
+def test_sampler_writes_a_row_per_tick_for_a_busy_process(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time\nx=0\nend=time.time()+4\nwhile time.time()<end: x+=1"]
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f").write_bytes(b"x" * 10000)
+    sampler = Sampler(
+        psutil.Process(proc.pid), tmp_path / "m.csv", data, interface="lo", disk=None, interval=0.5
+    )
+    try:
+        sampler.start()
+        time.sleep(2.2)
+        sampler.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+    rows = list(csv.DictReader((tmp_path / "m.csv").open()))
+    assert tuple(rows[0]) == COLUMNS
+    assert 4 <= len(rows) <= 6
+    assert all(int(r["pid"]) == proc.pid for r in rows)
+    assert max(float(r["cpu_percent"]) for r in rows) > 50  # a spinning process
+    assert all(int(r["rss_bytes"]) > 0 for r in rows)
+    assert all(int(r["data_dir_bytes"]) >= 10000 for r in rows)
+    assert sampler.samples == len(rows)
+
+
+def test_sampler_survives_the_process_vanishing(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.7)"])
+    sampler = Sampler(
+        psutil.Process(proc.pid),
+        tmp_path / "m.csv",
+        tmp_path,
+        interface=None,
+        disk=None,
+        interval=0.3,
+    )
+    sampler.start()
+    proc.wait()
+    time.sleep(1.0)
+    sampler.stop()
+    rows = list(csv.DictReader((tmp_path / "m.csv").open()))
+    assert rows[0]["pid"] == str(proc.pid)
+    assert rows[-1]["pid"] == "0" and rows[-1]["rss_bytes"] == "0"  # gone: zeros, no crash
+
+
+def test_dir_usage_counts_allocated_blocks(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "b").write_bytes(b"x" * 8192)
+    assert dir_usage(tmp_path) >= 8192
+    assert dir_usage(tmp_path / "missing") == 0
+
+
+@pytest.mark.parametrize(
+    ("peer", "loopback"),
+    [
+        ("ipv4:127.0.0.1:5000", True),
+        ("ipv4:127.3.2.1:5000", True),
+        ("ipv6:[::1]:5000", True),
+        ("ipv6:[::ffff:127.0.0.1]:5000", True),
+        ("ipv4:10.0.0.2:5000", False),
+        ("ipv6:[fe80::1]:5000", False),
+        ("ipv4:128.0.0.1:1", False),
+    ],
+)
+def test_loopback_peers(peer: str, loopback: bool) -> None:
+    assert is_loopback_peer(peer) is loopback
