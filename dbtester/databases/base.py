@@ -27,9 +27,12 @@ __all__ = [
     "DatabaseKind",
     "LaunchPlan",
     "LegacyFlags",
+    "LoadClient",
+    "LoadSettings",
     "MemberSpec",
     "Options",
     "Peer",
+    "WrongValue",
     "go_arch",
     "reported_version",
     "tcp_open",
@@ -89,6 +92,58 @@ class LaunchPlan:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
+class WrongValue(Exception):  # noqa: N818 - an outcome name, counted like an error code
+    """A read returned something other than the seeded value."""
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """What a load client needs to know, in a form that pickles to worker processes."""
+
+    endpoints: tuple[str, ...]  # host:port of each member's client port
+    client: Mapping[str, Any]  # the kind's client options (model_dump)
+    key_size: int
+    value_size: int
+    consistency: str  # linearizable | serializable
+    timeout_s: float
+    same_key: bool = False
+
+    @property
+    def value(self) -> bytes:
+        return b"v" * self.value_size
+
+
+class LoadClient(ABC):
+    """The load generator's view of one database, inside one worker process.
+
+    ``connections`` are opened once per step; request ``conn`` selects one. All
+    methods are coroutines on the worker's event loop; errors propagate as
+    exceptions that :meth:`outcome` names (e.g. 'UNAVAILABLE', 'timeout')."""
+
+    def __init__(self, settings: LoadSettings) -> None:
+        self.settings = settings
+
+    @abstractmethod
+    async def open(self, connections: int) -> None: ...
+
+    @abstractmethod
+    async def write(self, conn: int, key: bytes) -> None: ...
+
+    @abstractmethod
+    async def read(self, conn: int, key: bytes) -> None:
+        """Read ``key``; raise WrongValue unless it holds the seeded value."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    def outcome(self, error: BaseException) -> str:
+        if isinstance(error, WrongValue):
+            return "wrong-value"
+        if isinstance(error, TimeoutError):
+            return "timeout"
+        return type(error).__name__
+
+
 class DatabaseKind(ABC):
     """A kind of database (etcd, zookeeper, consul); stateless, one instance each."""
 
@@ -106,6 +161,14 @@ class DatabaseKind(ABC):
     @abstractmethod
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         """The command line and config files for ``member``."""
+
+    @abstractmethod
+    def load_client(self, settings: LoadSettings) -> LoadClient:
+        """A client for one load-generator worker (imports its libraries lazily)."""
+
+    @abstractmethod
+    def count_keys(self, settings: LoadSettings) -> int:
+        """How many keys the load generator's prefix holds (verification)."""
 
     def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
         """Whether ``peer`` accepts clients; kinds refine this with a health call."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -14,9 +15,12 @@ from dbtester.databases.base import (
     DatabaseKind,
     LaunchPlan,
     LegacyFlags,
+    LoadClient,
+    LoadSettings,
     MemberSpec,
     Options,
     Peer,
+    WrongValue,
 )
 from dbtester.install import (
     ArchiveDownload,
@@ -139,6 +143,91 @@ class ZooKeeper(DatabaseKind):
                     (key, f"'{key}' is not a ZooKeeper setting dbtester knows; dropped")
                 )
         return flags, warnings
+
+    def load_client(self, settings: LoadSettings) -> LoadClient:
+        return ZooKeeperLoadClient(settings)
+
+    def count_keys(self, settings: LoadSettings) -> int:
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=",".join(settings.endpoints), timeout=settings.timeout_s)
+        zk.start(timeout=max(settings.timeout_s, 30))
+        try:
+            if not zk.exists(ROOT):
+                return 0
+            # The parent's stat counts its children; listing a million would
+            # exceed ZooKeeper's reply size limit.
+            return int(zk.exists(ROOT).numChildren)
+        finally:
+            zk.stop()
+            zk.close()
+
+
+ROOT = "/dbtester"
+
+
+class ZooKeeperLoadClient(LoadClient):
+    """kazoo's async API (one session and TCP connection per connection), its
+    results handed to the worker's asyncio loop. Keys are znodes under /dbtester."""
+
+    def __init__(self, settings: LoadSettings) -> None:
+        super().__init__(settings)
+        self._clients: list[Any] = []
+        self._value = settings.value
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def open(self, connections: int) -> None:
+        from kazoo.client import KazooClient
+
+        loop = self._loop = asyncio.get_running_loop()
+        session = self.settings.client.get("session_timeout_ms", 30000) / 1000
+        for i in range(connections):
+            zk = KazooClient(
+                hosts=self.settings.endpoints[i % len(self.settings.endpoints)], timeout=session
+            )
+            await loop.run_in_executor(None, zk.start, max(self.settings.timeout_s, 30))
+            self._clients.append(zk)
+        await loop.run_in_executor(None, self._clients[0].ensure_path, ROOT)
+
+    def _wait(self, result: Any) -> Awaitable[Any]:
+        loop = self._loop
+        assert loop is not None
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def settle(done: Any) -> None:
+            if future.done():
+                return
+            try:
+                future.set_result(done.get_nowait())
+            except Exception as exc:  # kazoo raises the server's error here
+                future.set_exception(exc)
+
+        result.rawlink(lambda done: loop.call_soon_threadsafe(settle, done))
+        return asyncio.wait_for(future, self.settings.timeout_s)
+
+    async def write(self, conn: int, key: bytes) -> None:
+        zk = self._clients[conn]
+        path = f"{ROOT}/{key.decode()}"
+        if self.settings.same_key:
+            try:
+                await self._wait(zk.set_async(path, self._value))
+                return
+            except Exception as exc:
+                if type(exc).__name__ != "NoNodeError":
+                    raise
+        await self._wait(zk.create_async(path, self._value))
+
+    async def read(self, conn: int, key: bytes) -> None:
+        data, _stat = await self._wait(self._clients[conn].get_async(f"{ROOT}/{key.decode()}"))
+        if data != self._value:
+            raise WrongValue(key)
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        for zk in self._clients:
+            await loop.run_in_executor(None, zk.stop)
+            zk.close()
+        self._clients = []
 
 
 def _zoo_cfg(member: MemberSpec, flags: ZooKeeperFlags) -> str:

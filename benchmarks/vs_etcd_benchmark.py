@@ -1,0 +1,225 @@
+"""dbtester's load generator against etcd's own Go benchmark tool.
+
+Both drive the same workload against a fresh single-member etcd on loopback,
+alternately, in the same minutes: puts of 256-byte keys and 1 KB values with
+1000 clients over 100 connections, then serializable ranges of one key. Prints
+each side's throughput, the ratio (dbtester / Go tool) and each side's client
+CPU in microseconds per request (user + system of the client processes).
+
+    python benchmarks/vs_etcd_benchmark.py [--requests 100000] [--rounds 2]
+
+The Go tool is built once through the Go module proxy into $DBTESTER_HOME
+(about a minute). On a 2-core machine client and server share the cores, so
+client CPU per request decides the ratio: run it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dbtester.config.model import Workload
+from dbtester.databases import get_kind
+from dbtester.databases.base import LoadSettings, MemberSpec, Peer
+from dbtester.databases.etcd import EtcdFlags
+from dbtester.install import GoBuild, Installed, Reporter, ensure_installed
+from dbtester.load.keys import KeySpace
+from dbtester.load.runner import run_load
+from tests.integration.agents import free_port
+
+KEY_SIZE, VALUE_SIZE, CLIENTS, CONNECTIONS = 256, 1024, 1000, 100
+
+
+@dataclass
+class Figure:
+    side: str
+    op: str
+    requests: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds
+
+    @property
+    def us_per_request(self) -> float:
+        return 1e6 * self.cpu_s / self.requests
+
+
+def go_tool(version: str) -> Path:
+    tool = ensure_installed(
+        "etcd-benchmark",
+        version,
+        [
+            GoBuild(
+                module="go.etcd.io/etcd/v3",
+                version=f"v{version}",
+                package="go.etcd.io/etcd/v3/tools/benchmark",
+                binary="benchmark",
+            )
+        ],
+        Reporter(),
+    )
+    return tool.path("benchmark")
+
+
+class FreshEtcd:
+    """A single-member etcd in a temporary directory, stopped by PID."""
+
+    def __init__(self, installed: Installed) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="dbtester-bench-"))
+        self.peer = Peer("m0", "127.0.0.1", {"client": free_port(), "peer": free_port()})
+        spec = MemberSpec(0, (self.peer,), EtcdFlags(), self.dir, self.dir / "data", "bench")
+        plan = get_kind("etcd").launch(installed, spec)
+        self.log = (self.dir / "etcd.log").open("wb")
+        self.process = subprocess.Popen(plan.argv, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not get_kind("etcd").serving(self.peer):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise SystemExit(f"etcd did not start; see {self.dir / 'etcd.log'}")
+            time.sleep(0.1)
+
+    @property
+    def endpoint(self) -> str:
+        return self.peer.address("client")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_go(tool: Path, endpoint: str, op: str, requests: int, key: bytes) -> Figure:
+    common = [
+        str(tool),
+        f"--endpoints={endpoint}",
+        f"--conns={CONNECTIONS}",
+        f"--clients={CLIENTS}",
+    ]
+    if op == "put":
+        argv = [
+            *common,
+            "put",
+            f"--key-size={KEY_SIZE}",
+            f"--val-size={VALUE_SIZE}",
+            f"--total={requests}",
+            "--sequential-keys",
+        ]
+    else:
+        argv = [*common, "range", key.decode(), "--consistency=s", f"--total={requests}"]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise SystemExit(f"Go benchmark failed:\n{output}")
+    total = float(re.search(r"Total:\s+([\d.]+) secs", output).group(1))  # type: ignore[union-attr]
+    return Figure("go", op, requests, total, usage.ru_utime + usage.ru_stime)
+
+
+def run_ours(
+    endpoint: str, op: str, requests: int, key: bytes, out: Path, workers: int | None
+) -> Figure:
+    settings = LoadSettings(
+        (endpoint,), {"balancer": "pick_first"}, KEY_SIZE, VALUE_SIZE, "serializable", 30.0
+    )
+    workload = Workload(
+        type="write" if op == "put" else "read",
+        requests=requests,
+        key_size=KEY_SIZE,
+        value_size=VALUE_SIZE,
+        clients=CLIENTS,
+        connections=CONNECTIONS,
+        consistency="serializable",
+    )
+    result = run_load("etcd", settings, workload, out, progress=None, workers=workers)
+    if result.errors:
+        raise SystemExit(f"dbtester saw errors: {result.records.counts()}")
+    records = result.records
+    # Same measure as the Go tool's "Total": first request to last reply.
+    span = (records.due_ns + records.latency_ns).max() - records.due_ns.min()
+    return Figure("dbtester", op, requests, span / 1e9, result.cpu_seconds)
+
+
+def seed(endpoint: str, key: bytes) -> None:
+    settings = LoadSettings((endpoint,), {}, KEY_SIZE, VALUE_SIZE, "serializable", 30.0)
+
+    async def put() -> None:
+        client = get_kind("etcd").load_client(settings)
+        await client.open(1)
+        await client.write(0, key)
+        await client.close()
+
+    asyncio.run(put())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--version", default="3.5.17")
+    parser.add_argument("--workers", type=int, default=None, help="dbtester workers [cores]")
+    args = parser.parse_args()
+    installed = get_kind("etcd").install(args.version, Reporter())
+    tool = go_tool(args.version)
+    key = KeySpace(1, KEY_SIZE, same_key=True).key(0)
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(args.rounds):
+            for op in ("put", "range"):
+                # Alternate who goes first, each against a fresh server.
+                sides = ("go", "dbtester") if round_ % 2 == 0 else ("dbtester", "go")
+                for side in sides:
+                    server = FreshEtcd(installed)
+                    try:
+                        if op == "range":
+                            seed(server.endpoint, key)
+                        if side == "go":
+                            figure = run_go(tool, server.endpoint, op, args.requests, key)
+                        else:
+                            out = Path(scratch) / f"{round_}-{op}"
+                            figure = run_ours(
+                                server.endpoint, op, args.requests, key, out, args.workers
+                            )
+                    finally:
+                        server.stop()
+                    figures.append(figure)
+                    print(
+                        f"round {round_ + 1} {op:5} {side:8} {figure.rate:9,.0f} req/s"
+                        f"  {figure.us_per_request:6.1f} us CPU/request",
+                        flush=True,
+                    )
+    print()
+    for op in ("put", "range"):
+        ours = [f for f in figures if f.op == op and f.side == "dbtester"]
+        go = [f for f in figures if f.op == op and f.side == "go"]
+        ours_rate = sum(f.rate for f in ours) / len(ours)
+        go_rate = sum(f.rate for f in go) / len(go)
+        ours_cpu = sum(f.us_per_request for f in ours) / len(ours)
+        go_cpu = sum(f.us_per_request for f in go) / len(go)
+        print(
+            f"{op:5}: dbtester {ours_rate:,.0f} req/s, Go tool {go_rate:,.0f} req/s,"
+            f" ratio {ours_rate / go_rate:.2f}; client CPU {ours_cpu:.1f} vs {go_cpu:.1f}"
+            " us/request"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The client side's own resource use, once a second: CPU and RSS of every
+load-generator worker, and the network bytes of the interface that reaches the
+database, on the same wall clock as the servers' samples.
+
+Columns: unix_ms, cpu_percent (100 = one core, all workers), rss_bytes,
+receive_bytes, transmit_bytes (deltas), requests_done, errors (cumulative).
+"""
+
+from __future__ import annotations
+
+import csv
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
+
+from dbtester.agent.sampler import Counters, interface_for
+
+if TYPE_CHECKING:
+    from dbtester.load.worker import Shared
+
+__all__ = ["CLIENT_COLUMNS", "ClientSampler", "local_interface"]
+
+CLIENT_COLUMNS = (
+    "unix_ms",
+    "cpu_percent",
+    "rss_bytes",
+    "receive_bytes",
+    "transmit_bytes",
+    "requests_done",
+    "errors",
+)
+
+
+def local_interface(endpoint: str) -> str | None:
+    """The interface this machine uses to reach ``endpoint`` (host:port). A UDP
+    'connect' only consults the routing table: no packet is sent."""
+    host, _, port = endpoint.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, int(port or 9)))
+            local = probe.getsockname()[0]
+    except OSError:
+        return None
+    return interface_for(local)
+
+
+class ClientSampler:
+    def __init__(
+        self,
+        processes: Sequence[psutil.Process],
+        path: Path,
+        endpoints: Sequence[str],
+        shared: Shared | None = None,
+        interval: float = 1.0,
+    ) -> None:
+        self.processes = list(processes)
+        self.path = path
+        self.shared = shared
+        self.interval = interval
+        self.interface = local_interface(endpoints[0]) if endpoints else None
+        self._counters = Counters()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="client-sampler", daemon=True)
+
+    def start(self) -> None:
+        for process in self.processes:
+            try:
+                process.cpu_percent(None)
+            except psutil.NoSuchProcess:
+                continue
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with self.path.open("w", newline="") as out:
+            writer = csv.writer(out)
+            writer.writerow(CLIENT_COLUMNS)
+            self._row()  # baselines
+            start = time.monotonic()
+            tick = 1
+            while not self._stop.wait(max(0.0, start + tick * self.interval - time.monotonic())):
+                writer.writerow(self._row())
+                out.flush()
+                tick += 1
+            writer.writerow(self._row())
+
+    def _row(self) -> list[object]:
+        cpu, rss = 0.0, 0
+        for process in self.processes:
+            try:
+                cpu += process.cpu_percent(None)
+                rss += process.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        if self.interface is not None:
+            counters = psutil.net_io_counters(pernic=True).get(self.interface)
+        else:
+            counters = psutil.net_io_counters()
+        rx = self._counters.delta("rx", counters.bytes_recv) if counters else 0
+        tx = self._counters.delta("tx", counters.bytes_sent) if counters else 0
+        done = sum(self.shared.done) if self.shared else 0
+        errors = sum(self.shared.errors) if self.shared else 0
+        return [int(time.time() * 1000), round(cpu, 2), rss, rx, tx, done, errors]

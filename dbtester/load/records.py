@@ -1,0 +1,112 @@
+"""Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 bytes).
+
+Workers fill a preallocated :class:`Records` and save it; the controller
+merges them. Latency is measured from when a request was *due* (issued, in
+closed loop; scheduled, in open loop), so a slow server cannot hide queueing;
+``service_ns`` is the time from sending to the reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["OK", "Records"]
+
+OK = "ok"
+
+
+@dataclass
+class Records:
+    due_ns: npt.NDArray[np.int64]  # wall clock (unix ns) when the request was due
+    latency_ns: npt.NDArray[np.int64]  # from due to reply
+    service_ns: npt.NDArray[np.int64]  # from sending to reply
+    code: npt.NDArray[np.uint8]  # index into codes; 0 = ok
+    step: npt.NDArray[np.uint16]  # client step (0 without client_steps)
+    codes: list[str]
+
+    @classmethod
+    def empty(cls, size: int) -> Records:
+        return cls(
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.zeros(size, np.uint8),
+            np.zeros(size, np.uint16),
+            [OK],
+        )
+
+    def __len__(self) -> int:
+        return len(self.due_ns)
+
+    def code_of(self, name: str) -> int:
+        try:
+            return self.codes.index(name)
+        except ValueError:
+            if len(self.codes) >= 255:
+                return self.codes.index("other-error") if "other-error" in self.codes else 254
+            self.codes.append(name)
+            return len(self.codes) - 1
+
+    def truncate(self, size: int) -> Records:
+        return Records(
+            self.due_ns[:size],
+            self.latency_ns[:size],
+            self.service_ns[:size],
+            self.code[:size],
+            self.step[:size],
+            self.codes,
+        )
+
+    def save(self, path: Path) -> None:
+        np.savez(
+            path,
+            due_ns=self.due_ns,
+            latency_ns=self.latency_ns,
+            service_ns=self.service_ns,
+            code=self.code,
+            step=self.step,
+            codes=np.array(self.codes),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> Records:
+        with np.load(path) as data:
+            return cls(
+                data["due_ns"],
+                data["latency_ns"],
+                data["service_ns"],
+                data["code"],
+                data["step"],
+                [str(c) for c in data["codes"]],
+            )
+
+    @classmethod
+    def merge(cls, parts: list[Records]) -> Records:
+        """One set of records ordered by due time; codes renumbered to a shared table."""
+        codes = [OK]
+        for part in parts:
+            codes += [c for c in part.codes if c not in codes]
+        remapped = []
+        for part in parts:
+            table = np.array([codes.index(c) for c in part.codes], dtype=np.uint8)
+            remapped.append(table[part.code] if len(part) else part.code)
+        if not parts:
+            return cls.empty(0)
+        due = np.concatenate([p.due_ns for p in parts])
+        order = np.argsort(due, kind="stable")
+        return cls(
+            due[order],
+            np.concatenate([p.latency_ns for p in parts])[order],
+            np.concatenate([p.service_ns for p in parts])[order],
+            np.concatenate(remapped)[order],
+            np.concatenate([p.step for p in parts])[order],
+            codes,
+        )
+
+    def counts(self) -> dict[str, int]:
+        found = np.bincount(self.code, minlength=len(self.codes))
+        return {name: int(n) for name, n in zip(self.codes, found, strict=False) if n}

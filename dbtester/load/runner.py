@@ -1,0 +1,235 @@
+"""The controller's side of the load generator: plan the steps, start the
+worker processes, show progress, enforce the error limit, merge the records.
+
+Workers are separate processes (``spawn``: the controller holds gRPC channels,
+which must not be forked), each with its share of clients, connections and
+requests, so the client side uses every core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import click
+import psutil
+
+from dbtester.config.model import Workload
+from dbtester.databases.base import LoadSettings
+from dbtester.errors import DbtesterError
+from dbtester.load.client_metrics import ClientSampler
+from dbtester.load.records import Records
+from dbtester.load.worker import Shared, StepShare, WorkerSpec, interleave, run_worker, split
+
+__all__ = ["LoadResult", "plan_steps", "run_load"]
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    records: Records
+    started_unix: float
+    ended_unix: float
+    cpu_seconds: float  # all workers, user + system
+    aborted: str  # why the run stopped early ("" if it did not)
+    workers: int
+
+    @property
+    def ok(self) -> int:
+        return int((self.records.code == 0).sum())
+
+    @property
+    def errors(self) -> int:
+        return len(self.records) - self.ok
+
+
+def plan_steps(workload: Workload, workers: int) -> list[list[StepShare]]:
+    """For each worker, its share of every step (clients, connections, requests)."""
+    shares: list[list[StepShare]] = [[] for _ in range(workers)]
+    offset = 0
+    for clients, connections, requests in workload.step_plan():
+        active = min(workers, clients)
+        client_split = split(clients, active)
+        conn_split = split(connections, active)
+        step_range = range(offset, offset + requests)
+        offset += requests
+        rate = workload.rate / active if workload.rate else 0.0
+        for w in range(workers):
+            if w >= active:
+                shares[w].append(StepShare(0, 0, range(0), 0.0, 0.0))
+                continue
+            shares[w].append(
+                StepShare(
+                    clients=client_split[w],
+                    connections=max(1, min(conn_split[w], client_split[w])),
+                    indexes=interleave(step_range, w, active),
+                    rate=rate,
+                    phase_s=w / workload.rate if workload.rate else 0.0,
+                )
+            )
+    return shares
+
+
+def run_load(
+    kind: str,
+    settings: LoadSettings,
+    workload: Workload,
+    out: Path,
+    *,
+    workers: int | None = None,
+    max_error_rate: float = 1.0,
+    progress: TextIO | None = sys.stderr,
+    label: str = "",
+    seed: int = 1,
+) -> LoadResult:
+    """Drive ``workload`` against ``settings.endpoints``; save the merged records
+    to ``out/client-latency.npz`` and the client sampler's CSV beside it."""
+    count = workers or os.cpu_count() or 1
+    out.mkdir(parents=True, exist_ok=True)
+    context = multiprocessing.get_context("spawn")
+    shared = Shared(
+        done=context.Array("q", count, lock=False),
+        errors=context.Array("q", count, lock=False),
+        cpu_s=context.Array("d", count, lock=False),
+        stop=context.Event(),
+        barrier=context.Barrier(count),
+    )
+    shares = plan_steps(workload, count)
+    parts = [out / f".worker-{w}.npz" for w in range(count)]
+    specs = [
+        WorkerSpec(
+            w,
+            kind,
+            settings,
+            workload.type,
+            workload.requests,
+            workload.sequential_keys,
+            tuple(shares[w]),
+            parts[w],
+            seed,
+        )
+        for w in range(count)
+    ]
+    processes = [
+        context.Process(
+            target=run_worker, args=(spec, shared), name=f"load-{spec.index}", daemon=True
+        )
+        for spec in specs
+    ]
+    started = time.time()
+    for process in processes:
+        process.start()
+    sampler = ClientSampler(
+        [psutil.Process(p.pid) for p in processes if p.pid],
+        out / "client-metrics.csv",
+        settings.endpoints,
+        shared,
+    )
+    sampler.start()
+    limit = max_error_rate * workload.requests
+    aborted = ""
+    try:
+        aborted = _watch(processes, shared, workload.requests, limit, progress, label)
+    except KeyboardInterrupt:
+        shared.stop.set()
+        aborted = "interrupted"
+        raise
+    finally:
+        for process in processes:
+            process.join(timeout=60)
+            if process.is_alive():  # never leave a worker behind
+                process.kill()
+                process.join()
+        sampler.stop()
+    ended = time.time()
+    failed = [p.name for p in processes if p.exitcode not in (0, None)]
+    missing = [p for p in parts if not p.exists()]
+    if failed or missing:
+        reasons = sorted(
+            {p.with_suffix(".error").read_text() for p in parts if p.with_suffix(".error").exists()}
+        )
+        for part in parts:
+            part.unlink(missing_ok=True)
+            part.with_suffix(".error").unlink(missing_ok=True)
+        raise DbtesterError(
+            f"load generator failed ({', '.join(failed) or 'no records'}): "
+            + ("; ".join(reasons) or f"exit codes {[p.exitcode for p in processes]}")
+        )
+    records = Records.merge([Records.load(p) for p in parts])
+    records.save(out / "client-latency.npz")
+    for part in parts:
+        part.unlink()
+    return LoadResult(records, started, ended, float(sum(shared.cpu_s)), aborted, count)
+
+
+def _watch(
+    processes: Sequence[multiprocessing.process.BaseProcess],
+    shared: Shared,
+    total: int,
+    limit: float,
+    stream: TextIO | None,
+    label: str,
+) -> str:
+    """Progress until the workers finish; sets the stop event past the error limit."""
+    bar = _Progress(stream, total, label)
+    aborted = ""
+    while any(p.is_alive() for p in processes):
+        time.sleep(0.25)
+        done, errors = sum(shared.done), sum(shared.errors)
+        if errors > limit and not aborted:
+            aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"
+            shared.stop.set()
+        bar.update(done, errors)
+        if any(p.exitcode not in (None, 0) for p in processes):
+            shared.stop.set()  # one worker died: stop the rest rather than wait
+            with contextlib.suppress(Exception):
+                shared.barrier.abort()
+    bar.finish(sum(shared.done), sum(shared.errors))
+    return aborted
+
+
+class _Progress:
+    """done/total, live throughput and errors; redrawn in place on a terminal."""
+
+    def __init__(self, stream: TextIO | None, total: int, label: str) -> None:
+        self.stream = stream
+        self.total = total
+        self.label = f"{label} " if label else ""
+        self.tty = bool(stream and stream.isatty())
+        self.begin = time.monotonic()
+        self.last = (self.begin, 0)
+        self.printed = self.begin
+
+    def update(self, done: int, errors: int) -> None:
+        if self.stream is None:
+            return
+        now = time.monotonic()
+        if not self.tty and now - self.printed < 5:
+            return
+        then, before = self.last
+        rate = (done - before) / max(now - then, 1e-9)
+        self.last = (now, done)
+        self.printed = now
+        width = 30
+        filled = int(width * done / max(self.total, 1))
+        line = (
+            f"{self.label}[{'#' * filled}{' ' * (width - filled)}] {done:,}/{self.total:,}"
+            f"  {rate:,.0f} req/s  errors {errors:,}"
+        )
+        click.echo(f"\r{line}" if self.tty else line, file=self.stream, nl=not self.tty)
+
+    def finish(self, done: int, errors: int) -> None:
+        if self.stream is None:
+            return
+        seconds = time.monotonic() - self.begin
+        line = (
+            f"{self.label}{done:,} requests in {seconds:.1f} s"
+            f" ({done / max(seconds, 1e-9):,.0f} req/s), {errors:,} errors"
+        )
+        click.echo(f"\r{line}{' ' * 20}" if self.tty else line, file=self.stream)
