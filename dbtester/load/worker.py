@@ -169,6 +169,9 @@ class _Worker:
             wait = due - time.perf_counter_ns()
             if wait > 0:
                 await asyncio.sleep(wait / 1e9)
+            # Event-loop timers may fire up to a clock tick early: never send early.
+            while time.perf_counter_ns() < due:
+                await asyncio.sleep(0)
             await free.acquire()  # all clients busy: the wait counts as latency
             task = asyncio.create_task(fire(index, due, k % step.connections))
             tasks.add(task)

@@ -1,0 +1,3 @@
+module dbtester.local/slowput
+
+go 1.24

@@ -1,0 +1,301 @@
+"""The load generator against real servers: counts, values, errors, latency."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dbtester.agent.client import AgentClient
+from dbtester.config.model import Workload
+from dbtester.databases import KINDS
+from dbtester.databases.base import LoadSettings, Peer
+from dbtester.load.runner import run_load
+from tests.integration.agents import agents, loopback_peers
+from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
+
+
+@contextmanager
+def cluster(
+    kind: str, members: int, tmp: Path, home: str
+) -> Iterator[tuple[list[Peer], list[AgentClient]]]:
+    peers = loopback_peers(kind, members)
+    with agents(tmp, members, home=home) as running:
+        clients = [agent.client() for agent in running]
+        for i, client in enumerate(clients):
+            client.start(
+                run_id="load",
+                database_id=kind,
+                kind=kind,
+                version=VERSIONS[kind],
+                member_index=i,
+                peers=peers,
+                flags={},
+            )
+        _wait_serving(kind, peers)
+        yield peers, clients
+
+
+def settings_for(peers: list[Peer], **extra: object) -> LoadSettings:
+    base: dict[str, object] = dict(
+        endpoints=tuple(p.address("client") for p in peers),
+        client={},
+        key_size=64,
+        value_size=256,
+        consistency="linearizable",
+        timeout_s=5.0,
+    )
+    base.update(extra)
+    return LoadSettings(**base)  # type: ignore[arg-type]
+
+
+def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 3, tmp_path, home) as (peers, _):
+        settings = settings_for(peers, client={"balancer": "round_robin"})
+        workload = Workload(
+            type="write",
+            requests=3000,
+            key_size=64,
+            value_size=256,
+            clients=50,
+            connections=6,
+            sequential_keys=False,
+        )
+        result = run_load("etcd", settings, workload, tmp_path / "out", workers=2, progress=None)
+        assert result.ok == 3000 and result.errors == 0
+        assert KINDS["etcd"].count_keys(settings) == 3000
+        assert (tmp_path / "out" / "client-latency.npz").exists()
+        rows = (tmp_path / "out" / "client-metrics.csv").read_text().splitlines()
+        assert rows[0].startswith("unix_ms,cpu_percent")
+
+
+def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) -> None:
+    import asyncio
+
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 1, tmp_path, home) as (peers, _):
+        settings = settings_for(peers, consistency="serializable")
+        from dbtester.load.keys import KeySpace
+
+        key = KeySpace(1, 64, same_key=True).key(0)
+
+        async def seed(value_size: int) -> None:
+            client = KINDS["etcd"].load_client(settings_for(peers, value_size=value_size))
+            await client.open(1)
+            await client.write(0, key)
+            await client.close()
+
+        asyncio.run(seed(256))
+        workload = Workload(
+            type="read",
+            requests=2000,
+            key_size=64,
+            value_size=256,
+            clients=20,
+            connections=4,
+            consistency="serializable",
+        )
+        result = run_load("etcd", settings, workload, tmp_path / "r1", workers=2, progress=None)
+        assert result.records.counts() == {"ok": 2000}
+        # A key holding something else is caught on every read.
+        asyncio.run(seed(10))
+        result = run_load("etcd", settings, workload, tmp_path / "r2", workers=1, progress=None)
+        assert result.records.counts() == {"wrong-value": 2000}
+
+
+def test_stopping_the_server_mid_run_counts_errors(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 1, tmp_path, home) as (peers, clients):
+        settings = settings_for(peers, timeout_s=2.0)
+        workload = Workload(
+            type="write", requests=60000, key_size=64, value_size=256, clients=20, connections=2
+        )
+        killer = threading.Timer(2.0, lambda: clients[0].stop("load", "etcd", 0))
+        killer.start()
+        try:
+            result = run_load(
+                "etcd",
+                settings,
+                workload,
+                tmp_path / "out",
+                workers=1,
+                progress=None,
+                max_error_rate=1.0,
+            )
+        finally:
+            killer.join()
+    counts = result.records.counts()
+    assert counts.get("ok", 0) > 0
+    assert sum(n for code, n in counts.items() if code != "ok") > 0
+    assert "UNAVAILABLE" in counts
+    assert len(result.records) == 60000  # every request accounted for
+    first_error = result.records.due_ns[result.records.code != 0].min()
+    assert (result.records.code[result.records.due_ns > first_error + 500_000_000] != 0).all()
+
+
+def test_error_limit_stops_the_run(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 1, tmp_path, home) as (peers, clients):
+        settings = settings_for(peers, timeout_s=2.0)
+        workload = Workload(
+            type="write", requests=200000, key_size=64, value_size=256, clients=20, connections=2
+        )
+        killer = threading.Timer(1.5, lambda: clients[0].stop("load", "etcd", 0))
+        killer.start()
+        try:
+            result = run_load(
+                "etcd",
+                settings,
+                workload,
+                tmp_path / "out",
+                workers=1,
+                progress=None,
+                max_error_rate=0.01,
+            )
+        finally:
+            killer.join()
+    assert "passed the limit" in result.aborted
+    assert len(result.records) < 200000
+
+
+@pytest.fixture(scope="session")
+def slowput_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/integration/slowput: a Go (standard library only) gRPC server that
+    answers KV.Put after a fixed delay; built once per session."""
+    out = tmp_path_factory.mktemp("slowput") / "slowput"
+    subprocess.run(
+        ["go", "build", "-o", str(out), "."],
+        cwd=Path(__file__).parent / "slowput",
+        check=True,
+        env={**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"},
+    )
+    return out
+
+
+@pytest.fixture
+def slow_server(slowput_binary: Path) -> Iterator[Callable[..., str]]:
+    servers: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        process = subprocess.Popen([str(slowput_binary), *args], stdout=subprocess.PIPE, text=True)
+        servers.append(process)
+        assert process.stdout is not None
+        return f"127.0.0.1:{process.stdout.readline().strip()}"
+
+    yield start
+    for process in servers:
+        process.terminate()
+        process.wait(10)
+
+
+def _go_tool_p50_ms(shared_home: Path, endpoint: str) -> float:
+    """etcd's own Go benchmark tool's p50 against the same server: the reference
+    for what the network stack of this machine adds to any client's view."""
+    from dbtester.install import GoBuild, Reporter, ensure_installed
+
+    old = os.environ.get("DBTESTER_HOME")
+    os.environ["DBTESTER_HOME"] = str(shared_home)
+    try:
+        tool = ensure_installed(
+            "etcd-benchmark",
+            "3.5.17",
+            [
+                GoBuild(
+                    module="go.etcd.io/etcd/v3",
+                    version="v3.5.17",
+                    package="go.etcd.io/etcd/v3/tools/benchmark",
+                    binary="benchmark",
+                )
+            ],
+            Reporter(),
+        )
+    finally:
+        if old is None:
+            del os.environ["DBTESTER_HOME"]
+        else:
+            os.environ["DBTESTER_HOME"] = old
+    out = subprocess.run(
+        [
+            str(tool.path("benchmark")),
+            f"--endpoints={endpoint}",
+            "--conns=1",
+            "--clients=1",
+            "put",
+            "--total=500",
+            "--key-size=64",
+            "--val-size=256",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    found = re.search(r"50% in ([\d.]+) secs", out)
+    assert found, out
+    return float(found.group(1)) * 1000
+
+
+def test_closed_loop_measures_a_5ms_server(tmp_path: Path, slow_server, shared_home: Path) -> None:
+    """p50 is never below the server's 5 ms and is within 1.5 ms of what etcd's
+    Go tool measures on the same server (the Go tool itself sees 5.9 ms here: idle
+    wake-ups on this VM cost ~1 ms to any client; grpcio adds ~0.7 ms more)."""
+    endpoint = slow_server("-delay", "5ms")
+    settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 5.0)
+    workload = Workload(
+        type="write", requests=500, key_size=64, value_size=256, clients=1, connections=1
+    )
+    result = run_load("etcd", settings, workload, tmp_path, workers=1, progress=None)
+    assert result.errors == 0
+    ours = float(np.percentile(result.records.latency_ns, 50)) / 1e6
+    reference = _go_tool_p50_ms(shared_home, endpoint)
+    print(f"p50: dbtester {ours:.2f} ms, etcd Go tool {reference:.2f} ms, server delay 5 ms")
+    assert ours >= 5.0
+    assert ours - reference <= 1.5, (ours, reference)
+
+
+def test_open_loop_shows_queueing_past_capacity(tmp_path: Path, slow_server) -> None:
+    """A server that can do 200/s, driven at 400/s: latency from the scheduled
+    time grows through the run (closed loop would have hidden it)."""
+    endpoint = slow_server("-delay", "5ms", "-serial")
+    settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 30.0)
+    workload = Workload(
+        type="write",
+        requests=1200,
+        key_size=64,
+        value_size=256,
+        clients=100,
+        connections=2,
+        rate=400,
+    )
+    result = run_load("etcd", settings, workload, tmp_path, workers=1, progress=None)
+    r = result.records
+    assert result.errors == 0
+    latency = r.latency_ns / 1e6
+    tenth = len(latency) // 10
+    early, late = latency[:tenth].mean(), latency[-tenth:].mean()
+    assert late > 10 * early and late > 500, (early, late)
+    # the due times follow the schedule (400/s), not the server's pace
+    span = (r.due_ns.max() - r.due_ns.min()) / 1e9
+    assert 2.7 < span < 3.3, span
+    assert (r.latency_ns >= r.service_ns).all()
+
+
+@pytest.mark.parametrize("kind", ["zookeeper", "consul"])
+def test_writes_verified_for(kind: str, tmp_path: Path, installed_home) -> None:
+    home = installed_home(kind, VERSIONS[kind])
+    with cluster(kind, 3, tmp_path, home) as (peers, _):
+        settings = settings_for(peers)
+        workload = Workload(
+            type="write", requests=2000, key_size=64, value_size=256, clients=20, connections=6
+        )
+        result = run_load(kind, settings, workload, tmp_path / "out", workers=2, progress=None)
+        assert result.records.counts() == {"ok": 2000}
+        assert KINDS[kind].count_keys(settings) == 2000
