@@ -282,3 +282,37 @@ def _agent_logging(root: Path) -> None:
         handler.setFormatter(fmt)
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+
+
+# --------------------------------------------------------------------------- run, analyze
+
+
+@cli.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Results directory [results/<time>-<title>].",
+)
+@click.option("--only", multiple=True, metavar="ID", help="Run only this database (repeatable).")
+@click.option("--local", is_flag=True, help="Run every database on this machine, ignoring hosts.")
+@click.option("--workers", type=click.IntRange(1, 256), help="Load-generator processes [cores].")
+def run(
+    config: str, out: Path | None, only: tuple[str, ...], local: bool, workers: int | None
+) -> None:
+    """Run a test case: each database in turn, then the table, charts and README."""
+    from dbtester.control import default_out, print_outcome, run_case, select
+
+    loaded = _load(config)
+    loaded = Loaded(select(loaded.case, only, local), loaded.source, loaded.legacy, loaded.warnings)
+    outcome = run_case(loaded, out or default_out(loaded.case), workers=workers)
+    print_outcome(outcome)
+
+
+@cli.command("analyze")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def analyze_command(directory: Path) -> None:
+    """Re-render the table, charts and README of a results directory from its raw data."""
+    from dbtester.analyze import analyze
+
+    click.echo(analyze(directory).table, nl=False)

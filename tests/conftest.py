@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,3 +39,38 @@ def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch)
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def shared_home() -> Path:
+    home = Path(os.environ.get("DBTESTER_TEST_HOME") or Path.home() / ".cache" / "dbtester-tests")
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+@pytest.fixture
+def use_shared_home(shared_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DBTESTER_HOME", str(shared_home))
+    return shared_home
+
+
+@pytest.fixture(scope="session")
+def installed_home(shared_home: Path) -> Callable[[str, str], str]:
+    """Install KIND@VERSION into the shared test home (once per machine) and
+    return that home, for agents started with DBTESTER_HOME pointing at it."""
+    from dbtester.databases import get_kind
+    from dbtester.install import Reporter
+
+    def install(kind: str, version: str) -> str:
+        previous = os.environ.get("DBTESTER_HOME")
+        os.environ["DBTESTER_HOME"] = str(shared_home)
+        try:
+            get_kind(kind).install(version, Reporter())
+        finally:
+            if previous is None:
+                del os.environ["DBTESTER_HOME"]
+            else:
+                os.environ["DBTESTER_HOME"] = previous
+        return str(shared_home)
+
+    return install

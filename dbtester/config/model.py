@@ -61,6 +61,9 @@ class Workload(_Model):
     client_steps: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Field(strict=False)] = ()
     rate: float = Field(0, ge=0)  # requests/s; 0 = as fast as possible
     consistency: Literal["linearizable", "serializable"] = "linearizable"
+    request_timeout_s: float = Field(10.0, gt=0, le=600)
+    #: the share of requests that may fail before the run stops and fails
+    max_error_rate: float = Field(0.01, ge=0, le=1)
 
     @field_validator("client_steps")
     @classmethod

@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -87,9 +87,13 @@ def run_load(
     progress: TextIO | None = sys.stderr,
     label: str = "",
     seed: int = 1,
+    health: Callable[[], str] | None = None,
 ) -> LoadResult:
     """Drive ``workload`` against ``settings.endpoints``; save the merged records
-    to ``out/client-latency.npz`` and the client sampler's CSV beside it."""
+    to ``out/client-latency.npz`` and the client sampler's CSV beside it.
+
+    ``health`` is polled four times a second; a non-empty answer (e.g. "agent
+    10.0.0.2:3500 stopped answering") stops the load and becomes ``aborted``."""
     count = workers or os.cpu_count() or 1
     out.mkdir(parents=True, exist_ok=True)
     context = multiprocessing.get_context("spawn")
@@ -135,7 +139,7 @@ def run_load(
     limit = max_error_rate * workload.requests
     aborted = ""
     try:
-        aborted = _watch(processes, shared, workload.requests, limit, progress, label)
+        aborted = _watch(processes, shared, workload.requests, limit, progress, label, health)
     except KeyboardInterrupt:
         shared.stop.set()
         aborted = "interrupted"
@@ -175,6 +179,7 @@ def _watch(
     limit: float,
     stream: TextIO | None,
     label: str,
+    health: Callable[[], str] | None = None,
 ) -> str:
     """Progress until the workers finish; sets the stop event past the error limit."""
     bar = _Progress(stream, total, label)
@@ -184,6 +189,10 @@ def _watch(
         done, errors = sum(shared.done), sum(shared.errors)
         if errors > limit and not aborted:
             aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"
+            shared.stop.set()
+        problem = health() if health is not None and not aborted else ""
+        if problem:
+            aborted = problem
             shared.stop.set()
         bar.update(done, errors)
         if any(p.exitcode not in (None, 0) for p in processes):

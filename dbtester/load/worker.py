@@ -102,6 +102,7 @@ class _Worker:
         size = sum(len(s.indexes) for s in spec.steps)
         self.records = Records.empty(size)
         self.n = 0  # records filled
+        self.cpu_baseline = 0.0  # set when the first step starts: imports are not load
         self.stopping = False
         self.errors = 0
         # Wall-clock anchor: perf_counter_ns is monotonic and fine-grained, time_ns
@@ -126,6 +127,8 @@ class _Worker:
             await client.open(step.connections)
         # Everyone connected: start together (barrier release skew is well under 1 ms).
         await asyncio.get_running_loop().run_in_executor(None, self.shared.barrier.wait)
+        if number == 0:
+            self.cpu_baseline = _cpu_seconds()
         if active and not self.shared.stop.is_set():
             if step.rate > 0:
                 await self._open_loop(client, number, step)
@@ -211,8 +214,12 @@ class _Worker:
         self.stopping = self.shared.stop.is_set()
         self.shared.done[self.spec.index] = self.n
         self.shared.errors[self.spec.index] = self.errors
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        self.shared.cpu_s[self.spec.index] = usage.ru_utime + usage.ru_stime
+        self.shared.cpu_s[self.spec.index] = _cpu_seconds() - self.cpu_baseline
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def settings_json(settings: LoadSettings) -> str:

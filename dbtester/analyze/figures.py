@@ -1,0 +1,272 @@
+"""From raw data to numbers: the table's rows and the charts' series.
+
+Latency percentiles are exact (numpy over every request). Throughput is
+counted per whole second of completions. Server figures use only samples
+inside the load window, on the controller's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from dbtester.analyze.data import DatabaseData
+
+__all__ = ["PERCENTILES", "ROWS", "Figures", "Series", "compute"]
+
+PERCENTILES = (10, 25, 50, 75, 90, 95, 99, 99.9, 99.99)
+
+# The table, in order: the original's rows, then dbtester's additions.
+ROWS = (
+    "TOTAL-SECONDS",
+    "TOTAL-REQUEST-NUMBER",
+    "MAX-THROUGHPUT",
+    "AVG-THROUGHPUT",
+    "MIN-THROUGHPUT",
+    "FASTEST-LATENCY",
+    "AVG-LATENCY",
+    "SLOWEST-LATENCY",
+    "Latency p10",
+    "Latency p25",
+    "Latency p50",
+    "Latency p75",
+    "Latency p90",
+    "Latency p95",
+    "Latency p99",
+    "Latency p99.9",
+    "SERVER-TOTAL-NETWORK-RX-DATA-SUM",
+    "SERVER-TOTAL-NETWORK-TX-DATA-SUM",
+    "CLIENT-TOTAL-NETWORK-RX-SUM",
+    "CLIENT-TOTAL-NETWORK-TX-SUM",
+    "SERVER-MAX-CPU-USAGE",
+    "SERVER-MAX-MEMORY-USAGE",
+    "CLIENT-MAX-CPU-USAGE",
+    "CLIENT-MAX-MEMORY-USAGE",
+    "CLIENT-ERROR-COUNT",
+    "SERVER-AVG-READS-COMPLETED-DELTA-SUM",
+    "SERVER-AVG-SECTORS-READS-DELTA-SUM",
+    "SERVER-AVG-WRITES-COMPLETED-DELTA-SUM",
+    "SERVER-AVG-SECTORS-WRITTEN-DELTA-SUM",
+    "SERVER-AVG-DISK-SPACE-USAGE",
+    "Latency p99.99",
+    "KEYS-VERIFIED",
+    "CLIENT-CPU-SECONDS-PER-10K-REQUESTS",
+)
+
+
+@dataclass
+class Series:
+    x: npt.NDArray[np.float64]
+    y: npt.NDArray[np.float64]
+    low: npt.NDArray[np.float64] | None = None  # error points (min per bucket)
+    high: npt.NDArray[np.float64] | None = None  # error points (max per bucket)
+
+
+@dataclass
+class Figures:
+    """One database: raw row values (None = no data) and chart series."""
+
+    values: dict[str, float | int | str | None] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def compute(data: DatabaseData) -> Figures:
+    figures = Figures()
+    _client_rows(data, figures)
+    _server_rows(data, figures)
+    _verification(data, figures)
+    return figures
+
+
+# --------------------------------------------------------------------------- client
+
+
+def _client_rows(data: DatabaseData, figures: Figures) -> None:
+    records = data.records
+    v = figures.values
+    if records is None or len(records) == 0:
+        return
+    latency_ms = records.latency_ns / 1e6
+    done_s = (records.due_ns + records.latency_ns) / 1e9 - data.load_start
+    first_due = records.due_ns.min() / 1e9 - data.load_start
+    total = float(done_s.max() - first_due)
+    ok = records.code == 0
+    v["TOTAL-SECONDS"] = total
+    v["TOTAL-REQUEST-NUMBER"] = len(records)
+    per_second = _per_second(done_s[ok] - first_due)
+    full = per_second[:-1] if len(per_second) > 1 else per_second  # the last second is partial
+    v["MAX-THROUGHPUT"] = int(full.max()) if len(full) else 0
+    v["AVG-THROUGHPUT"] = float(ok.sum() / total) if total > 0 else 0.0
+    v["MIN-THROUGHPUT"] = int(full.min()) if len(full) else 0
+    v["FASTEST-LATENCY"] = float(latency_ms.min())
+    v["AVG-LATENCY"] = float(latency_ms.mean())
+    v["SLOWEST-LATENCY"] = float(latency_ms.max())
+    values = np.percentile(latency_ms, PERCENTILES)
+    for p, value in zip(PERCENTILES, values, strict=True):
+        v[f"Latency p{p:g}"] = float(value)
+    v["CLIENT-ERROR-COUNT"] = int((~ok).sum())
+    load = data.record.get("load") or {}
+    if load.get("cpu_seconds"):
+        v["CLIENT-CPU-SECONDS-PER-10K-REQUESTS"] = 1e4 * float(load["cpu_seconds"]) / len(records)
+    seconds = np.floor(done_s - first_due).astype(np.int64)
+    figures.series["AVG-THROUGHPUT"] = Series(
+        np.arange(len(per_second), dtype=float) + first_due, per_second.astype(float)
+    )
+    sums = np.bincount(seconds, weights=latency_ms)
+    counts = np.bincount(seconds)
+    have = counts > 0
+    figures.series["AVG-LATENCY-MS"] = Series(
+        np.nonzero(have)[0].astype(float) + first_due, sums[have] / counts[have]
+    )
+    _latency_by_key(records.latency_ns, done_s, ok, figures)
+    _client_metrics(data, figures)
+
+
+def _per_second(seconds: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    if len(seconds) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.bincount(np.floor(np.maximum(seconds, 0)).astype(np.int64))
+
+
+def _latency_by_key(
+    latency_ns: npt.NDArray[np.int64],
+    done_s: npt.NDArray[np.float64],
+    ok: npt.NDArray[np.bool_],
+    figures: Figures,
+    buckets: int = 100,
+) -> None:
+    """Latency against the number of keys written so far (in completion order)."""
+    order = np.argsort(done_s[ok], kind="stable")
+    lat = (latency_ns[ok] / 1e6)[order]
+    if len(lat) == 0:
+        return
+    size = max(1, len(lat) // buckets)
+    usable = len(lat) // size * size
+    groups = lat[:usable].reshape(-1, size)
+    x = (np.arange(len(groups), dtype=float) + 1) * size
+    series = Series(x, groups.mean(axis=1), groups.min(axis=1), groups.max(axis=1))
+    figures.series["AVG-LATENCY-MS-BY-KEY"] = series
+    figures.series["AVG-LATENCY-MS-BY-KEY-ERROR-POINTS"] = series
+
+
+def _client_metrics(data: DatabaseData, figures: Figures) -> None:
+    client = _in_window(data.client, data)
+    if client is None:
+        return
+    v = figures.values
+    v["CLIENT-TOTAL-NETWORK-RX-SUM"] = int(client["receive_bytes"].sum())
+    v["CLIENT-TOTAL-NETWORK-TX-SUM"] = int(client["transmit_bytes"].sum())
+    v["CLIENT-MAX-CPU-USAGE"] = float(client["cpu_percent"].max())
+    v["CLIENT-MAX-MEMORY-USAGE"] = int(client["rss_bytes"].max())
+
+
+def _in_window(frame: pd.DataFrame | None, data: DatabaseData) -> pd.DataFrame | None:
+    """Samples from the load's start to its end (plus the second in progress)."""
+    if frame is None:
+        return None
+    load = data.record.get("load") or {}
+    end = float(load.get("ended_unix", 0.0) or 0.0) - data.load_start
+    window = frame[(frame["t"] >= -0.5) & (frame["t"] <= max(end, 0.0) + 1.0)]
+    return window if len(window) else None
+
+
+# --------------------------------------------------------------------------- server
+
+SERVER_SERIES: dict[str, tuple[str, Callable[[pd.Series], float] | str, float]] = {
+    # chart name: (CSV column, aggregate over members per second, scale)
+    "AVG-CPU": ("cpu_percent", "mean", 1.0),
+    "MAX-CPU": ("cpu_percent", "max", 1.0),
+    "AVG-VMRSS-MB": ("rss_bytes", "mean", 1e-6),
+    "AVG-VOLUNTARY-CTXT-SWITCHES": ("voluntary_ctxt_switches", "mean", 1.0),
+    "AVG-NON-VOLUNTARY-CTXT-SWITCHES": ("nonvoluntary_ctxt_switches", "mean", 1.0),
+    "AVG-READS-COMPLETED-DELTA": ("reads_completed", "mean", 1.0),
+    "AVG-SECTORS-READ-DELTA": ("sectors_read", "mean", 1.0),
+    "AVG-WRITES-COMPLETED-DELTA": ("writes_completed", "mean", 1.0),
+    "AVG-SECTORS-WRITTEN-DELTA": ("sectors_written", "mean", 1.0),
+    "AVG-READ-BYTES-NUM-DELTA": ("read_bytes", "mean", 1.0),
+    "AVG-WRITE-BYTES-NUM-DELTA": ("write_bytes", "mean", 1.0),
+    "AVG-RECEIVE-BYTES-NUM-DELTA": ("receive_bytes", "mean", 1.0),
+    "AVG-TRANSMIT-BYTES-NUM-DELTA": ("transmit_bytes", "mean", 1.0),
+}
+
+
+def _server_rows(data: DatabaseData, figures: Figures) -> None:
+    frames = [f for f in (_in_window(s, data) for s in data.servers) if f is not None]
+    v = figures.values
+    members = data.record.get("members", [])
+    if members:
+        usage = [m.get("disk_usage_bytes", 0) for m in members]
+        v["SERVER-AVG-DISK-SPACE-USAGE"] = float(np.mean(usage))
+    if not frames:
+        return
+    samples = pd.concat(frames, ignore_index=True)
+    # On one machine every member sees the same disk and interface counters:
+    # count them once, not once per member.
+    machine = frames[:1] if data.shared_host else frames
+    net = pd.concat(machine, ignore_index=True)
+    v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] = int(net["receive_bytes"].sum())
+    v["SERVER-TOTAL-NETWORK-TX-DATA-SUM"] = int(net["transmit_bytes"].sum())
+    v["SERVER-MAX-CPU-USAGE"] = float(samples["cpu_percent"].max())
+    v["SERVER-MAX-MEMORY-USAGE"] = int(samples["rss_bytes"].max())
+    disk_rows = {
+        "SERVER-AVG-READS-COMPLETED-DELTA-SUM": "reads_completed",
+        "SERVER-AVG-SECTORS-READS-DELTA-SUM": "sectors_read",
+        "SERVER-AVG-WRITES-COMPLETED-DELTA-SUM": "writes_completed",
+        "SERVER-AVG-SECTORS-WRITTEN-DELTA-SUM": "sectors_written",
+    }
+    for row, column in disk_rows.items():
+        v[row] = float(np.mean([f[column].sum() for f in machine]))
+    samples["second"] = np.floor(samples["t"]).astype(int)
+    for chart, (column, how, scale) in SERVER_SERIES.items():
+        per_second = samples.groupby("second")[column].agg(how) * scale
+        figures.series[chart] = Series(
+            per_second.index.to_numpy(dtype=float), per_second.to_numpy(dtype=float)
+        )
+    _memory_by_key(data, samples, figures)
+
+
+def _memory_by_key(data: DatabaseData, samples: pd.DataFrame, figures: Figures) -> None:
+    """Server memory against the keys written by the time of each sample."""
+    records = data.records
+    if records is None or len(records) == 0:
+        return
+    ok = records.code == 0
+    done = np.sort((records.due_ns[ok] + records.latency_ns[ok]) / 1e9 - data.load_start)
+    per_second = samples.groupby("second")["rss_bytes"].agg(["mean", "min", "max"]) / 1e6
+    keys = np.searchsorted(done, per_second.index.to_numpy(dtype=float) + 1.0)
+    series = Series(
+        keys.astype(float),
+        per_second["mean"].to_numpy(dtype=float),
+        per_second["min"].to_numpy(dtype=float),
+        per_second["max"].to_numpy(dtype=float),
+    )
+    figures.series["AVG-VMRSS-MB-BY-KEY"] = series
+    figures.series["AVG-VMRSS-MB-BY-KEY-ERROR-POINTS"] = series
+
+
+def _verification(data: DatabaseData, figures: Figures) -> None:
+    verification = data.record.get("verification")
+    if verification:
+        found, low = verification["found"], verification["expected_min"]
+        state = "OK" if verification["lost"] == 0 and verification["unexpected"] == 0 else "FAILED"
+        figures.values["KEYS-VERIFIED"] = f"{found:,} / {low:,} {state}"
+    load = data.record.get("load") or {}
+    client_cpu = figures.values.get("CLIENT-MAX-CPU-USAGE")
+    workers = load.get("workers") or 0
+    if isinstance(client_cpu, float) and workers and client_cpu > 90.0 * workers:
+        figures.notes.append(
+            f"{data.label}: the load generator used {client_cpu:.0f}% CPU with {workers} workers:"
+            " the client was the bottleneck, so throughput understates the server"
+        )
+    if data.shared_host and data.servers:
+        figures.notes.append(
+            f"{data.label}: members and client ran on one machine and share its loopback"
+            " interface, so every network row counts all traffic on it"
+        )
+    if data.record.get("error"):
+        figures.notes.append(f"{data.label}: FAILED: {data.record['error']}")

@@ -1,0 +1,126 @@
+"""Reaching the agents a database runs on: embedded (started here, on loopback)
+or remote (already serving at the configured hosts).
+
+In the embedded default each member gets its own ``dbtester agent serve``
+subprocess — the same command a server machine runs — on 127.0.0.1 with a
+port it picks itself, a token generated for this run, and its data under the
+run's scratch directory. They are stopped by PID when the run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from dbtester.agent.client import AgentClient
+from dbtester.errors import DbtesterError
+
+__all__ = ["EmbeddedAgents", "LocalAgent", "remote_token"]
+
+
+@dataclass
+class LocalAgent:
+    process: subprocess.Popen[str]
+    address: str
+    data_root: Path
+    log: Path
+
+
+class EmbeddedAgents:
+    """``count`` agents on loopback for one database; a context manager."""
+
+    def __init__(self, scratch: Path, count: int, heartbeat_timeout_s: float) -> None:
+        self.scratch = scratch
+        self.count = count
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.token = secrets.token_hex(24)
+        self.agents: list[LocalAgent] = []
+
+    def __enter__(self) -> EmbeddedAgents:
+        try:
+            self.scratch.mkdir(parents=True, exist_ok=True)
+            token_file = self.scratch / "agent.token"
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(self.token)
+            for i in range(self.count):
+                self.agents.append(self._start(i, token_file))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self, index: int, token_file: Path) -> LocalAgent:
+        root = self.scratch / f"agent-{index}"
+        root.mkdir(parents=True, exist_ok=True)
+        log = root / "agent.stderr"
+        argv = [
+            sys.executable,
+            "-m",
+            "dbtester",
+            "agent",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            str(token_file),
+            "--data-root",
+            str(root / "data"),
+            "--heartbeat-timeout",
+            str(self.heartbeat_timeout_s),
+        ]
+        with log.open("w") as err:
+            process = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=err, text=True, stdin=subprocess.DEVNULL
+            )
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("dbtester agent listening on "):
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait()
+            tail = log.read_text()[-2000:]
+            raise DbtesterError(f"embedded agent {index} did not start:\n{tail}")
+        return LocalAgent(process, line.split()[-1], root / "data", log)
+
+    def clients(self) -> list[AgentClient]:
+        return [AgentClient(a.address, self.token) for a in self.agents]
+
+    def close(self) -> None:
+        """SIGTERM every agent (each stops its database first), then SIGKILL."""
+        for agent in self.agents:
+            if agent.process.poll() is None:
+                agent.process.send_signal(signal.SIGTERM)
+        for agent in self.agents:
+            try:
+                agent.process.wait(30)
+            except subprocess.TimeoutExpired:
+                agent.process.kill()
+                agent.process.wait()
+            if agent.process.stdout is not None:
+                agent.process.stdout.close()
+        self.agents = []
+
+
+def remote_token() -> str | None:
+    """The token for remote agents: $DBTESTER_AGENT_TOKEN, or the file named by
+    $DBTESTER_AGENT_TOKEN_FILE (default ~/.config/dbtester/agent.token)."""
+    if token := os.environ.get("DBTESTER_AGENT_TOKEN"):
+        return token
+    path = Path(
+        os.environ.get("DBTESTER_AGENT_TOKEN_FILE")
+        or Path.home() / ".config" / "dbtester" / "agent.token"
+    )
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None

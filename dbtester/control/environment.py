@@ -1,0 +1,67 @@
+"""The environment a run measured: machine, software versions, and how fast the
+data disk makes a write durable (an fsync probe), stored in result.json."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import tempfile
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from dbtester import __version__
+
+__all__ = ["environment", "fsync_probe_ms"]
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _package(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def fsync_probe_ms(directory: Path, writes: int = 50) -> float:
+    """Median milliseconds to write 4 KiB and fsync it, in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    block = os.urandom(4096)
+    times = []
+    with tempfile.NamedTemporaryFile(dir=directory, prefix=".fsync-probe-") as handle:
+        for _ in range(writes):
+            start = time.perf_counter()
+            handle.write(block)
+            handle.flush()
+            os.fsync(handle.fileno())
+            times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 3)
+
+
+def environment(data_dir: Path) -> dict[str, Any]:
+    memory = psutil.virtual_memory().total
+    return {
+        "hostname": platform.node(),
+        "kernel": f"{platform.system()} {platform.release()}",
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory / 2**30, 1),
+        "python": platform.python_version(),
+        "dbtester": __version__,
+        "grpcio": _package("grpcio"),
+        "fsync_ms_median": fsync_probe_ms(data_dir),
+        "fsync_probe_dir": str(data_dir),
+    }

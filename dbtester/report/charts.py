@@ -1,0 +1,139 @@
+"""One SVG chart per metric, one line per database (file names as the original's)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+
+import matplotlib.pyplot as plt
+
+from dbtester.analyze.figures import Figures
+
+__all__ = ["CHARTS", "STYLE", "Chart", "render_charts"]
+
+STYLE = Path(__file__).with_name("dbtester.mplstyle")
+SECONDS = "Seconds since the load started"
+KEYS = "Keys written"
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    title: str
+    x_label: str
+    y_label: str
+    error_points: bool = False
+
+
+CHARTS = (
+    Chart("AVG-LATENCY-MS", "Average latency", SECONDS, "Latency (ms)"),
+    Chart("AVG-LATENCY-MS-BY-KEY", "Average latency by keys written", KEYS, "Latency (ms)"),
+    Chart(
+        "AVG-LATENCY-MS-BY-KEY-ERROR-POINTS",
+        "Latency by keys written (min-max)",
+        KEYS,
+        "Latency (ms)",
+        error_points=True,
+    ),
+    Chart("AVG-THROUGHPUT", "Throughput", SECONDS, "Requests per second"),
+    Chart(
+        "AVG-VOLUNTARY-CTXT-SWITCHES",
+        "Voluntary context switches (avg per member)",
+        SECONDS,
+        "Switches per second",
+    ),
+    Chart(
+        "AVG-NON-VOLUNTARY-CTXT-SWITCHES",
+        "Non-voluntary context switches (avg per member)",
+        SECONDS,
+        "Switches per second",
+    ),
+    Chart("AVG-CPU", "Server CPU (avg per member)", SECONDS, "CPU (%; 100 = one core)"),
+    Chart("MAX-CPU", "Server CPU (busiest member)", SECONDS, "CPU (%; 100 = one core)"),
+    Chart("AVG-VMRSS-MB", "Server memory (avg per member)", SECONDS, "Resident memory (MB)"),
+    Chart("AVG-VMRSS-MB-BY-KEY", "Server memory by keys written", KEYS, "Resident memory (MB)"),
+    Chart(
+        "AVG-VMRSS-MB-BY-KEY-ERROR-POINTS",
+        "Server memory by keys written (min-max)",
+        KEYS,
+        "Resident memory (MB)",
+        error_points=True,
+    ),
+    Chart("AVG-READS-COMPLETED-DELTA", "Disk reads completed", SECONDS, "Reads per second"),
+    Chart("AVG-SECTORS-READ-DELTA", "Disk sectors read", SECONDS, "Sectors per second"),
+    Chart("AVG-WRITES-COMPLETED-DELTA", "Disk writes completed", SECONDS, "Writes per second"),
+    Chart("AVG-SECTORS-WRITTEN-DELTA", "Disk sectors written", SECONDS, "Sectors per second"),
+    Chart(
+        "AVG-READ-BYTES-NUM-DELTA",
+        "Bytes read by the database process",
+        SECONDS,
+        "Bytes per second",
+    ),
+    Chart(
+        "AVG-WRITE-BYTES-NUM-DELTA",
+        "Bytes written by the database process",
+        SECONDS,
+        "Bytes per second",
+    ),
+    Chart(
+        "AVG-RECEIVE-BYTES-NUM-DELTA",
+        "Network bytes received (avg per member)",
+        SECONDS,
+        "Bytes per second",
+    ),
+    Chart(
+        "AVG-TRANSMIT-BYTES-NUM-DELTA",
+        "Network bytes transmitted (avg per member)",
+        SECONDS,
+        "Bytes per second",
+    ),
+)
+
+
+def render_charts(directory: Path, labels: Sequence[str], figures: Sequence[Figures]) -> list[Path]:
+    """Write every chart as ``directory/<NAME>.svg``; a database without data for a
+    chart is listed in its legend as '(no data)' rather than silently missing."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    with plt.style.context(str(STYLE)):
+        for chart in CHARTS:
+            path = directory / f"{chart.name}.svg"
+            _draw(chart, labels, figures, path)
+            written.append(path)
+    return written
+
+
+def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path: Path) -> None:
+    fig, ax = plt.subplots()
+    try:
+        for label, figure in zip(labels, figures, strict=True):
+            series = figure.series.get(chart.name)
+            if series is None or len(series.x) == 0:
+                ax.plot([], [], label=f"{label} (no data)")
+                continue
+            if chart.error_points and series.low is not None and series.high is not None:
+                errors = [series.y - series.low, series.high - series.y]
+                ax.errorbar(
+                    series.x,
+                    series.y,
+                    yerr=errors,
+                    fmt="o-",
+                    markersize=3,
+                    capsize=2,
+                    elinewidth=0.8,
+                    label=label,
+                )
+            else:
+                ax.plot(series.x, series.y, label=label)
+        ax.set_title(chart.title)
+        ax.set_xlabel(chart.x_label)
+        ax.set_ylabel(chart.y_label)
+        ax.legend(loc="best")
+        fig.savefig(path)  # the format follows the suffix (.svg)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,76 @@
+"""The combined table, formatted as the original dbtester published it
+(right-aligned, thousands separators, units per row) — and as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from dbtester.analyze.figures import ROWS, Figures
+
+__all__ = ["format_value", "render_csv", "render_table"]
+
+NO_DATA = "-"
+
+
+def human_bytes(value: float) -> str:
+    """SI units, one decimal below 10 ('4.9 GB', '252 MB'), as the reference tables."""
+    units = ("B", "kB", "MB", "GB", "TB", "PB")
+    size = float(value)
+    for unit in units:
+        if size < 1000 or unit == units[-1]:
+            if unit == "B":
+                return f"{size:.0f} B"
+            return f"{size:.1f} {unit}" if size < 10 else f"{size:.0f} {unit}"
+        size /= 1000
+    raise AssertionError
+
+
+def format_value(row: str, value: float | int | str | None) -> str:
+    if value is None:
+        return NO_DATA
+    if isinstance(value, str):
+        return value
+    if row == "TOTAL-SECONDS":
+        return f"{value:.4f} sec"
+    if row.endswith("THROUGHPUT"):
+        return f"{value:,.0f} req/sec"
+    if row in ("FASTEST-LATENCY", "AVG-LATENCY", "SLOWEST-LATENCY"):
+        return f"{value:.4f} ms"
+    if row.startswith("Latency p"):
+        return f"{value:.6f} ms"
+    if row.endswith("CPU-USAGE"):
+        return f"{value:.2f} %"
+    if "NETWORK" in row or "MEMORY" in row or "DISK-SPACE" in row:
+        return human_bytes(value)
+    if row == "CLIENT-CPU-SECONDS-PER-10K-REQUESTS":
+        return f"{value:.3f} s"
+    return f"{value:,.0f}"
+
+
+def render_table(labels: Sequence[str], figures: Sequence[Figures]) -> str:
+    cells = [[format_value(row, f.values.get(row)) for f in figures] for row in ROWS]
+    widths = [max(len(r) for r in ROWS)]
+    widths += [max(len(labels[c]), *(len(row[c]) for row in cells)) for c in range(len(labels))]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def line(items: Sequence[str]) -> str:
+        return "|" + "|".join(f" {item:>{w}} " for item, w in zip(items, widths, strict=True)) + "|"
+
+    out = [rule, line(["", *labels]), rule]
+    out += [line([row, *values]) for row, values in zip(ROWS, cells, strict=True)]
+    out.append(rule)
+    return "\n".join(out) + "\n"
+
+
+def render_csv(labels: Sequence[str], figures: Sequence[Figures]) -> str:
+    """Raw numbers (no units), one column per database, for tools."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["", *labels])
+    for row in ROWS:
+        writer.writerow(
+            [row, *("" if f.values.get(row) is None else f.values[row] for f in figures)]
+        )
+    return buffer.getvalue()

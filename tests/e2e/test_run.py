@@ -1,0 +1,132 @@
+"""`dbtester run` end to end on the embedded default: real agents, real
+clusters, real load, the table, 19 charts and a README."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dbtester.analyze.figures import ROWS
+from dbtester.report.charts import CHARTS
+from tests.integration.agents import alive
+from tests.integration.test_agent_cluster import VERSIONS
+
+pytestmark = pytest.mark.integration
+
+ETCD_VERSIONS = ("3.5.17", "3.6.8")
+
+
+def _case(kind: str, requests: int) -> dict[str, object]:
+    return {
+        "title": f"e2e {kind}",
+        "description": "end-to-end test",
+        "workload": {
+            "type": kind,
+            "requests": requests,
+            "key_size": 64,
+            "value_size": 256,
+            "clients": 20,
+            "connections": 4,
+        },
+        "databases": [
+            *(
+                {"id": f"etcd-{v}", "kind": "etcd", "version": v, "members": 3}
+                for v in ETCD_VERSIONS
+            ),
+            {"id": "zk", "kind": "zookeeper", "version": VERSIONS["zookeeper"], "members": 3},
+            {"id": "consul", "kind": "consul", "version": VERSIONS["consul"], "members": 3},
+        ],
+    }
+
+
+def _dbtester(home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dbtester", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "DBTESTER_HOME": str(home)},
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def home(installed_home) -> Path:
+    for version in ETCD_VERSIONS:
+        installed_home("etcd", version)
+    installed_home("zookeeper", VERSIONS["zookeeper"])
+    return Path(installed_home("consul", VERSIONS["consul"]))
+
+
+@pytest.mark.parametrize(("workload", "requests"), [("write", 3000), ("read", 3000)])
+def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int) -> None:
+    config = tmp_path / "case.yaml"
+    config.write_text(yaml.safe_dump(_case(workload, requests)))
+    out = tmp_path / "results"
+    result = _dbtester(home, "run", str(config), "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    table = (out / "summary.txt").read_text()
+    assert result.stdout == table
+
+    # every row, a value in every column
+    lines = {
+        line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("|")
+    }
+    for row in ROWS:
+        if row == "KEYS-VERIFIED" and workload == "read":
+            continue
+        cells = [c.strip() for c in lines[row].split("|")[2:-1]]
+        assert len(cells) == 4 and all(c and c != "-" for c in cells), (row, cells)
+    counts = [c.strip() for c in lines["TOTAL-REQUEST-NUMBER"].split("|")[2:-1]]
+    assert counts == [f"{requests:,}"] * 4
+    result_json = json.loads((out / "result.json").read_text())
+    assert result_json["schema_version"] == 1
+    for db in result_json["databases"]:
+        assert db["passed"], db
+        assert db["figures"]["SERVER-MAX-CPU-USAGE"] > 0
+        assert db["figures"]["SERVER-MAX-MEMORY-USAGE"] > 0
+        assert db["figures"]["TOTAL-REQUEST-NUMBER"] == requests
+        if workload == "write":
+            assert db["verification"]["found"] == requests
+
+    # 19 charts, each a real SVG
+    charts = sorted((out / "charts").glob("*.svg"))
+    assert len(charts) == 19 == len(CHARTS)
+    for chart in charts:
+        assert ET.parse(chart).getroot().tag.endswith("svg")
+
+    # README links resolve
+    readme = (out / "README.md").read_text()
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert len(links) == 19
+    assert all((out / link).exists() for link in links)
+
+    # nothing left running: every member's PID is gone
+    for db in ("etcd-3.5.17", "etcd-3.6.8", "zk", "consul"):
+        run = json.loads((out / db / "run.json").read_text())
+        assert len(run["members"]) == 3
+        for member in run["members"]:
+            assert member["pid"] and not alive(member["pid"])
+            assert member["disk_usage_bytes"] > 0
+        assert (out / db / "server-0-metrics.csv").exists()
+
+    # analyze reproduces the table from the raw data alone
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    for rendered in ("summary.txt", "summary.csv", "README.md"):
+        (copy / rendered).unlink()
+    shutil.rmtree(copy / "charts")
+    again = _dbtester(home, "analyze", str(copy))
+    assert again.returncode == 0, again.stderr
+    assert (copy / "summary.txt").read_text() == table
+    assert len(list((copy / "charts").glob("*.svg"))) == 19
