@@ -33,15 +33,16 @@ from dbtester.load.records import Records
 def synthesize(directory: Path, samples: int, databases: int, seconds: int) -> None:
     rng = np.random.default_rng(7)
     start = 1_800_000_000.0
+    entries: list[dict[str, str]] = []
     config = {
         "title": "analysis benchmark",
         "description": "synthetic",
-        "databases": [],
+        "databases": entries,
         "workload": {"type": "read", "requests": samples},
     }
     for d in range(databases):
         db_id = f"db{d}"
-        config["databases"].append({"id": db_id, "kind": "etcd", "version": "3.5.17"})
+        entries.append({"id": db_id, "kind": "etcd", "version": "3.5.17"})
         folder = directory / db_id
         folder.mkdir(parents=True)
         due = (start * 1e9 + np.sort(rng.uniform(0, seconds * 1e9, samples))).astype(np.int64)
