@@ -79,6 +79,16 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+def with_parent_death_signal(argv: list[str]) -> list[str]:
+    """Make the database die with the agent, even when the agent is killed with
+    SIGKILL and cannot clean up: util-linux ``setpriv --pdeathsig`` sets the
+    Linux parent-death signal and execs the database (same PID, no shell)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:  # not Linux/util-linux: the watchdog and stop still apply
+        return argv
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+
+
 class Member:
     """A database member this agent started."""
 
@@ -163,7 +173,7 @@ class Member:
         with (self.dir / "database.log").open("ab") as out:
             try:
                 self.process = subprocess.Popen(
-                    plan.argv,
+                    with_parent_death_signal(plan.argv),
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,

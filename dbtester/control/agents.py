@@ -79,8 +79,15 @@ class EmbeddedAgents:
             str(self.heartbeat_timeout_s),
         ]
         with log.open("w") as err:
+            # Its own session: a Ctrl-C at the terminal reaches the controller, which
+            # then stops the databases through the agents in order.
             process = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=err, text=True, stdin=subprocess.DEVNULL
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         assert process.stdout is not None
         line = process.stdout.readline()

@@ -246,6 +246,26 @@ class DatabaseRun:
         if self._health_problem and not self.error:
             raise DbtesterError(f"{self.db.id}: {self._health_problem}")
 
+    def _diagnose(self) -> str:
+        """Why the load may have failed: agents that do not answer, members that
+        exited (asked once, right away, rather than waiting for heartbeats)."""
+        problems = []
+        for i, client in enumerate(self._clients):
+            try:
+                reply = client.status(timeout=2.0)
+            except AgentError as exc:
+                problems.append(
+                    f"agent {client.address} (member {i}) is not answering:"
+                    f" {exc.code.name if exc.code else exc}"
+                )
+                continue
+            problems += [
+                f"member {i} on {client.address} {m.error}"
+                for m in reply.members
+                if m.database_id == self.db.id and m.state == "exited"
+            ]
+        return "; ".join(problems)
+
     # ------------------------------------------------------------------ load
 
     def _settings(self) -> LoadSettings:
@@ -294,7 +314,9 @@ class DatabaseRun:
             health=lambda: self._health_problem,
         )
         if self.load.aborted:
-            raise DbtesterError(f"{self.db.id}: load stopped early: {self.load.aborted}")
+            found = self._diagnose()
+            cause = f"; {found}" if found and found not in self.load.aborted else ""
+            raise DbtesterError(f"{self.db.id}: load stopped early: {self.load.aborted}{cause}")
         wrong = self.load.records.counts().get("wrong-value", 0)
         if wrong:
             raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import resource
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,6 +73,8 @@ class Shared:
 def run_worker(spec: WorkerSpec, shared: Shared) -> None:
     """Process entry point. A failure is written beside the records for the
     controller to report, and the process exits non-zero."""
+    # Ctrl-C reaches the whole process group; the controller decides what stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import uvloop
 
