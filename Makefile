@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_CONFIG ?= configs/quickstart.yaml
 
-.PHONY: setup system python demo test unit lint types tox proto clean
+.PHONY: setup system python demo gallery test unit lint types tox proto clean
 
 setup: system python
 
@@ -27,6 +27,11 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/dbtester install --for $(DEMO_CONFIG)
 	$(BIN)/dbtester run $(DEMO_CONFIG)
+
+# Regenerate plots/gallery from a real run of the demo test case.
+gallery: setup
+	rm -rf plots/gallery
+	$(BIN)/dbtester run $(DEMO_CONFIG) --out plots/gallery
 
 test: setup
 	$(BIN)/pytest

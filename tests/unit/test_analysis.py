@@ -1,0 +1,117 @@
+"""Figures from raw data: exact percentiles, throughput buckets, the table's format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dbtester.analyze.data import DatabaseData
+from dbtester.analyze.figures import PERCENTILES, ROWS, Figures, compute
+from dbtester.load.records import Records
+from dbtester.report.table import format_value, human_bytes, render_table
+
+START = 1_800_000_000.0
+
+
+def _data(n: int = 100_000, seconds: float = 10.0) -> DatabaseData:
+    rng = np.random.default_rng(1)
+    due = (START * 1e9 + np.sort(rng.uniform(0, seconds * 1e9, n))).astype(np.int64)
+    latency = rng.integers(1_000_000, 50_000_000, n).astype(np.int64)
+    code = np.zeros(n, np.uint8)
+    code[:10] = 1
+    records = Records(due, latency, latency, code, np.zeros(n, np.uint16), ["ok", "UNAVAILABLE"])
+    servers = []
+    for m in range(3):
+        frame = pd.DataFrame(
+            {
+                "unix_ms": [int((START + s) * 1000) for s in range(12)],
+                "cpu_percent": [10.0 * (m + 1)] * 12,
+                "rss_bytes": [100_000_000 * (m + 1)] * 12,
+                "voluntary_ctxt_switches": [5] * 12,
+                "nonvoluntary_ctxt_switches": [1] * 12,
+                "read_bytes": [0] * 12,
+                "write_bytes": [4096] * 12,
+                "reads_completed": [1] * 12,
+                "sectors_read": [8] * 12,
+                "writes_completed": [2] * 12,
+                "sectors_written": [16] * 12,
+                "receive_bytes": [1000] * 12,
+                "transmit_bytes": [2000] * 12,
+                "data_dir_bytes": [1] * 12,
+            }
+        )
+        frame["t"] = frame["unix_ms"] / 1000 - START
+        servers.append(frame)
+    record = {
+        "load": {
+            "started_unix": START,
+            "ended_unix": START + seconds,
+            "workers": 2,
+            "cpu_seconds": 5.0,
+        },
+        "embedded": False,
+        "members": [{"index": m, "disk_usage_bytes": 1e9 * (m + 1)} for m in range(3)],
+        "verification": {"found": n - 10, "expected_min": n - 10, "lost": 0, "unexpected": 0},
+    }
+    return DatabaseData("db", "db", record, records, None, servers)
+
+
+def test_percentiles_are_exact() -> None:
+    data = _data()
+    figures = compute(data)
+    assert data.records is not None
+    raw_ms = data.records.latency_ns / 1e6
+    for p in PERCENTILES:
+        assert figures.values[f"Latency p{p:g}"] == np.percentile(raw_ms, p)
+    assert figures.values["FASTEST-LATENCY"] == raw_ms.min()
+    assert figures.values["TOTAL-REQUEST-NUMBER"] == 100_000
+    assert figures.values["CLIENT-ERROR-COUNT"] == 10
+
+
+def test_throughput_and_server_rows() -> None:
+    figures = compute(_data())
+    v = figures.values
+    assert 9_000 < float(v["AVG-THROUGHPUT"]) < 10_500  # type: ignore[arg-type]
+    assert float(v["MIN-THROUGHPUT"]) <= float(v["AVG-THROUGHPUT"]) <= float(v["MAX-THROUGHPUT"])  # type: ignore[arg-type]
+    assert v["SERVER-MAX-CPU-USAGE"] == 30.0
+    assert v["SERVER-MAX-MEMORY-USAGE"] == 300_000_000
+    assert v["SERVER-AVG-DISK-SPACE-USAGE"] == 2e9
+    # three separate machines: the network rows add them up; disk rows average them
+    assert v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] == 3 * 1000 * 12
+    assert v["SERVER-AVG-WRITES-COMPLETED-DELTA-SUM"] == 2 * 12
+    assert v["KEYS-VERIFIED"] == "99,990 / 99,990 OK"
+    assert v["CLIENT-CPU-SECONDS-PER-10K-REQUESTS"] == 0.5
+    assert {"AVG-CPU", "MAX-CPU", "AVG-VMRSS-MB-BY-KEY", "AVG-LATENCY-MS-BY-KEY"} <= set(
+        figures.series
+    )
+
+
+def test_one_machine_counts_shared_counters_once() -> None:
+    data = _data()
+    data.record["embedded"] = True
+    v = compute(data).values
+    assert v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] == 1000 * 12
+
+
+def test_formats_follow_the_reference_tables() -> None:
+    assert format_value("TOTAL-SECONDS", 28.31914) == "28.3191 sec"
+    assert format_value("TOTAL-REQUEST-NUMBER", 1_000_000) == "1,000,000"
+    assert format_value("MAX-THROUGHPUT", 37372.2) == "37,372 req/sec"
+    assert format_value("AVG-LATENCY", 28.20843) == "28.2084 ms"
+    assert format_value("Latency p99.9", 115.5522874) == "115.552287 ms"
+    assert format_value("SERVER-MAX-CPU-USAGE", 491.83) == "491.83 %"
+    assert format_value("CLIENT-MAX-MEMORY-USAGE", 97e6) == "97 MB"
+    assert format_value("SERVER-AVG-DISK-SPACE-USAGE", 2.7e9) == "2.7 GB"
+    assert format_value("SERVER-AVG-WRITES-COMPLETED-DELTA-SUM", 104308) == "104,308"
+    assert format_value("SERVER-MAX-CPU-USAGE", None) == "-"
+    assert human_bytes(252e6) == "252 MB"
+
+
+def test_table_layout() -> None:
+    table = render_table(["etcd v3.5", "etcd v3.6"], [compute(_data()), Figures()])
+    lines = table.splitlines()
+    assert lines[0].startswith("+---") and lines[0] == lines[2] == lines[-1]
+    assert lines[1].rstrip("|").endswith("etcd v3.6 ")
+    names = [line.split("|")[1].strip() for line in lines[3:-1]]
+    assert names == list(ROWS)
+    assert all(len(line) == len(lines[0]) for line in lines)
