@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,9 @@ log = logging.getLogger(__name__)
 
 
 def is_loopback_peer(peer: str) -> bool:
-    """``context.peer()`` strings: 'ipv4:127.0.0.1:5000', 'ipv6:[::1]:5000', 'unix:...'."""
+    """``context.peer()`` strings: 'ipv4:127.0.0.1:5000', 'ipv6:[::1]:5000' (or
+    percent-encoded, 'ipv6:%5B::1%5D:5000'), 'unix:...'."""
+    peer = urllib.parse.unquote(peer)
     if peer.startswith("ipv4:"):
         return peer[5:].startswith("127.")
     if peer.startswith("ipv6:"):

@@ -35,8 +35,6 @@ from dbtester.install import Installed
 
 __all__ = ["Member", "MemberError", "StopResult", "log_tail", "port_free"]
 
-log = logging.getLogger(__name__)
-
 #: how long a process must stay up before Start reports success
 SETTLE_S = 0.5
 FILE_NAMES = ("metrics.csv", "database.log", "agent.log")
@@ -79,14 +77,23 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
-def with_parent_death_signal(argv: list[str]) -> list[str]:
+# What a database process inherits: enough to run, none of the agent's or the
+# controller's secrets (tokens, cloud credentials) that its logs could reveal.
+_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME", "USER")
+
+
+def _database_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
+
+
+def with_parent_death_signal(argv: list[str], signal_name: str = "KILL") -> list[str]:
     """Make the database die with the agent, even when the agent is killed with
     SIGKILL and cannot clean up: util-linux ``setpriv --pdeathsig`` sets the
     Linux parent-death signal and execs the database (same PID, no shell)."""
     setpriv = shutil.which("setpriv")
     if setpriv is None:  # not Linux/util-linux: the watchdog and stop still apply
         return argv
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+    return [setpriv, "--pdeathsig", signal_name, "--", *argv]
 
 
 class Member:
@@ -114,6 +121,11 @@ class Member:
         self.started_unix = 0.0
         self._lock = threading.Lock()
         self._log_handler: logging.Handler | None = None
+        self._stopped: StopResult | None = None
+        # Its own logger (under the agent's): its agent.log holds only its lines.
+        self.log = logging.getLogger(
+            f"dbtester.agent.member.{spec.member_dir.parent.name}.{spec.index}.{id(self)}"
+        )
 
     # ------------------------------------------------------------------ start
 
@@ -128,6 +140,18 @@ class Member:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.spec.data_dir.mkdir(parents=True, exist_ok=True)
         self._attach_log()
+        self.state = "starting"
+        try:
+            self._start_process()
+        except BaseException:
+            self._kill_group()  # never leave a half-started database behind
+            if self.state == "starting":
+                self.state = "exited"
+            self._detach_log()
+            raise
+
+    def _start_process(self) -> None:
+        me = self.spec.me
         plan = self.kind.launch(self.installed, self.spec)
         self._write_files(plan)
         self._spawn(plan)
@@ -143,7 +167,7 @@ class Member:
         )
         self.sampler.start()
         self.state = "running"
-        log.info(
+        self.log.info(
             "sampling pid %d every %.2fs (disk %s, interface %s)",
             self.process.pid,
             self.sample_interval,
@@ -154,7 +178,7 @@ class Member:
     def _attach_log(self) -> None:
         handler = logging.FileHandler(self.dir / "agent.log")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logging.getLogger("dbtester").addHandler(handler)
+        self.log.addHandler(handler)
         self._log_handler = handler
 
     def _write_files(self, plan: LaunchPlan) -> None:
@@ -163,7 +187,7 @@ class Member:
             path.write_text(text)
 
     def _spawn(self, plan: LaunchPlan) -> None:
-        log.info(
+        self.log.info(
             "starting %s %s member %d: %s",
             self.kind.name,
             self.installed.version,
@@ -178,7 +202,7 @@ class Member:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     cwd=self.dir,
-                    env={**os.environ, **plan.env},
+                    env={**_database_environment(), **plan.env},
                     start_new_session=True,  # its own process group: stop reaches all of it
                 )
             except OSError as exc:
@@ -207,7 +231,7 @@ class Member:
                     self.state = "exited"
                     tail = log_tail(self.dir / "database.log", 5)
                     self.error = f"exited unexpectedly with code {code}; log tail:\n{tail}"
-                    log.error("%s member %d %s", self.kind.name, self.spec.index, self.error)
+                    self.log.error("%s member %d %s", self.kind.name, self.spec.index, self.error)
             return self.state
 
     @property
@@ -222,7 +246,14 @@ class Member:
         """SIGTERM the process group, wait ``grace`` seconds, then SIGKILL it;
         measure the data dir; remove it, or archive it when the run failed."""
         with self._lock:
+            if self._stopped is not None:  # a second stop (watchdog, then controller)
+                return self._stopped
             begin = time.monotonic()
+            if self.state == "running" and self.process is not None:
+                code = self.process.poll()
+                if code is not None:  # died since the last status call
+                    self.state = "exited"
+                    self.error = f"exited unexpectedly with code {code}"
             if self.sampler is not None:
                 # A last row just before the signal; none of a process going away.
                 self.sampler.stop(final_sample=self.state == "running")
@@ -236,7 +267,7 @@ class Member:
             else:
                 shutil.rmtree(self.spec.data_dir, ignore_errors=True)
             seconds = time.monotonic() - begin
-            log.info(
+            self.log.info(
                 "stopped in %.2fs (killed=%s, exit %s); data dir %d bytes%s",
                 seconds,
                 killed,
@@ -245,14 +276,9 @@ class Member:
                 f", archived to {archived}" if archived else "",
             )
             self._detach_log()
-            return StopResult(
-                usage,
-                killed,
-                self.exit_code,
-                seconds,
-                archived,
-                self.sampler.samples if self.sampler else 0,
-            )
+            samples = self.sampler.samples if self.sampler else 0
+            self._stopped = StopResult(usage, killed, self.exit_code, seconds, archived, samples)
+            return self._stopped
 
     def _terminate(self, grace: float) -> bool:
         process = self.process
@@ -265,7 +291,7 @@ class Member:
             self._kill_group()
             return False
         except subprocess.TimeoutExpired:
-            log.warning(
+            self.log.warning(
                 "still running %.1fs after SIGTERM: SIGKILL to group %d", grace, process.pid
             )
             self._signal_group(signal.SIGKILL)
@@ -290,7 +316,7 @@ class Member:
 
     def _detach_log(self) -> None:
         if self._log_handler is not None:
-            logging.getLogger("dbtester").removeHandler(self._log_handler)
+            self.log.removeHandler(self._log_handler)
             self._log_handler.close()
             self._log_handler = None
 

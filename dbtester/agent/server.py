@@ -69,8 +69,9 @@ class AgentServer:
         """Stop every database (keeping its files), then the server."""
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.service.close()
+        # No new Start may slip in after the databases are stopped.
         self.server.stop(grace).wait()
+        self.service.close()
 
 
 def _credentials(config: AgentConfig) -> grpc.ServerCredentials:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from dbtester import __version__
 from dbtester.agent.config import AgentConfig
 from dbtester.agent.member import FILE_NAMES, Member, MemberError
-from dbtester.config.model import VERSION_PATTERN
+from dbtester.config.model import HOST_PATTERN, VERSION_PATTERN
 from dbtester.databases import KINDS, DatabaseKind
 from dbtester.databases.base import MemberSpec, Peer
 from dbtester.install import Installed, find_installed, list_installed
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 CHUNK = 64 * 1024
 MemberKey = tuple[str, str, int]
+BUSY = ("new", "starting", "running")
 
 
 class AgentService(pb_grpc.AgentServicer):
@@ -69,7 +70,7 @@ class AgentService(pb_grpc.AgentServicer):
 
     def _running(self) -> list[Member]:
         with self._lock:
-            return [m for m in self.members.values() if m.poll() in ("running", "exited")]
+            return [m for m in self.members.values() if m.poll() in (*BUSY, "exited")]
 
     def stop_all(self, *, failed: bool) -> None:
         for member in self._running():
@@ -110,7 +111,7 @@ class AgentService(pb_grpc.AgentServicer):
         interval = request.sample_interval_s or self.config.sample_interval_s
         with self._lock:
             existing = self.members.get(key)
-            if existing is not None and existing.poll() == "running":
+            if existing is not None and existing.poll() in BUSY:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS, f"member {key} is already running")
             member = Member(
                 kind,
@@ -195,6 +196,12 @@ class AgentService(pb_grpc.AgentServicer):
         if len({p.name for p in peers}) != len(peers):
             problems.append("peer names must be unique")
         for peer in peers:
+            # Hosts reach config files (zoo.cfg) and flags: an address, nothing else.
+            if not re.match(HOST_PATTERN, peer.host) or len(peer.host) > 255:
+                problems.append(f"peer {peer.name} host {peer.host!r} is not an address")
+            bad = [p for p in peer.ports.values() if not 1 <= p <= 65535]
+            if bad:
+                problems.append(f"peer {peer.name} has ports out of range: {bad}")
             missing = set(kind.default_ports) - set(peer.ports)
             if missing:
                 problems.append(f"peer {peer.name} lacks ports {sorted(missing)}")

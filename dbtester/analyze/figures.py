@@ -91,11 +91,13 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     v = figures.values
     if records is None or len(records) == 0:
         return
-    latency_ms = records.latency_ns / 1e6
     done_s = (records.due_ns + records.latency_ns) / 1e9 - data.load_start
     first_due = records.due_ns.min() / 1e9 - data.load_start
     total = float(done_s.max() - first_due)
     ok = records.code == 0
+    # Latency figures are of answered requests: a refused connection answers in
+    # microseconds and would make a failing database look fast.
+    latency_ms = records.latency_ns[ok] / 1e6
     v["TOTAL-SECONDS"] = total
     v["TOTAL-REQUEST-NUMBER"] = len(records)
     per_second = _per_second(done_s[ok] - first_due)
@@ -103,17 +105,18 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     v["MAX-THROUGHPUT"] = int(full.max()) if len(full) else 0
     v["AVG-THROUGHPUT"] = float(ok.sum() / total) if total > 0 else 0.0
     v["MIN-THROUGHPUT"] = int(full.min()) if len(full) else 0
-    v["FASTEST-LATENCY"] = float(latency_ms.min())
-    v["AVG-LATENCY"] = float(latency_ms.mean())
-    v["SLOWEST-LATENCY"] = float(latency_ms.max())
-    values = np.percentile(latency_ms, PERCENTILES)
-    for p, value in zip(PERCENTILES, values, strict=True):
-        v[f"Latency p{p:g}"] = float(value)
     v["CLIENT-ERROR-COUNT"] = int((~ok).sum())
+    if len(latency_ms):
+        v["FASTEST-LATENCY"] = float(latency_ms.min())
+        v["AVG-LATENCY"] = float(latency_ms.mean())
+        v["SLOWEST-LATENCY"] = float(latency_ms.max())
+        values = np.percentile(latency_ms, PERCENTILES)
+        for p, value in zip(PERCENTILES, values, strict=True):
+            v[f"Latency p{p:g}"] = float(value)
     load = data.record.get("load") or {}
     if load.get("cpu_seconds"):
         v["CLIENT-CPU-SECONDS-PER-10K-REQUESTS"] = 1e4 * float(load["cpu_seconds"]) / len(records)
-    seconds = np.floor(done_s - first_due).astype(np.int64)
+    seconds = np.floor(np.maximum(done_s[ok] - first_due, 0)).astype(np.int64)
     figures.series["AVG-THROUGHPUT"] = Series(
         np.arange(len(per_second), dtype=float) + first_due, per_second.astype(float)
     )

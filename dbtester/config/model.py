@@ -84,6 +84,15 @@ class Workload(_Model):
                 f"requests ({self.requests}) must be at least the number of client_steps"
                 f" ({len(self.client_steps)}): the requests are shared across the steps"
             )
+        if self.type == "write" and not self.same_key:
+            # Keys are "k" + the request number, zero-padded to key_size bytes.
+            distinct = 10 ** (self.key_size - 1) if self.key_size > 1 else 1
+            if self.requests > distinct:
+                raise ValueError(
+                    f"key_size {self.key_size} holds {distinct:,} distinct keys ('k' and"
+                    f" {self.key_size - 1} digits), fewer than requests ({self.requests:,}):"
+                    " raise key_size or set same_key"
+                )
         if self.client_steps and self.client_steps[-1] > self.clients:
             raise ValueError(
                 f"the largest client step ({self.client_steps[-1]}) exceeds clients"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -19,9 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbtester.agent.client import AgentClient
+from dbtester.agent.member import with_parent_death_signal
 from dbtester.errors import DbtesterError
 
-__all__ = ["EmbeddedAgents", "LocalAgent", "remote_token"]
+START_TIMEOUT_S = 30.0
+
+__all__ = ["EmbeddedAgents", "LocalAgent", "remote_tls", "remote_token"]
 
 
 @dataclass
@@ -80,9 +84,11 @@ class EmbeddedAgents:
         ]
         with log.open("w") as err:
             # Its own session: a Ctrl-C at the terminal reaches the controller, which
-            # then stops the databases through the agents in order.
+            # then stops the databases through the agents in order. A controller
+            # killed outright takes its agents with it (SIGTERM: they stop their
+            # databases first).
             process = subprocess.Popen(
-                argv,
+                with_parent_death_signal(argv, "TERM"),
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
@@ -90,7 +96,8 @@ class EmbeddedAgents:
                 start_new_session=True,
             )
         assert process.stdout is not None
-        line = process.stdout.readline()
+        ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+        line = process.stdout.readline() if ready else ""
         if not line.startswith("dbtester agent listening on "):
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
@@ -116,6 +123,26 @@ class EmbeddedAgents:
             if agent.process.stdout is not None:
                 agent.process.stdout.close()
         self.agents = []
+
+
+def remote_tls() -> dict[str, bytes]:
+    """TLS material for remote agents from $DBTESTER_AGENT_TLS_CA (required for
+    TLS) and, for mutual TLS, $DBTESTER_AGENT_TLS_CERT and $DBTESTER_AGENT_TLS_KEY."""
+    names = {
+        "tls_ca": "DBTESTER_AGENT_TLS_CA",
+        "tls_cert": "DBTESTER_AGENT_TLS_CERT",
+        "tls_key": "DBTESTER_AGENT_TLS_KEY",
+    }
+    found: dict[str, bytes] = {}
+    for key, variable in names.items():
+        if path := os.environ.get(variable):
+            try:
+                found[key] = Path(path).read_bytes()
+            except OSError as exc:
+                raise DbtesterError(f"${variable}: cannot read {path}: {exc.strerror}") from None
+    if found and "tls_ca" not in found:
+        raise DbtesterError("$DBTESTER_AGENT_TLS_CERT/KEY need $DBTESTER_AGENT_TLS_CA too")
+    return found
 
 
 def remote_token() -> str | None:

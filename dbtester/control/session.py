@@ -20,7 +20,7 @@ from typing import Any
 
 from dbtester.agent.client import AgentClient, AgentError
 from dbtester.config.model import DatabaseSpec
-from dbtester.control.agents import EmbeddedAgents, remote_token
+from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import DbtesterError
@@ -129,13 +129,19 @@ class DatabaseRun:
             return
         with ExitStack() as stack:
             peers = self._agents(stack)
-            try:
-                self._start_members(peers)
-                self._wait_serving(peers)
-                with self._heartbeats():
+            # Heartbeats cover the stop too: stopping and fetching member by member
+            # must not let a later member's agent watchdog fire.
+            with self._heartbeats():
+                failed = False
+                try:
+                    self._start_members(peers)
+                    self._wait_serving(peers)
                     yield
-            finally:
-                self._stop_members()
+                except BaseException:
+                    failed = True  # the agents archive a failed database's data
+                    raise
+                finally:
+                    self._stop_members(failed)
 
     def _agents(self, stack: ExitStack) -> list[Peer]:
         kind = self.kind
@@ -152,8 +158,21 @@ class DatabaseRun:
             ]
         else:
             token = remote_token()
+            tls = remote_tls()
+            if token and not tls and any(not _loopback(h.address) for h in self.db.hosts):
+                self.reporter.say(
+                    "warning: sending the agent token without TLS; set"
+                    " $DBTESTER_AGENT_TLS_CA to encrypt it"
+                )
             self._clients = [
-                AgentClient(f"{h.address}:{h.agent_port}", token) for h in self.db.hosts
+                AgentClient(
+                    _join(h.address, h.agent_port),
+                    token,
+                    tls_ca=tls.get("tls_ca"),
+                    tls_cert=tls.get("tls_cert"),
+                    tls_key=tls.get("tls_key"),
+                )
+                for h in self.db.hosts
             ]
             peers = [
                 Peer(f"m{i}", h.address, dict(kind.default_ports))
@@ -205,10 +224,14 @@ class DatabaseRun:
                 )
             time.sleep(0.25)
 
+    def _mine(self, member: Any) -> bool:
+        """A member of this run and database (an agent may hold older ones)."""
+        return bool(member.run_id == self.run_id and member.database_id == self.db.id)
+
     def _check_members(self) -> None:
         for i, client in enumerate(self._clients):
             for member in client.status(timeout=5.0).members:
-                if member.database_id == self.db.id and member.state == "exited":
+                if self._mine(member) and member.state == "exited":
                     raise DbtesterError(
                         f"{self.db.id}: member {i} on {client.address} {member.error}"
                     )
@@ -233,7 +256,7 @@ class DatabaseRun:
                         continue
                     last_ok[i] = time.monotonic()
                     for member in reply.members:
-                        if member.database_id == self.db.id and member.state == "exited":
+                        if self._mine(member) and member.state == "exited":
                             self._health_problem = f"member {i} on {client.address} {member.error}"
 
         thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
@@ -363,8 +386,8 @@ class DatabaseRun:
 
     # ------------------------------------------------------------------ stop
 
-    def _stop_members(self) -> None:
-        failed = bool(self.error) or bool(self._health_problem)
+    def _stop_members(self, failed: bool) -> None:
+        failed = failed or bool(self.error) or bool(self._health_problem)
         for i, client in enumerate(self._clients):
             record = self.members[i]
             try:
@@ -378,6 +401,14 @@ class DatabaseRun:
             record.exit_code = reply.exit_code
             record.samples = reply.samples
             record.archived_to = reply.archived_to
+            if reply.archived_to and not failed:
+                # The agent archives a member that died on its own, even late.
+                self.error = self.error or (
+                    f"{self.db.id}: member {i} on {client.address}"
+                    f" had exited before the stop (exit code"
+                    f" {reply.exit_code}); its data is kept at"
+                    f" {reply.archived_to}"
+                )
             self._fetch(client, i)
 
     def _fetch(self, client: AgentClient, index: int) -> None:
@@ -415,6 +446,15 @@ class DatabaseRun:
                 "counts": self.load.records.counts(),
             }
         (self.out / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def _loopback(host: str) -> bool:
+    return host.startswith("127.") or host.strip("[]") in ("::1", "localhost")
+
+
+def _join(host: str, port: int) -> str:
+    host = host.strip("[]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _free_port() -> int:

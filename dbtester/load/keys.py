@@ -55,7 +55,12 @@ class KeySpace:
             i = 0
         elif self.order is not None:
             i = int(self.order[i])
-        return PREFIX + str(i).zfill(self.width).encode()
+        if self.width == 0:
+            return PREFIX  # key_size 1: the one key there is
+        digits = str(i)
+        if len(digits) > self.width:  # config validation prevents this
+            raise ValueError(f"key {i} does not fit in {self.key_size} bytes")
+        return PREFIX + digits.zfill(self.width).encode()
 
     @staticmethod
     def capacity(key_size: int) -> int:

@@ -54,7 +54,9 @@ def plan_steps(workload: Workload, workers: int) -> list[list[StepShare]]:
     shares: list[list[StepShare]] = [[] for _ in range(workers)]
     offset = 0
     for clients, connections, requests in workload.step_plan():
-        active = min(workers, clients)
+        # Never more workers than clients or connections: each active worker holds
+        # at least one of each, so more would exceed what the test case asked for.
+        active = min(workers, clients, connections)
         client_split = split(clients, active)
         conn_split = split(connections, active)
         step_range = range(offset, offset + requests)
@@ -141,8 +143,7 @@ def run_load(
     try:
         aborted = _watch(processes, shared, workload.requests, limit, progress, label, health)
     except KeyboardInterrupt:
-        shared.stop.set()
-        aborted = "interrupted"
+        shared.stop.set()  # workers finish what is in flight and save their records
         raise
     finally:
         for process in processes:
@@ -151,25 +152,28 @@ def run_load(
                 process.kill()
                 process.join()
         sampler.stop()
+        # Whatever happened, the requests that were made are kept.
+        records = _collect(parts, out / "client-latency.npz")
     ended = time.time()
     failed = [p.name for p in processes if p.exitcode not in (0, None)]
-    missing = [p for p in parts if not p.exists()]
-    if failed or missing:
-        reasons = sorted(
-            {p.with_suffix(".error").read_text() for p in parts if p.with_suffix(".error").exists()}
-        )
-        for part in parts:
-            part.unlink(missing_ok=True)
-            part.with_suffix(".error").unlink(missing_ok=True)
-        raise DbtesterError(
-            f"load generator failed ({', '.join(failed) or 'no records'}): "
-            + ("; ".join(reasons) or f"exit codes {[p.exitcode for p in processes]}")
-        )
-    records = Records.merge([Records.load(p) for p in parts])
-    records.save(out / "client-latency.npz")
+    reasons = sorted(
+        {p.with_suffix(".error").read_text() for p in parts if p.with_suffix(".error").exists()}
+    )
     for part in parts:
-        part.unlink()
+        part.with_suffix(".error").unlink(missing_ok=True)
+    if failed or reasons:
+        why = "; ".join(reasons) or f"exit codes {[p.exitcode for p in processes]}"
+        raise DbtesterError(f"load generator failed ({', '.join(failed) or '?'}): {why}")
     return LoadResult(records, started, ended, float(sum(shared.cpu_s)), aborted, count)
+
+
+def _collect(parts: Sequence[Path], target: Path) -> Records:
+    """Merge the workers' records into ``target`` (the parts are removed)."""
+    records = Records.merge([Records.load(p) for p in parts if p.exists()])
+    records.save(target)
+    for part in parts:
+        part.unlink(missing_ok=True)
+    return records
 
 
 def _watch(

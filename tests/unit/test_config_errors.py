@@ -128,6 +128,12 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         ("largest client step (50) exceeds clients (10)",),
     ),
     (
+        "key_size too small for the requests",
+        GOOD.replace("  clients: 10", "  key_size: 2\n  clients: 10"),
+        "3:3",
+        ("key_size 2 holds 10 distinct keys", "fewer than requests (100)"),
+    ),
+    (
         "unknown kind",
         GOOD.replace("kind: etcd", "kind: mongodb"),
         "9:11",

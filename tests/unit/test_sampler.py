@@ -113,6 +113,7 @@ def test_dir_usage_counts_allocated_blocks(tmp_path: Path) -> None:
         ("ipv4:127.3.2.1:5000", True),
         ("ipv6:[::1]:5000", True),
         ("ipv6:[::ffff:127.0.0.1]:5000", True),
+        ("ipv6:%5B::1%5D:5000", True),
         ("ipv4:10.0.0.2:5000", False),
         ("ipv6:[fe80::1]:5000", False),
         ("ipv4:128.0.0.1:1", False),
