@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbtester.agent.sampler import COLUMNS
 from dbtester.analyze import analyze
+from dbtester.load.client_metrics import CLIENT_COLUMNS
 from dbtester.load.records import Records
 
 
@@ -80,17 +81,7 @@ def synthesize(directory: Path, samples: int, databases: int, seconds: int) -> N
             members.append({"index": m, "pid": 100 + m, "disk_usage_bytes": 1_000_000_000})
         with (folder / "client-metrics.csv").open("w", newline="") as out:
             writer = csv.writer(out)
-            writer.writerow(
-                [
-                    "unix_ms",
-                    "cpu_percent",
-                    "rss_bytes",
-                    "receive_bytes",
-                    "transmit_bytes",
-                    "requests_done",
-                    "errors",
-                ]
-            )
+            writer.writerow(CLIENT_COLUMNS)
             for s in range(seconds + 2):
                 writer.writerow(
                     [

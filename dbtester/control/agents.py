@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from dbtester.errors import DbtesterError
 
 START_TIMEOUT_S = 30.0
 
-__all__ = ["EmbeddedAgents", "LocalAgent", "remote_tls", "remote_token"]
+__all__ = ["EmbeddedAgents", "LocalAgent", "remote_tls", "remote_token", "spawn_agent"]
 
 
 @dataclass
@@ -64,47 +65,13 @@ class EmbeddedAgents:
         self.close()
 
     def _start(self, index: int, token_file: Path) -> LocalAgent:
-        root = self.scratch / f"agent-{index}"
-        root.mkdir(parents=True, exist_ok=True)
-        log = root / "agent.stderr"
-        argv = [
-            sys.executable,
-            "-m",
-            "dbtester",
-            "agent",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+        options = [
             "--token-file",
             str(token_file),
-            "--data-root",
-            str(root / "data"),
             "--heartbeat-timeout",
             str(self.heartbeat_timeout_s),
         ]
-        with log.open("w") as err:
-            # Its own session: a Ctrl-C at the terminal reaches the controller, which
-            # then stops the databases through the agents in order. A controller
-            # killed outright takes its agents with it (SIGTERM: they stop their
-            # databases first).
-            process = subprocess.Popen(
-                with_parent_death_signal(argv, "TERM"),
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
-        line = process.stdout.readline() if ready else ""
-        if not line.startswith("dbtester agent listening on "):
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            process.wait()
-            tail = log.read_text()[-2000:]
-            raise DbtesterError(f"embedded agent {index} did not start:\n{tail}")
-        return LocalAgent(process, line.split()[-1], root / "data", log)
+        return spawn_agent(self.scratch / f"agent-{index}", options)
 
     def clients(self) -> list[AgentClient]:
         return [AgentClient(a.address, self.token) for a in self.agents]
@@ -123,6 +90,48 @@ class EmbeddedAgents:
             if agent.process.stdout is not None:
                 agent.process.stdout.close()
         self.agents = []
+
+
+def spawn_agent(root: Path, options: list[str], env: Mapping[str, str] | None = None) -> LocalAgent:
+    """Start ``dbtester agent serve`` on a port of its choosing on loopback, with
+    its data under ``root/data``, and wait for the line that names the port."""
+    root.mkdir(parents=True, exist_ok=True)
+    log = root / "agent.stderr"
+    argv = [
+        sys.executable,
+        "-m",
+        "dbtester",
+        "agent",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-root",
+        str(root / "data"),
+        *options,
+    ]
+    with log.open("w") as err:
+        # Its own session: a Ctrl-C at the terminal reaches the controller, which
+        # then stops the databases through the agents in order. A controller
+        # killed outright takes its agents with it (SIGTERM: they stop their
+        # databases first).
+        process = subprocess.Popen(
+            with_parent_death_signal(argv, "TERM"),
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+        )
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+    line = process.stdout.readline() if ready else ""
+    if not line.startswith("dbtester agent listening on "):
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait()
+        raise DbtesterError(f"agent in {root} did not start:\n{log.read_text()[-2000:]}")
+    return LocalAgent(process, line.split()[-1], root / "data", log)
 
 
 def remote_tls() -> dict[str, bytes]:

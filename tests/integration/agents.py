@@ -11,7 +11,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from dbtester.agent.client import AgentClient
+from dbtester.control.agents import spawn_agent
 from dbtester.databases import KINDS
 from dbtester.databases.base import Peer
 
@@ -61,35 +61,17 @@ class RunningAgent:
 def start_agent(
     root: Path, *, token: str | None = None, extra: list[str] | None = None, home: str | None = None
 ) -> RunningAgent:
-    root.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "dbtester",
-        "agent",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-root",
-        str(root / "data"),
-    ]
+    """A real agent through the controller's own way of starting one."""
+    options = list(extra or [])
     if token:
         token_file = root / "token"
+        root.mkdir(parents=True, exist_ok=True)
         token_file.write_text(token)
         token_file.chmod(0o600)
-        argv += ["--token-file", str(token_file)]
-    argv += extra or []
-    log = root / "agent.stderr"
+        options += ["--token-file", str(token_file)]
     env = {**os.environ, **({"DBTESTER_HOME": home} if home else {})}
-    with log.open("w") as err:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("dbtester agent listening on "):
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"agent did not start: {line!r}\n{log.read_text()}")
-    return RunningAgent(process, line.split()[-1], root / "data", token, log)
+    local = spawn_agent(root, options, env)
+    return RunningAgent(local.process, local.address, local.data_root, token, local.log)
 
 
 def stop_agent(agent: RunningAgent) -> None:
