@@ -17,7 +17,7 @@ from dbtester.agent.client import AgentClient
 from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings, Peer
-from dbtester.load.runner import run_load
+from dbtester.load.runner import LoadResult, run_load
 from tests.integration.agents import agents, loopback_peers
 from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
 
@@ -111,27 +111,34 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
         assert result.records.counts() == {"wrong-value": 2000}
 
 
-def test_stopping_the_server_mid_run_counts_errors(tmp_path: Path, installed_home) -> None:
-    home = installed_home("etcd", VERSIONS["etcd"])
+def _write_while_stopping(
+    tmp_path: Path, home: str, requests: int, stop_after_s: float, max_error_rate: float
+) -> LoadResult:
+    """Writes to a 1-member etcd whose member is stopped ``stop_after_s`` in."""
     with cluster("etcd", 1, tmp_path, home) as (peers, clients):
         settings = settings_for(peers, timeout_s=2.0)
         workload = Workload(
-            type="write", requests=60000, key_size=64, value_size=256, clients=20, connections=2
+            type="write", requests=requests, key_size=64, value_size=256, clients=20, connections=2
         )
-        killer = threading.Timer(2.0, lambda: clients[0].stop("load", "etcd", 0))
+        killer = threading.Timer(stop_after_s, lambda: clients[0].stop("load", "etcd", 0))
         killer.start()
         try:
-            result = run_load(
+            return run_load(
                 "etcd",
                 settings,
                 workload,
                 tmp_path / "out",
                 workers=1,
                 progress=None,
-                max_error_rate=1.0,
+                max_error_rate=max_error_rate,
             )
         finally:
             killer.join()
+
+
+def test_stopping_the_server_mid_run_counts_errors(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", VERSIONS["etcd"])
+    result = _write_while_stopping(tmp_path, home, 60000, 2.0, max_error_rate=1.0)
     counts = result.records.counts()
     assert counts.get("ok", 0) > 0
     assert sum(n for code, n in counts.items() if code != "ok") > 0
@@ -143,25 +150,7 @@ def test_stopping_the_server_mid_run_counts_errors(tmp_path: Path, installed_hom
 
 def test_error_limit_stops_the_run(tmp_path: Path, installed_home) -> None:
     home = installed_home("etcd", VERSIONS["etcd"])
-    with cluster("etcd", 1, tmp_path, home) as (peers, clients):
-        settings = settings_for(peers, timeout_s=2.0)
-        workload = Workload(
-            type="write", requests=200000, key_size=64, value_size=256, clients=20, connections=2
-        )
-        killer = threading.Timer(1.5, lambda: clients[0].stop("load", "etcd", 0))
-        killer.start()
-        try:
-            result = run_load(
-                "etcd",
-                settings,
-                workload,
-                tmp_path / "out",
-                workers=1,
-                progress=None,
-                max_error_rate=0.01,
-            )
-        finally:
-            killer.join()
+    result = _write_while_stopping(tmp_path, home, 200000, 1.5, max_error_rate=0.01)
     assert "passed the limit" in result.aborted
     assert len(result.records) < 200000
 
