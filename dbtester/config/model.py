@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from dbtester.databases import KINDS, Options
+from dbtester.load.keys import KeySpace
 
 __all__ = [
     "ENDPOINT_PATTERN",
@@ -86,7 +87,7 @@ class Workload(_Model):
             )
         if self.type == "write" and not self.same_key:
             # Keys are "k" + the request number, zero-padded to key_size bytes.
-            distinct = 10 ** (self.key_size - 1) if self.key_size > 1 else 1
+            distinct = KeySpace.capacity(self.key_size)
             if self.requests > distinct:
                 raise ValueError(
                     f"key_size {self.key_size} holds {distinct:,} distinct keys ('k' and"

@@ -46,10 +46,6 @@ class KeySpace:
         if not same_key and not sequential:
             self.order = np.random.default_rng(seed).permutation(requests).astype(np.int64)
 
-    @property
-    def distinct(self) -> bool:
-        return not self.same_key
-
     def key(self, i: int) -> bytes:
         if self.same_key:
             i = 0

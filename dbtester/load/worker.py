@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import resource
 import signal
 import time
@@ -223,14 +222,6 @@ class _Worker:
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def settings_json(settings: LoadSettings) -> str:
-    """For logs and result files: the settings without the value bytes."""
-    data: dict[str, Any] = dict(settings.__dict__)
-    data["endpoints"] = list(settings.endpoints)
-    data["client"] = dict(settings.client)
-    return json.dumps(data)
 
 
 def split(total: int, parts: int) -> list[int]:
