@@ -8,7 +8,9 @@ Every user-facing failure is a DbtesterError; it is caught once, in
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import yaml
@@ -18,6 +20,9 @@ from dbtester.config import DatabaseSpec, Loaded, Workload, load_test_case
 from dbtester.databases import KINDS, get_kind
 from dbtester.errors import EXIT_BAD_INPUT, DbtesterError, InstallError
 from dbtester.install import Reporter, dbtester_home, list_installed
+
+if TYPE_CHECKING:
+    from dbtester.remote import AgentHost, SshOptions
 
 __all__ = ["cli", "main"]
 
@@ -240,6 +245,11 @@ def agent() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Require client certificates signed by this CA (mutual TLS).",
 )
+@click.option(
+    "--pidfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the agent's PID here while it serves (refuses to start a second agent).",
+)
 def agent_serve(
     listen: str | None,
     config_file: Path | None,
@@ -249,9 +259,11 @@ def agent_serve(
     tls_cert: Path | None,
     tls_key: Path | None,
     tls_ca: Path | None,
+    pidfile: Path | None,
 ) -> None:
     """Serve the agent until SIGTERM/SIGINT (which stop its databases first)."""
     from dbtester.agent import load_agent_config, serve
+    from dbtester.agent.pidfile import pidfile as holding_pidfile
 
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
@@ -265,7 +277,8 @@ def agent_serve(
         tls=tls,
     )
     _agent_logging(config.data_root)
-    serve(config)
+    with holding_pidfile(pidfile):
+        serve(config)
 
 
 def _agent_logging(root: Path) -> None:
@@ -300,13 +313,37 @@ def _agent_logging(root: Path) -> None:
 def run(
     config: str, out: Path | None, only: tuple[str, ...], local: bool, workers: int | None
 ) -> None:
-    """Run a test case: each database in turn, then the table, charts and README."""
+    """Run a test case: each database in turn, then the table, charts and README.
+
+    With `publish:` in the test case the results are then uploaded (exit 3 if that
+    fails; the local results are complete). A run where a database failed, or one
+    narrowed by --only, is not published: `dbtester publish` does it on request.
+    """
     from dbtester.control import default_out, print_outcome, run_case, select
+    from dbtester.control.run import RunFailedError
+    from dbtester.publish import publish, retry_command
 
     loaded = _load(config)
     loaded = Loaded(select(loaded.case, only, local), loaded.source, loaded.legacy, loaded.warnings)
     outcome = run_case(loaded, out or default_out(loaded.case), workers=workers)
-    print_outcome(outcome)
+    target = loaded.case.publish
+    if target is None:
+        print_outcome(outcome)
+        return
+    by_hand = retry_command(outcome.out, target.url, target.public_url)
+    try:
+        print_outcome(outcome)
+    except RunFailedError as exc:
+        # A failed run's figures are not the comparison the bucket is for.
+        raise RunFailedError(f"{exc}\nNot published; to publish anyway: {by_hand}") from None
+    if only:
+        # Part of a test case would overwrite the whole one's table and README.
+        click.echo(
+            f"not published (--only ran part of the test case); to publish: {by_hand}", err=True
+        )
+        return
+    done = publish(outcome.out, target.url, public_url=target.public_url)
+    click.echo(f"README: {done.readme}", err=True)
 
 
 @cli.command("analyze")
@@ -316,3 +353,164 @@ def analyze_command(directory: Path) -> None:
     from dbtester.analyze import analyze
 
     click.echo(analyze(directory).table, nl=False)
+
+
+@cli.command("publish")
+@click.argument(
+    "directory", metavar="DIR", type=click.Path(file_okay=False, exists=True, path_type=Path)
+)
+@click.argument("url")
+@click.option(
+    "--public-url",
+    metavar="BASE",
+    help="Base URL readers fetch the files from [the bucket's public URL].",
+)
+def publish_command(directory: Path, url: str, public_url: str | None) -> None:
+    """Upload the results directory DIR to URL: gs://BUCKET/PREFIX,
+    s3://BUCKET/PREFIX, file:///PATH or /PATH.
+
+    Every file goes to URL/<its path in DIR>; the published README's chart links
+    point at BASE/charts/. Local files are never changed. Prints where the README
+    is; exit 3 if an upload fails, and the same command again completes it.
+    """
+    from dbtester.publish import publish
+
+    click.echo(publish(directory, url, public_url=public_url).readme)
+
+
+# --------------------------------------------------------------------------- agents (SSH)
+
+
+def _ssh_options(
+    identity: Path | None, known_hosts: Path | None, accept_new_host_keys: bool
+) -> SshOptions:
+    from dbtester.remote import SshOptions
+
+    return SshOptions(
+        identity=identity,
+        known_hosts=known_hosts,
+        accept_new_host_keys=accept_new_host_keys,
+        warn=lambda message: click.echo(message, err=True),
+    )
+
+
+def _agent_hosts(config: str, ssh_user: str | None) -> list[AgentHost]:
+    from dbtester.remote import RemoteError, agent_hosts
+
+    hosts = agent_hosts(_load(config).case, ssh_user)
+    if not hosts:
+        raise RemoteError(f"{config} names no hosts: its databases run on this machine")
+    return hosts
+
+
+def _ssh_flags(command: Callable[..., None]) -> Callable[..., None]:
+    options = [
+        click.option(
+            "-i",
+            "--identity",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Private key file [the SSH agent, then ~/.ssh/id_*].",
+        ),
+        click.option(
+            "--known-hosts",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="known_hosts file to check host keys against [~/.ssh/known_hosts].",
+        ),
+        click.option(
+            "--accept-new-host-keys",
+            is_flag=True,
+            help="Trust unknown host keys on first use (with a warning); changed keys"
+            " are still refused.",
+        ),
+        click.option("--ssh-user", help="SSH user where a host has no ssh_user [$USER]."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@cli.group()
+def agents() -> None:
+    """Agents on the test case's hosts, over SSH (key authentication)."""
+
+
+@agents.command("up")
+@click.argument("config", type=click.Path(dir_okay=False))
+@_ssh_flags
+@click.option(
+    "--wheel",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="dbtester wheel to install [built from this source tree].",
+)
+def agents_up_command(
+    config: str,
+    identity: Path | None,
+    known_hosts: Path | None,
+    accept_new_host_keys: bool,
+    ssh_user: str | None,
+    wheel: Path | None,
+) -> None:
+    """Install, configure and start an agent on every host; idempotent."""
+    from dbtester.control.agents import ensure_remote_token
+    from dbtester.remote import agents_up, build_wheelhouse, local_installs
+
+    hosts = _agent_hosts(config, ssh_user)
+    say = click.echo
+    installs = local_installs(hosts, Reporter(sys.stderr))
+    wheelhouse = build_wheelhouse(wheel, say)
+    token = ensure_remote_token(say)
+    options = _ssh_options(identity, known_hosts, accept_new_host_keys)
+    agents_up(hosts, wheelhouse, token, options, installs, say)
+    click.echo(f"{len(hosts)} agent(s) up; `dbtester run {config}` uses them")
+
+
+@agents.command("down")
+@click.argument("config", type=click.Path(dir_okay=False))
+@_ssh_flags
+@click.option("--keep-data", is_flag=True, help="Keep the agents' data directories.")
+def agents_down_command(
+    config: str,
+    identity: Path | None,
+    known_hosts: Path | None,
+    accept_new_host_keys: bool,
+    ssh_user: str | None,
+    keep_data: bool,
+) -> None:
+    """Stop every host's agent (and its databases) and remove what `up` put there."""
+    from dbtester.remote import agents_down
+
+    hosts = _agent_hosts(config, ssh_user)
+    options = _ssh_options(identity, known_hosts, accept_new_host_keys)
+    agents_down(hosts, options, keep_data, click.echo)
+
+
+@agents.command("status")
+@click.argument("config", type=click.Path(dir_okay=False))
+@_ssh_flags
+def agents_status_command(
+    config: str,
+    identity: Path | None,
+    known_hosts: Path | None,
+    accept_new_host_keys: bool,
+    ssh_user: str | None,
+) -> None:
+    """Show each host's agent: SSH, process, gRPC health, version, members.
+    Exits 1 when any host has a problem (SSH refused, agent not serving)."""
+    from dbtester.control.agents import remote_token
+    from dbtester.remote import RemoteError, agents_status
+
+    hosts = _agent_hosts(config, ssh_user)
+    options = _ssh_options(identity, known_hosts, accept_new_host_keys)
+    rows = agents_status(hosts, options, remote_token())
+    header = ("AGENT", "SSH", "PROCESS", "AGENT STATE", "VERSION", "MEMBERS")
+    table = [header] + [
+        (s.host.name, s.ssh, s.process, s.agent, s.version or "-", s.members or "-") for s in rows
+    ]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for row in table:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for problem in (p for s in rows for p in s.problems):
+        click.echo(f"  - {problem}")
+    down = [s.host.name for s in rows if not s.healthy]
+    if down:
+        raise RemoteError(f"{len(down)} of {len(rows)} agent(s) with problems: {', '.join(down)}")

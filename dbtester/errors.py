@@ -17,6 +17,7 @@ __all__ = [
     "DbtesterError",
     "InstallError",
     "Problem",
+    "PublishError",
 ]
 
 EXIT_RUN_FAILED = 1
@@ -61,3 +62,10 @@ class InstallError(DbtesterError):
     """A database binary cannot be had; the message lists every way that was tried."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class PublishError(DbtesterError):
+    """Uploading a results directory failed; the local results are complete and
+    the message names the command that finishes the upload."""
+
+    exit_code = EXIT_PUBLISH_FAILED

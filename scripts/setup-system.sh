@@ -4,6 +4,7 @@
 #   - Java + Debian's ZooKeeper 3.8.0 (the zookeeper package starts no service)
 #   - dpkg-deb/apt-get to unpack Debian's etcd-server 3.4.23 without installing it
 #   - Go, to build etcd >= 3.5 and Consul through the Go module proxy
+#   - openssh, iproute2, python3-venv for the multi-host test (sshd in namespaces)
 set -euo pipefail
 
 need=()
@@ -11,6 +12,11 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q " installed" || need+=(zookeeper)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)   # TLS tests make certificates
+# The multi-host test: sshd per namespace host, ssh-keygen, ip netns, venvs there.
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 
 # apt-get download needs package lists; a fresh image may have none.
 lists_empty=0

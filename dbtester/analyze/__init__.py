@@ -12,7 +12,7 @@ from typing import Any
 
 from dbtester import __version__
 from dbtester.analyze.data import RunData, load_run
-from dbtester.analyze.figures import ROWS, Figures, compute
+from dbtester.analyze.figures import ROWS, Figures, compute, table_rows
 from dbtester.report import render_charts, render_csv, render_readme, render_table
 
 __all__ = ["RESULT_SCHEMA", "ROWS", "Analysis", "analyze"]
@@ -62,7 +62,7 @@ def _update_result(directory: Path, run: RunData, figures: list[Figures]) -> dic
                     "passed": not db.record.get("error"),
                     "error": db.record.get("error") or None,
                     "verification": db.record.get("verification"),
-                    "figures": {row: f.values.get(row) for row in ROWS},
+                    "figures": {row: f.values.get(row) for row in table_rows([f])},
                     "notes": f.notes,
                 }
                 for db, f in zip(run.databases, figures, strict=True)

@@ -7,7 +7,8 @@ inside the load window, on the controller's clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,7 @@ import pandas as pd
 
 from dbtester.analyze.data import DatabaseData
 
-__all__ = ["PERCENTILES", "ROWS", "Figures", "Series", "compute"]
+__all__ = ["PERCENTILES", "ROWS", "Figures", "Series", "compute", "table_rows"]
 
 PERCENTILES = (10, 25, 50, 75, 90, 95, 99, 99.9, 99.99)
 
@@ -56,6 +57,18 @@ ROWS = (
     "KEYS-VERIFIED",
     "CLIENT-CPU-SECONDS-PER-10K-REQUESTS",
 )
+
+
+_PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
+
+
+def table_rows(figures: Sequence[Figures]) -> list[str]:
+    """ROWS, with per-server network rows (multi-host runs only) after the totals."""
+    extra = {row for f in figures for row in f.values if _PER_SERVER.match(row)}
+    ordered = sorted(extra, key=lambda r: (len(r), r))  # SERVER-2-... before SERVER-10-...
+    rows = list(ROWS)
+    at = rows.index("SERVER-TOTAL-NETWORK-TX-DATA-SUM") + 1
+    return rows[:at] + ordered + rows[at:]
 
 
 @dataclass
@@ -214,6 +227,10 @@ def _server_rows(data: DatabaseData, figures: Figures) -> None:
     net = pd.concat(machine, ignore_index=True)
     v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] = int(net["receive_bytes"].sum())
     v["SERVER-TOTAL-NETWORK-TX-DATA-SUM"] = int(net["transmit_bytes"].sum())
+    if not data.shared_host:  # one machine per member: each has its own interface
+        for i, frame in enumerate(frames, start=1):
+            v[f"SERVER-{i}-NETWORK-RX-DATA-SUM"] = int(frame["receive_bytes"].sum())
+            v[f"SERVER-{i}-NETWORK-TX-DATA-SUM"] = int(frame["transmit_bytes"].sum())
     v["SERVER-MAX-CPU-USAGE"] = float(samples["cpu_percent"].max())
     v["SERVER-MAX-MEMORY-USAGE"] = int(samples["rss_bytes"].max())
     disk_rows = {

@@ -38,6 +38,8 @@ ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z._+~-]{0,63}$"
 ENDPOINT_PATTERN = r"^[A-Za-z0-9.\[\]:-]+:[0-9]{1,5}$"
 HOST_PATTERN = r"^[A-Za-z0-9.:\[\]-]+$"
+USER_PATTERN = r"^[a-z_][a-z0-9_.-]{0,31}$"
+AGENT_DIR_PATTERN = r"^[A-Za-z0-9._/-]+$"
 PUBLISH_SCHEMES = ("gs", "s3", "file")
 MAX_MEMBERS = 9
 WRITE_ONLY = ("sequential_keys", "same_key")
@@ -121,23 +123,55 @@ class Workload(_Model):
 
 
 class Host(_Model):
-    """A server machine running ``dbtester agent serve``."""
+    """A server machine running ``dbtester agent serve``; the ssh_* and agent_dir
+    keys are for ``dbtester agents up|down|status``."""
 
     address: str = Field(min_length=1, pattern=HOST_PATTERN)
     agent_port: int = Field(3500, ge=1, le=65535)
+    ssh_port: int = Field(22, ge=1, le=65535)
+    ssh_user: str | None = Field(None, pattern=USER_PATTERN)  # None: --ssh-user, else $USER
+    #: where the agent's venv, config, token and data live (relative: to the home dir)
+    agent_dir: str = Field("dbtester-agent", pattern=AGENT_DIR_PATTERN)
+
+    @field_validator("agent_dir")
+    @classmethod
+    def _safe_dir(cls, value: str) -> str:
+        # `agents down` removes what it put there; never let that be "/" or a home.
+        parts = [p for p in value.split("/") if p not in ("", ".")]
+        if not parts or ".." in parts:
+            raise ValueError(f"agent_dir {value!r} must name a directory below / or the home dir")
+        return value
 
 
 class Publish(_Model):
-    url: str = Field(min_length=1)
+    """Where ``dbtester run`` uploads its results once every database passed."""
 
+    url: str = Field(min_length=1)
+    #: where readers fetch the files; default: the bucket's public URL
+    public_url: str | None = None
+
+    # The rules live with the code that publishes (one place for both this check
+    # and `dbtester publish`); imported here because that module imports this one.
     @field_validator("url")
     @classmethod
-    def _known_scheme(cls, url: str) -> str:
-        scheme = url.split("://", 1)[0] if "://" in url else ""
-        if url.startswith("/") or scheme in PUBLISH_SCHEMES:
-            return url
-        allowed = ", ".join(f"{s}://" for s in PUBLISH_SCHEMES)
-        raise ValueError(f"unsupported publish URL {url!r}; use {allowed} or an absolute path")
+    def _publishable(cls, url: str) -> str:
+        from dbtester.publish import destination_problem
+
+        if problem := destination_problem(url):
+            raise ValueError(problem)
+        return url
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        from dbtester.publish import PublishInputError, parse_public_url
+
+        if value is None:
+            return None
+        try:
+            return parse_public_url(value)
+        except PublishInputError as exc:
+            raise ValueError(str(exc)) from None
 
 
 class DatabaseSpec(_Model):

@@ -16,7 +16,7 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +26,14 @@ from dbtester.errors import DbtesterError
 
 START_TIMEOUT_S = 30.0
 
-__all__ = ["EmbeddedAgents", "LocalAgent", "remote_tls", "remote_token", "spawn_agent"]
+__all__ = [
+    "EmbeddedAgents",
+    "LocalAgent",
+    "ensure_remote_token",
+    "remote_tls",
+    "remote_token",
+    "spawn_agent",
+]
 
 
 @dataclass
@@ -154,16 +161,34 @@ def remote_tls() -> dict[str, bytes]:
     return found
 
 
+def _token_file() -> Path:
+    return Path(
+        os.environ.get("DBTESTER_AGENT_TOKEN_FILE")
+        or Path.home() / ".config" / "dbtester" / "agent.token"
+    )
+
+
 def remote_token() -> str | None:
     """The token for remote agents: $DBTESTER_AGENT_TOKEN, or the file named by
     $DBTESTER_AGENT_TOKEN_FILE (default ~/.config/dbtester/agent.token)."""
     if token := os.environ.get("DBTESTER_AGENT_TOKEN"):
         return token
-    path = Path(
-        os.environ.get("DBTESTER_AGENT_TOKEN_FILE")
-        or Path.home() / ".config" / "dbtester" / "agent.token"
-    )
     try:
-        return path.read_text().strip() or None
+        return _token_file().read_text().strip() or None
     except OSError:
         return None
+
+
+def ensure_remote_token(say: Callable[[str], None]) -> str:
+    """The remote agents' token; made (and saved 0600) on first use."""
+    if token := remote_token():
+        return token
+    path = _token_file()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    token = secrets.token_hex(32)
+    # O_EXCL: never overwrite a token another process just wrote.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    say(f"wrote a new agent token to {path} (mode 0600)")
+    return token

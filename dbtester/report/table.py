@@ -7,7 +7,7 @@ import csv
 import io
 from collections.abc import Sequence
 
-from dbtester.analyze.figures import ROWS, Figures
+from dbtester.analyze.figures import Figures, table_rows
 
 __all__ = ["format_value", "render_csv", "render_table"]
 
@@ -50,8 +50,9 @@ def format_value(row: str, value: float | int | str | None) -> str:
 
 
 def render_table(labels: Sequence[str], figures: Sequence[Figures]) -> str:
-    cells = [[format_value(row, f.values.get(row)) for f in figures] for row in ROWS]
-    widths = [max(len(r) for r in ROWS)]
+    rows = table_rows(figures)
+    cells = [[format_value(row, f.values.get(row)) for f in figures] for row in rows]
+    widths = [max(len(r) for r in rows)]
     widths += [max(len(labels[c]), *(len(row[c]) for row in cells)) for c in range(len(labels))]
     rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
@@ -59,7 +60,7 @@ def render_table(labels: Sequence[str], figures: Sequence[Figures]) -> str:
         return "|" + "|".join(f" {item:>{w}} " for item, w in zip(items, widths, strict=True)) + "|"
 
     out = [rule, line(["", *labels]), rule]
-    out += [line([row, *values]) for row, values in zip(ROWS, cells, strict=True)]
+    out += [line([row, *values]) for row, values in zip(rows, cells, strict=True)]
     out.append(rule)
     return "\n".join(out) + "\n"
 
@@ -69,7 +70,7 @@ def render_csv(labels: Sequence[str], figures: Sequence[Figures]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["", *labels])
-    for row in ROWS:
+    for row in table_rows(figures):
         writer.writerow(
             [row, *("" if f.values.get(row) is None else f.values[row] for f in figures)]
         )

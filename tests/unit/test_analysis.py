@@ -80,6 +80,9 @@ def test_throughput_and_server_rows() -> None:
     assert v["SERVER-AVG-DISK-SPACE-USAGE"] == 2e9
     # three separate machines: the network rows add them up; disk rows average them
     assert v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] == 3 * 1000 * 12
+    # ... and each machine's own interface gets a row of its own
+    assert [v[f"SERVER-{i}-NETWORK-RX-DATA-SUM"] for i in (1, 2, 3)] == [1000 * 12] * 3
+    assert "SERVER-4-NETWORK-RX-DATA-SUM" not in v
     assert v["SERVER-AVG-WRITES-COMPLETED-DELTA-SUM"] == 2 * 12
     assert v["KEYS-VERIFIED"] == "99,990 / 99,990 OK"
     assert v["CLIENT-CPU-SECONDS-PER-10K-REQUESTS"] == 0.5
@@ -93,6 +96,7 @@ def test_one_machine_counts_shared_counters_once() -> None:
     data.record["embedded"] = True
     v = compute(data).values
     assert v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] == 1000 * 12
+    assert not [row for row in v if row.startswith("SERVER-1-")]  # one interface, no split
 
 
 def test_formats_follow_the_reference_tables() -> None:
@@ -115,5 +119,7 @@ def test_table_layout() -> None:
     assert lines[0].startswith("+---") and lines[0] == lines[2] == lines[-1]
     assert lines[1].rstrip("|").endswith("etcd v3.6 ")
     names = [line.split("|")[1].strip() for line in lines[3:-1]]
-    assert names == list(ROWS)
+    per_server = [f"SERVER-{i}-NETWORK-{w}-DATA-SUM" for i in (1, 2, 3) for w in ("RX", "TX")]
+    at = ROWS.index("SERVER-TOTAL-NETWORK-TX-DATA-SUM") + 1
+    assert names == [*ROWS[:at], *per_server, *ROWS[at:]]
     assert all(len(line) == len(lines[0]) for line in lines)

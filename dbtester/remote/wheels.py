@@ -1,0 +1,170 @@
+"""The wheels an agent machine installs from: dbtester's own and every dependency.
+
+Server machines often have no route to PyPI (benchmark labs, private subnets),
+so ``agents up`` brings everything: the dependencies are downloaded once into
+a cache (``$DBTESTER_HOME/wheelhouse/<key>``, keyed by this Python's tag and
+the requirement list), and dbtester's own wheel is built from the source tree
+on each ``up`` (a few seconds, offline: its build backend comes from the cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from dbtester.errors import DbtesterError
+from dbtester.install import dbtester_home
+
+__all__ = ["Wheelhouse", "build_wheelhouse", "python_tag", "source_tree", "wheel_digest"]
+
+# The build backend pyproject.toml names; wheels of it go into the cache so the
+# source tree builds without an index (locally and, if ever needed, remotely).
+BUILD_REQUIREMENTS = ("setuptools>=77",)
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    directory: Path  # every dependency's wheel
+    dbtester_wheel: Path
+
+    def files(self) -> list[Path]:
+        return sorted([*self.directory.glob("*.whl"), self.dbtester_wheel])
+
+
+def python_tag() -> str:
+    """e.g. ``cp311-x86_64``: wheels built here install on machines with the same."""
+    return f"cp{sys.version_info.major}{sys.version_info.minor}-{sysconfig.get_platform()}"
+
+
+def source_tree() -> Path | None:
+    """The source checkout this dbtester runs from (an editable install), if any."""
+    candidate = Path(__file__).resolve().parents[2]
+    if (candidate / "pyproject.toml").is_file() and (candidate / "dbtester").is_dir():
+        return candidate
+    return None
+
+
+def _requirements() -> list[str]:
+    try:
+        required = metadata.requires("dbtester") or []
+    except metadata.PackageNotFoundError:
+        raise DbtesterError("dbtester is not installed as a package (pip install -e .)") from None
+    return sorted(r for r in required if "extra ==" not in r)
+
+
+def _cache_dir(requirements: list[str]) -> Path:
+    key = hashlib.sha256(
+        json.dumps([python_tag(), requirements, BUILD_REQUIREMENTS]).encode()
+    ).hexdigest()[:16]
+    return dbtester_home() / "wheelhouse" / key
+
+
+def _pip(args: list[str], what: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-10:])
+        raise DbtesterError(f"cannot {what} (pip exited {done.returncode}):\n{tail}")
+
+
+def build_wheelhouse(
+    wheel: Path | None = None, say: Callable[[str], None] = print, *, refresh: bool = False
+) -> Wheelhouse:
+    """The dependency wheels (from the cache, or downloaded into it) and dbtester's
+    wheel: ``wheel`` when given, else built from the source tree."""
+    requirements = _requirements()
+    cache = _cache_dir(requirements)
+    if refresh and cache.exists():
+        shutil.rmtree(cache)
+    if not (cache / ".complete").exists():
+        say(f"downloading {len(requirements)} dependencies' wheels into {cache} (once)")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".wheelhouse-", dir=cache.parent))
+        try:
+            _pip(
+                ["wheel", "-q", "--wheel-dir", str(staging), *requirements],
+                "download the dependencies' wheels",
+            )
+            _pip(
+                ["wheel", "-q", "--no-deps", "--wheel-dir", str(staging), *BUILD_REQUIREMENTS],
+                "download the build backend's wheel",
+            )
+            (staging / ".complete").write_text("\n".join(requirements) + "\n")
+            if cache.exists():
+                shutil.rmtree(cache)
+            staging.rename(cache)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    if wheel is not None:
+        if not wheel.is_file() or wheel.suffix != ".whl":
+            raise DbtesterError(f"--wheel {wheel}: not a wheel file")
+        return Wheelhouse(cache, wheel)
+    return Wheelhouse(cache, _build_own_wheel(cache))
+
+
+def _build_own_wheel(cache: Path) -> Path:
+    source = source_tree()
+    if source is None:
+        raise DbtesterError(
+            "dbtester does not run from a source tree, so its wheel cannot be built here;"
+            " pass --wheel FILE (the wheel you installed from)"
+        )
+    out = dbtester_home() / "wheelhouse" / "own"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="dbtester-src-") as tmp:
+        # A clean copy: setuptools' build/ directory in a checkout can hold
+        # modules deleted since, which would end up in the wheel.
+        tree = Path(tmp) / "src"
+        tree.mkdir()
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            if (source / name).is_file():
+                shutil.copy2(source / name, tree / name)
+        shutil.copytree(
+            source / "dbtester",
+            tree / "dbtester",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+        # Offline: the build backend comes from the cache, not an index.
+        _pip(
+            [
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-index",
+                "--find-links",
+                str(cache),
+                "--wheel-dir",
+                str(out),
+                str(tree),
+            ],
+            f"build dbtester's wheel from {source}",
+        )
+    wheels = sorted(out.glob("dbtester-*.whl"))
+    if len(wheels) != 1:
+        raise DbtesterError(f"building dbtester's wheel in {out} gave {len(wheels)} wheels")
+    return wheels[0]
+
+
+def wheel_digest(wheel: Path) -> str:
+    """A digest of what the wheel installs, not of the zip (whose timestamps
+    change with every build): a rebuilt, unchanged dbtester is not reinstalled."""
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as archive:
+        for name in sorted(archive.namelist()):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
+    return digest.hexdigest()

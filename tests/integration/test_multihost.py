@@ -1,0 +1,283 @@
+"""Several machines on one: network namespaces on a private /24, sshd on each
+server host, ``dbtester agents up`` over SSH, and a run from the client host
+against a 3-member etcd cluster spread over the three servers.
+
+Runs as root (CI does); skips with the reason elsewhere. The namespaces and
+every process in them are removed at the end, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.netns import Topology, cannot_make_namespaces
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(bool(reason := cannot_make_namespaces()), reason=reason or ""),
+]
+
+ETCD = "3.5.17"
+
+
+@dataclass
+class Lab:
+    topology: Topology
+    root: Path
+    key: Path
+    known_hosts: Path
+    config: Path
+    env: dict[str, str]
+
+    def dbtester(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """``dbtester ARGS`` on the client host (the controller's machine); the
+        time it took is printed (pytest -s shows it)."""
+        started = time.monotonic()
+        try:
+            return self._dbtester(args, timeout)
+        finally:
+            print(f"dbtester {' '.join(args[:2])}: {time.monotonic() - started:.1f} s")
+
+    def _dbtester(self, args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess[str]:
+        where = self.topology.client
+        return subprocess.run(
+            where.exec_argv([sys.executable, "-m", "dbtester", *args]),
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            check=False,
+        )
+
+    def ssh_args(self, known_hosts: Path | None = None) -> list[str]:
+        return ["-i", str(self.key), "--known-hosts", str(known_hosts or self.known_hosts)]
+
+
+def _write_case(path: Path, topology: Topology, root: Path, **host_extra: object) -> None:
+    hosts = [
+        {
+            "address": h.address,
+            "ssh_user": "root",
+            "agent_dir": str(root / "agents" / h.name),
+            **host_extra,
+        }
+        for h in topology.server_hosts
+    ]
+    case = {
+        "title": "Multi-host smoke test",
+        "workload": {
+            "type": "write",
+            "requests": 3000,
+            "key_size": 16,
+            "value_size": 256,
+            "clients": 30,
+            "connections": 6,
+        },
+        "databases": [
+            {"id": "etcd-3hosts", "kind": "etcd", "version": ETCD, "hosts": hosts},
+        ],
+    }
+    path.write_text(yaml.safe_dump(case, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, shared_home: Path) -> Iterator[Lab]:
+    from dbtester.databases import get_kind
+    from dbtester.install import Reporter
+    from dbtester.remote import build_wheelhouse
+
+    root = tmp_path_factory.mktemp("lab")
+    env = dict(os.environ)
+    env["DBTESTER_HOME"] = str(shared_home)
+    env["DBTESTER_AGENT_TOKEN_FILE"] = str(root / "controller" / "agent.token")
+    env.pop("DBTESTER_AGENT_TOKEN", None)
+    # The client host has no route to PyPI or the Go proxy: fill the caches the
+    # controller copies from here first (what a user's controller has after its
+    # first `agents up`).
+    previous = os.environ.get("DBTESTER_HOME")
+    os.environ["DBTESTER_HOME"] = str(shared_home)
+    try:
+        get_kind("etcd").install(ETCD, Reporter())
+        build_wheelhouse(say=lambda _m: None)
+    finally:
+        if previous is None:
+            del os.environ["DBTESTER_HOME"]
+        else:
+            os.environ["DBTESTER_HOME"] = previous
+    key = root / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    authorized = root / "authorized_keys"
+    authorized.write_text(Path(f"{key}.pub").read_text())
+    with Topology(root / "hosts") as topology:
+        topology.start_sshd(authorized)
+        known = root / "known_hosts"
+        known.write_text("".join(topology.known_hosts_line(h) for h in topology.server_hosts))
+        config = root / "multihost.yaml"
+        _write_case(config, topology, root)
+        yield Lab(topology, root, key, known, config, env)
+        # Best effort; Topology.close() kills whatever is left either way.
+        down = ["agents", "down", str(config), "-i", str(key), "--known-hosts", str(known)]
+        subprocess.run(
+            topology.client.exec_argv([sys.executable, "-m", "dbtester", *down]),
+            capture_output=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+
+
+def test_agents_up_run_and_down(lab: Lab) -> None:
+    up = lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args())
+    assert up.returncode == 0, up.stderr + up.stdout
+    assert "wrote a new agent token" in up.stdout
+    token_file = Path(lab.env["DBTESTER_AGENT_TOKEN_FILE"])
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    for host in lab.topology.server_hosts:
+        remote = lab.root / "agents" / host.name
+        assert (remote / "agent.token").stat().st_mode & 0o777 == 0o600
+        assert (remote / "agent.token").read_text().strip() == token_file.read_text().strip()
+        assert (remote / "home" / "etcd" / ETCD / "etcd").stat().st_mode & 0o100
+    token = token_file.read_text().strip()
+    assert token not in up.stdout + up.stderr
+
+    # A second `up` changes nothing and leaves the same agents running.
+    pids = {
+        h.name: (lab.root / "agents" / h.name / "agent.pid").read_text()
+        for h in lab.topology.server_hosts
+    }
+    again = lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args())
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("already running") == 3
+    assert "copying" not in again.stdout
+    for host in lab.topology.server_hosts:
+        assert (lab.root / "agents" / host.name / "agent.pid").read_text() == pids[host.name]
+
+    status = lab.dbtester("agents", "status", str(lab.config), *lab.ssh_args())
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.count("serving") == 3
+    for host in lab.topology.server_hosts:
+        assert host.address in status.stdout
+
+    rx_before = {h.name: h.rx_bytes() for h in lab.topology.server_hosts}
+    out = lab.root / "results"
+    run = lab.dbtester("run", str(lab.config), "--out", str(out))
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    db = result["databases"][0] if isinstance(result["databases"], list) else None
+    assert db is not None
+    for name in ("config.yaml", "summary.txt", "summary.csv", "README.md"):
+        assert (out / name).is_file(), name
+    assert len(list((out / "charts").glob("*.svg"))) >= 10
+    for i in range(3):
+        assert (out / "etcd-3hosts" / f"server-{i}-metrics.csv").stat().st_size > 0
+    # Each server's network counters are its own: a row per server, non-zero,
+    # and never more than what that host's interface really carried.
+    rows = {r[0]: r[1:] for r in csv.reader((out / "summary.csv").open())}
+    for i, host in enumerate(lab.topology.server_hosts):
+        for way in ("RX", "TX"):
+            value = float(rows[f"SERVER-{i + 1}-NETWORK-{way}-DATA-SUM"][0])
+            assert value > 0, (host.name, way)
+        per_second = list(csv.DictReader((out / "etcd-3hosts" / f"server-{i}-metrics.csv").open()))
+        received = sum(float(r["receive_bytes"]) for r in per_second)
+        carried = host.rx_bytes() - rx_before[host.name]
+        assert 0 < received <= carried, (host.name, received, carried)
+    table = (out / "summary.txt").read_text()
+    assert "SERVER-3-NETWORK-RX-DATA-SUM" in table
+
+    down = lab.dbtester("agents", "down", str(lab.config), *lab.ssh_args())
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.count("stopped the agent") == 3
+    for host in lab.topology.server_hosts:
+        assert not (lab.root / "agents" / host.name).exists()
+        leftover = subprocess.run(
+            ["ip", "netns", "pids", host.name], capture_output=True, text=True, check=False
+        ).stdout.split()
+        assert [p for p in leftover if _comm(p) != "sshd"] == []
+    again = lab.dbtester("agents", "down", str(lab.config), *lab.ssh_args())
+    assert again.returncode == 0 and again.stdout.count("nothing to do") == 3
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def test_unknown_host_key_is_refused(lab: Lab) -> None:
+    empty = lab.root / "empty_known_hosts"
+    empty.write_text("")
+    result = lab.dbtester("agents", "status", str(lab.config), *lab.ssh_args(empty))
+    assert result.returncode == 1
+    assert "REFUSED: unknown host key" in result.stdout
+    assert "--accept-new-host-keys" in result.stdout
+    assert empty.read_text() == ""
+
+
+def test_accepting_new_host_keys_is_explicit_and_warns(lab: Lab) -> None:
+    fresh = lab.root / "tofu_known_hosts"
+    fresh.unlink(missing_ok=True)
+    result = lab.dbtester(
+        "agents", "status", str(lab.config), *lab.ssh_args(fresh), "--accept-new-host-keys"
+    )
+    assert result.stderr.count("warning: accepting the new ssh-ed25519 host key") == 3
+    lines = fresh.read_text().splitlines()
+    assert sorted(line.split()[0] for line in lines) == sorted(
+        h.address for h in lab.topology.server_hosts
+    )
+    # Now known: no warning the second time.
+    again = lab.dbtester(
+        "agents", "status", str(lab.config), *lab.ssh_args(fresh), "--accept-new-host-keys"
+    )
+    assert "warning: accepting" not in again.stderr
+
+
+def test_changed_host_key_is_refused_even_with_opt_in(lab: Lab) -> None:
+    forged = lab.root / "forged_known_hosts"
+    other = lab.root / "other_key"
+    other.unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    key_type, key = Path(f"{other}.pub").read_text().split()[:2]
+    forged.write_text("".join(f"{h.address} {key_type} {key}\n" for h in lab.topology.server_hosts))
+    result = lab.dbtester(
+        "agents", "status", str(lab.config), *lab.ssh_args(forged), "--accept-new-host-keys"
+    )
+    assert result.returncode == 1
+    assert result.stdout.count("REFUSED: the host key changed") == 3
+    assert "ssh-keygen -f" in result.stdout
+
+
+def test_wrong_ssh_key_names_the_host(lab: Lab) -> None:
+    stranger = lab.root / "stranger_key"
+    stranger.unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    result = lab.dbtester(
+        "agents", "up", str(lab.config), "-i", str(stranger), "--known-hosts", str(lab.known_hosts)
+    )
+    assert result.returncode == 1
+    assert "could not bring up 3 of 3 agent(s)" in result.stderr
+    for host in lab.topology.server_hosts:
+        assert f"root@{host.address}:22: authentication failed with key {stranger}" in result.stderr
+
+
+def test_unreachable_host_names_it(lab: Lab) -> None:
+    case = yaml.safe_load(lab.config.read_text())
+    dead = lab.topology.prefix + ".99"  # on the subnet, nobody there
+    case["databases"][0]["hosts"][2]["address"] = dead
+    config = lab.root / "unreachable.yaml"
+    config.write_text(yaml.safe_dump(case, sort_keys=False))
+    result = lab.dbtester("agents", "status", str(config), *lab.ssh_args(), timeout=120)
+    assert result.returncode == 1
+    assert f"root@{dead}:22: cannot reach the host" in result.stdout
+    assert "with problems:" in result.stderr and f"{dead}:3500" in result.stderr

@@ -1,0 +1,327 @@
+"""`dbtester publish` against real servers on loopback: moto's S3 server and
+gcp-storage-emulator, through the real command line. Every object is read back
+with a client of its own (boto3, the GCS JSON API) and compared with the local
+files, which must not change."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import yaml
+
+from dbtester.errors import PublishError
+from dbtester.publish import publish, published_readme
+from tests.unit.test_publish import make_results, tree_hashes
+
+pytestmark = pytest.mark.integration
+
+# Stands in for a secret key: it must never show up in output or in any file.
+MARKER = f"dbtester-secret-{secrets.token_hex(8)}"
+# The host's own cloud settings stay out of the subprocesses.
+FOREIGN = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _serve(argv: list[str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server until the test module is done; stop it by its PID."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{argv[0]} did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Bucket:
+    """A bucket on a loopback server, and how to read it without dbtester."""
+
+    scheme: str
+    name: str
+    endpoint: str
+    env: dict[str, str]
+    objects: Callable[[str], dict[str, bytes]]  # prefix -> {key below it: content}
+
+    def url(self, prefix: str) -> str:
+        return f"{self.scheme}://{self.name}/{prefix}"
+
+    def public(self, prefix: str) -> str:
+        return f"{self.endpoint}/{self.name}/{prefix}"
+
+
+def _tool(name: str) -> str:
+    """A dev dependency's script: beside this interpreter (a venv that is not
+    on PATH, as under `make test`), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else (shutil.which(name) or name)
+
+
+@pytest.fixture(scope="module")
+def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
+    import boto3  # type: ignore[import-untyped]
+
+    port = _free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with _serve([_tool("moto_server"), "-H", "127.0.0.1", "-p", str(port)], port, log):
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        client.create_bucket(Bucket="results")
+        # Publicly readable, as a bucket that serves published results is.
+        statement = {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::results/*",
+        }
+        policy = {"Version": "2012-10-17", "Statement": [statement]}
+        client.put_bucket_policy(Bucket="results", Policy=json.dumps(policy))
+
+        def objects(prefix: str) -> dict[str, bytes]:
+            found = {}
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket="results")
+            for page in pages:
+                for item in page.get("Contents", []):
+                    body = client.get_object(Bucket="results", Key=item["Key"])["Body"].read()
+                    found[item["Key"]] = body
+            return _below(prefix, found)
+
+        yield Bucket("s3", "results", endpoint, {"AWS_ENDPOINT_URL": endpoint}, objects)
+
+
+@pytest.fixture(scope="module")
+def gcs_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("gcs") / "gcs.log"
+    argv = [_tool("gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--in-memory", "--default-bucket", "results"]
+    with _serve(argv, port, log):
+        endpoint = f"http://127.0.0.1:{port}"
+
+        def objects(prefix: str) -> dict[str, bytes]:
+            listing = _get(f"{endpoint}/storage/v1/b/results/o")
+            names = [item["name"] for item in json.loads(listing).get("items", [])]
+            found = {
+                name: _get(
+                    f"{endpoint}/download/storage/v1/b/results/o/{quote(name, safe='')}?alt=media"
+                )
+                for name in names
+            }
+            return _below(prefix, found)
+
+        yield Bucket("gs", "results", endpoint, {"STORAGE_EMULATOR_HOST": endpoint}, objects)
+
+
+@pytest.fixture(params=["s3", "gs"])
+def bucket(request: pytest.FixtureRequest) -> Bucket:
+    fixture = "s3_bucket" if request.param == "s3" else "gcs_bucket"
+    found: Bucket = request.getfixturevalue(fixture)
+    return found
+
+
+def _below(prefix: str, objects: dict[str, bytes]) -> dict[str, bytes]:
+    return {
+        k.removeprefix(f"{prefix}/"): v for k, v in objects.items() if k.startswith(f"{prefix}/")
+    }
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        data: bytes = reply.read()
+        return data
+
+
+def _env(extra: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN)}
+    return {
+        **env,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": MARKER,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+        **extra,
+    }
+
+
+def _dbtester(
+    env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "dbtester", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    assert MARKER not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _no_marker_in(*trees: Path) -> None:
+    for tree in trees:
+        for path in tree.rglob("*"):
+            assert not path.is_file() or MARKER.encode() not in path.read_bytes(), path
+
+
+def _check_published(bucket: Bucket, prefix: str, root: Path, local: dict[str, str]) -> None:
+    """Every local file is there under its own key, byte for byte; the README is
+    the local one with its links on the bucket, and every chart link serves the chart."""
+    objects = bucket.objects(prefix)
+    assert sorted(objects) == sorted(local)
+    base = bucket.public(prefix)
+    for key, data in objects.items():
+        if key != "README.md":
+            assert _sha(data) == local[key], key
+    readme = objects["README.md"].decode()
+    assert readme == published_readme((root / "README.md").read_text(), base)
+    charts = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
+    assert len(charts) == len(list((root / "charts").iterdir())) == 19
+    for link in charts:
+        assert link.startswith(f"{base}/charts/") and link.endswith(".svg")
+        chart = root / "charts" / link.rsplit("/", 1)[1]
+        assert _get(link) == chart.read_bytes()
+    assert all(MARKER.encode() not in data for data in objects.values())
+
+
+def test_publish_and_read_back(bucket: Bucket, tmp_path: Path) -> None:
+    root = make_results(tmp_path / "results")
+    local = tree_hashes(root)
+    env = _env(bucket.env, tmp_path)
+    prefix = f"round-trip/{secrets.token_hex(3)}"
+
+    first = _dbtester(env, "publish", str(root), bucket.url(prefix))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == f"{bucket.public(prefix)}/README.md\n"
+    assert f"published {len(local)} files (" in first.stderr
+    _check_published(bucket, prefix, root, local)
+    keys = sorted(bucket.objects(prefix))
+
+    # Publishing again overwrites the same keys: no nested folder, nothing else.
+    again = _dbtester(env, "publish", str(root), bucket.url(prefix) + "/")
+    assert again.returncode == 0, again.stderr
+    assert sorted(bucket.objects(prefix)) == keys
+    _check_published(bucket, prefix, root, local)
+    assert tree_hashes(root) == local
+    _no_marker_in(root)
+
+
+def test_dead_endpoint_fails_fast_then_the_retry_completes(
+    s3_bucket: Bucket, tmp_path: Path
+) -> None:
+    root = make_results(tmp_path / "results")
+    local = tree_hashes(root)
+    prefix = "after-a-failure"
+    url = s3_bucket.url(prefix)
+    dead = _env({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}, tmp_path)
+
+    began = time.monotonic()
+    failed = _dbtester(dead, "publish", str(root), url)
+    seconds = time.monotonic() - began
+    assert failed.returncode == 3, failed.stderr
+    assert seconds < 30
+    assert "failed at charts/AVG-CPU.svg (3 attempts)" in failed.stderr
+    assert f"the local results in {root} are intact" in failed.stderr
+    retry = f"dbtester publish {root} {url}"
+    assert failed.stderr.rstrip().endswith(f"Retry with: {retry}")
+    assert tree_hashes(root) == local
+    assert s3_bucket.objects(prefix) == {}
+
+    # The command it names, word for word, finishes the job once the endpoint answers.
+    live = _env(s3_bucket.env, tmp_path)
+    words = shlex.split(retry)
+    assert words[0] == "dbtester"
+    done = _dbtester(live, *words[1:])
+    assert done.returncode == 0, done.stderr
+    _check_published(s3_bucket, prefix, root, local)
+    assert tree_hashes(root) == local
+    _no_marker_in(root)
+
+
+def test_gcs_deadline_bounds_a_dead_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gcsfs retries refused connections by itself for ~34 s; the per-attempt
+    deadline is what stops it, and the message still gives the cause."""
+    root = make_results(tmp_path / "results")
+    local = tree_hashes(root)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"127.0.0.1:{_free_port()}")
+    began = time.monotonic()
+    with pytest.raises(PublishError) as caught:
+        publish(root, "gs://results/x", quiet=True, attempts=2, deadline_s=1.0)
+    assert time.monotonic() - began < 10
+    message = str(caught.value)
+    assert "(2 attempts): no answer within 1 s (last error: Cannot connect to host" in message
+    assert tree_hashes(root) == local
+
+
+def test_run_publishes_when_the_case_says_so(
+    s3_bucket: Bucket, tmp_path: Path, installed_home: Callable[[str, str], str]
+) -> None:
+    """The whole path once: a tiny real run (one etcd member, 200 writes), then
+    the upload its test case asks for."""
+    home = installed_home("etcd", "3.5.17")
+    case: dict[str, Any] = {
+        "title": "publish after run",
+        "workload": {"type": "write", "requests": 200, "key_size": 16, "value_size": 16},
+        "databases": [{"id": "etcd", "kind": "etcd", "version": "3.5.17", "members": 1}],
+        "publish": {"url": s3_bucket.url("from-run")},
+    }
+    case["workload"] |= {"clients": 4, "connections": 1}
+    config = tmp_path / "case.yaml"
+    config.write_text(yaml.safe_dump(case))
+    out = tmp_path / "out"
+    env = {**_env(s3_bucket.env, tmp_path), "DBTESTER_HOME": home}
+    result = _dbtester(env, "run", str(config), "--out", str(out), "--workers", "1", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"README: {s3_bucket.public('from-run')}/README.md" in result.stderr
+    _check_published(s3_bucket, "from-run", out, tree_hashes(out))
+    _no_marker_in(out)

@@ -1,0 +1,141 @@
+"""Pure logic of `dbtester agents`: which agents a test case needs, the host
+keys' fingerprints, the pidfile, the token file, the wheel digest."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from dbtester.agent.pidfile import is_agent, pidfile
+from dbtester.config.load import load_test_case_text
+from dbtester.control.agents import ensure_remote_token, remote_token
+from dbtester.errors import ConfigError, DbtesterError
+from dbtester.remote import RemoteError, agent_hosts
+from dbtester.remote.ssh import fingerprint
+from dbtester.remote.wheels import wheel_digest
+
+CASE = """
+title: t
+workload: {{type: write, requests: 10}}
+databases:
+  - id: a
+    kind: etcd
+    version: 3.5.17
+    hosts: {a_hosts}
+  - id: b
+    kind: etcd
+    version: 3.6.8
+    hosts: {b_hosts}
+"""
+
+
+def _case(a_hosts: str, b_hosts: str) -> str:
+    return CASE.format(a_hosts=a_hosts, b_hosts=b_hosts)
+
+
+def test_agents_are_merged_across_databases() -> None:
+    text = _case(
+        "[{address: 10.0.0.1}, {address: 10.0.0.2, ssh_user: ops, ssh_port: 2222}]",
+        "[{address: 10.0.0.2, ssh_user: ops, ssh_port: 2222}, {address: 10.0.0.3}]",
+    )
+    hosts = agent_hosts(load_test_case_text(text).case, ssh_user="me")
+    assert [h.name for h in hosts] == ["10.0.0.1:3500", "10.0.0.2:3500", "10.0.0.3:3500"]
+    assert str(hosts[0].ssh) == "me@10.0.0.1:22"
+    assert str(hosts[1].ssh) == "ops@10.0.0.2:2222"
+    assert hosts[1].installs == (("etcd", "3.5.17"), ("etcd", "3.6.8"))
+    assert hosts[2].installs == (("etcd", "3.6.8"),)
+
+
+def test_one_agent_with_two_ssh_settings_is_an_error() -> None:
+    text = _case("[{address: 10.0.0.1, ssh_port: 22}]", "[{address: 10.0.0.1, ssh_port: 2200}]")
+    with pytest.raises(RemoteError, match=r"10\.0\.0\.1:3500 appears twice"):
+        agent_hosts(load_test_case_text(text).case)
+
+
+@pytest.mark.parametrize("agent_dir", ["/", ".", "~", "a/../..", "x y", "$(rm -rf ~)"])
+def test_agent_dir_must_be_a_plain_directory(agent_dir: str) -> None:
+    text = _case(f"[{{address: 10.0.0.1, agent_dir: '{agent_dir}'}}]", "[]")
+    with pytest.raises(ConfigError, match="agent_dir"):
+        load_test_case_text(text)
+
+
+def test_ssh_user_is_checked() -> None:
+    with pytest.raises(ConfigError, match="ssh_user"):
+        load_test_case_text(_case("[{address: 10.0.0.1, ssh_user: 'root; id'}]", "[]"))
+
+
+def test_fingerprint_matches_ssh_keygen(tmp_path: Path) -> None:
+    key = tmp_path / "k"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    public = paramiko.Ed25519Key.from_private_key_file(str(key))
+    listed = subprocess.run(
+        ["ssh-keygen", "-l", "-f", f"{key}.pub"], capture_output=True, text=True, check=True
+    ).stdout.split()[1]
+    assert fingerprint(public) == listed
+    raw = base64.b64decode(Path(f"{key}.pub").read_text().split()[1])
+    expected = base64.b64encode(hashlib.sha256(raw).digest()).decode().rstrip("=")
+    assert listed == f"SHA256:{expected}"
+
+
+def test_pidfile_is_held_and_removed(tmp_path: Path) -> None:
+    path = tmp_path / "agent.pid"
+    with pidfile(path):
+        assert path.read_text().strip() == str(os.getpid())
+    assert not path.exists()
+
+
+def test_pidfile_of_a_dead_or_foreign_process_is_taken_over(tmp_path: Path) -> None:
+    path = tmp_path / "agent.pid"
+    path.write_text("1\n")  # init: alive, but not an agent
+    assert not is_agent(1)
+    with pidfile(path):
+        assert path.read_text().strip() == str(os.getpid())
+
+
+def test_second_agent_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "agent.pid"
+    fake = subprocess.Popen(
+        ["python3", "-c", "import time; time.sleep(30)", "dbtester", "agent", "serve"]
+    )
+    try:
+        path.write_text(f"{fake.pid}\n")
+        assert is_agent(fake.pid)
+        with pytest.raises(DbtesterError, match="already running"), pidfile(path):
+            pass
+        assert path.read_text().strip() == str(fake.pid)  # left alone
+    finally:
+        fake.kill()
+        fake.wait()
+
+
+def test_token_is_made_once_with_mode_600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DBTESTER_AGENT_TOKEN", raising=False)
+    token_file = tmp_path / "cfg" / "agent.token"
+    monkeypatch.setenv("DBTESTER_AGENT_TOKEN_FILE", str(token_file))
+    said: list[str] = []
+    token = ensure_remote_token(said.append)
+    assert len(token) == 64 and token not in said[0]
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert ensure_remote_token(said.append) == token == remote_token()
+    assert len(said) == 1
+
+
+def test_wheel_digest_ignores_zip_timestamps(tmp_path: Path) -> None:
+    def make(name: str, date: tuple[int, int, int, int, int, int], body: bytes) -> Path:
+        path = tmp_path / name
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr(zipfile.ZipInfo("pkg/a.py", date), body)
+        return path
+
+    one = make("one.whl", (2020, 1, 1, 0, 0, 0), b"x = 1\n")
+    two = make("two.whl", (2026, 5, 5, 5, 5, 6), b"x = 1\n")
+    three = make("three.whl", (2020, 1, 1, 0, 0, 0), b"x = 2\n")
+    assert one.read_bytes() != two.read_bytes()
+    assert wheel_digest(one) == wheel_digest(two) != wheel_digest(three)
