@@ -39,6 +39,13 @@ def main() -> None:
     except DbtesterError as exc:
         click.echo(f"dbtester: error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # A file-system failure nobody anticipated (disk full, a file where a
+        # directory should be): still one line naming the path, not a traceback.
+        if exc.filename is None:
+            raise
+        click.echo(f"dbtester: error: {exc.filename}: {exc.strerror}", err=True)
+        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -263,6 +270,7 @@ def agent_serve(
 ) -> None:
     """Serve the agent until SIGTERM/SIGINT (which stop its databases first)."""
     from dbtester.agent import load_agent_config, serve
+    from dbtester.agent.config import ensure_writable
     from dbtester.agent.pidfile import pidfile as holding_pidfile
 
     if bool(tls_cert) != bool(tls_key):
@@ -276,6 +284,7 @@ def agent_serve(
         heartbeat_timeout_s=heartbeat_timeout,
         tls=tls,
     )
+    ensure_writable(config.data_root)  # before the log file goes there
     _agent_logging(config.data_root)
     with holding_pidfile(pidfile):
         serve(config)

@@ -69,9 +69,11 @@ class AgentServer:
         """Stop every database (keeping its files), then the server."""
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        # No new Start may slip in after the databases are stopped.
-        self.server.stop(grace).wait()
+        # Databases first: an orphaned agent must not spend the server's grace
+        # period before it even signals them. Start refuses once closing began.
         self.service.close()
+        self.server.stop(grace).wait()
+        self.service.close()  # a Start that raced the first close
 
 
 def _credentials(config: AgentConfig) -> grpc.ServerCredentials:

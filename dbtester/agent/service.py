@@ -87,6 +87,8 @@ class AgentService(pb_grpc.AgentServicer):
     # ------------------------------------------------------------------ start
 
     def Start(self, request: pb.StartRequest, context: grpc.ServicerContext) -> pb.StartResponse:
+        if self._closing.is_set():
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
         kind = self._kind(request.kind, context)
         self._check_names(request, context)
         installed = self._binary(kind, request.version, context)

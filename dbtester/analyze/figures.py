@@ -141,6 +141,35 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     )
     _latency_by_key(records.latency_ns, done_s, ok, figures)
     _client_metrics(data, figures)
+    _failure_note(data, figures, done_s[~ok] - first_due, per_second)
+
+
+def _failure_note(
+    data: DatabaseData,
+    figures: Figures,
+    failed_at: npt.NDArray[np.float64],
+    per_second: npt.NDArray[np.int64],
+) -> None:
+    """Say what failed, by kind, and when throughput fell: the table's one error
+    count does not tell a slow trickle from a cluster that went away."""
+    if len(failed_at) == 0 or data.records is None:
+        return
+    kinds = {k: n for k, n in data.records.counts().items() if k != "ok"}
+    listed = ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    first = float(max(failed_at.min(), 0.0))
+    second = int(first)
+    before = int(per_second[second - 1]) if 0 < second <= len(per_second) else None
+    after = int(per_second[second + 1]) if second + 1 < len(per_second) else 0
+    fell = (
+        f"; throughput went from {before:,} req/s in the second before to {after:,} req/s"
+        " in the second after"
+        if before is not None
+        else ""
+    )
+    figures.notes.append(
+        f"{data.label}: {len(failed_at):,} requests failed ({listed}); the first"
+        f" {first:.1f} s into the load{fell}"
+    )
 
 
 def _per_second(seconds: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

@@ -34,6 +34,9 @@ RUN_FILE = "run.json"
 RUN_SCHEMA = 1
 HEARTBEAT_S = 1.0
 MISSED_BEATS = 3  # an agent silent this many intervals fails the database
+# An agent that hears nothing for this long stops its databases (a controller
+# killed outright, a partitioned network); 10 missed heartbeats.
+AGENT_WATCHDOG_S = 10.0
 READY_TIMEOUT_S = 120.0
 # Failures after which a write may or may not have been applied.
 KNOWN_REFUSALS = {
@@ -96,6 +99,7 @@ class DatabaseRun:
     started_unix: float = 0.0
     _clients: list[AgentClient] = field(default_factory=list)
     _health_problem: str = ""
+    _count_problem: str = ""
 
     @property
     def kind(self) -> DatabaseKind:
@@ -110,7 +114,14 @@ class DatabaseRun:
         try:
             with self._cluster():
                 self._seed_if_read()
-                self._load()
+                try:
+                    self._load()
+                except DbtesterError:
+                    # Account for every write even when the load stopped early:
+                    # what was lost matters most when something went wrong.
+                    self._account()
+                    raise
+                self._account()
                 self._verify()
         except DbtesterError as exc:
             self.error = str(exc)
@@ -149,7 +160,9 @@ class DatabaseRun:
         if self.db.embedded:
             kind.install(self.db.version, self.reporter)  # instant when installed
             embedded = stack.enter_context(
-                EmbeddedAgents(self.scratch / self.db.id, count, heartbeat_timeout_s=30.0)
+                EmbeddedAgents(
+                    self.scratch / self.db.id, count, heartbeat_timeout_s=AGENT_WATCHDOG_S
+                )
             )
             self._clients = embedded.clients()
             peers = [
@@ -202,7 +215,7 @@ class DatabaseRun:
                 member_index=i,
                 peers=peers,
                 flags=flags,
-                heartbeat_timeout_s=30.0,
+                heartbeat_timeout_s=AGENT_WATCHDOG_S,
                 cluster_token=f"{self.run_id}-{self.db.id}",
             )
             self.members[i].pid = reply.pid
@@ -344,8 +357,10 @@ class DatabaseRun:
         if wrong:
             raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
 
-    def _verify(self) -> None:
-        """After writes, the keys in the database must match what was acknowledged."""
+    def _account(self) -> None:
+        """Count the keys in the database against what the load wrote: attempted,
+        acknowledged, refused, unknown outcome, found. Never raises: a cluster
+        that cannot be counted is noted in the error instead."""
         if self.db.workload.type != "write" or self.load is None:
             return
         counts = self.load.records.counts()
@@ -360,7 +375,9 @@ class DatabaseRun:
         try:
             found = self.kind.count_keys(self._settings())
         except Exception as exc:
-            raise DbtesterError(f"{self.db.id}: counting keys failed: {exc}") from None
+            self._count_problem = f"counting keys failed: {exc}"
+            self.reporter.say(f"{self.db.id}: {self._count_problem}")
+            return
         self.verification = Verification(
             attempted,
             acknowledged,
@@ -372,16 +389,21 @@ class DatabaseRun:
             lost=max(0, low - found),
             unexpected=max(0, found - high),
         )
-        v = self.verification
         self.reporter.say(
-            f"{self.db.id}: verified {found:,} keys (acknowledged {acknowledged:,},"
-            f" unknown outcome {unknown:,})"
+            f"{self.db.id}: {found:,} keys found; {attempted:,} writes attempted,"
+            f" {acknowledged:,} acknowledged, {failed:,} refused, {unknown:,} unknown outcome"
         )
-        if not v.ok:
+
+    def _verify(self) -> None:
+        """After writes, the keys in the database must match what was acknowledged."""
+        if self._count_problem:
+            raise DbtesterError(f"{self.db.id}: {self._count_problem}")
+        v = self.verification
+        if v is not None and not v.ok:
             raise DbtesterError(
                 f"{self.db.id}: verification failed: {v.lost:,} acknowledged keys"
-                f" lost, {v.unexpected:,} unexpected keys (found {found:,},"
-                f" expected {low:,}..{high:,})"
+                f" lost, {v.unexpected:,} unexpected keys (found {v.found:,},"
+                f" expected {v.expected_min:,}..{v.expected_max:,})"
             )
 
     # ------------------------------------------------------------------ stop

@@ -297,3 +297,47 @@ def test_mutual_tls(tmp_path: Path, etcd_home: str) -> None:
             client.close()
     finally:
         stop_agent(running)
+
+
+def test_a_database_that_ignores_sigterm_is_killed_after_the_grace(
+    tmp_path: Path, etcd_home: str
+) -> None:
+    """A member whose main process ignores SIGTERM and leaves a descendant that
+    ignores it too: stop escalates to SIGKILL of the whole process group after
+    the grace period, and nothing it started survives."""
+    real = Path(etcd_home) / "etcd" / ETCD / "etcd"
+    stubborn = tmp_path / "stubborn-etcd"
+    stubborn.write_text(
+        "#!/bin/sh\n"
+        "trap '' TERM\n"  # inherited by the children below (etcd re-enables its own)
+        f'{real} "$@" &\n'
+        "sleep 3600 &\n"
+        "wait\n"
+    )
+    stubborn.chmod(0o755)
+    grace = 2.0
+    config = tmp_path / "agent.yaml"
+    config.write_text(
+        f"stop_grace_s: {grace}\nbinaries:\n  etcd:\n    '0.0.0-stubborn': {{etcd: {stubborn}}}\n"
+    )
+    running = start_agent(
+        tmp_path / "agent", token="s" * 32, home=etcd_home, extra=["--config", str(config)]
+    )
+    try:
+        client = running.client()
+        reply = _start(client, version="0.0.0-stubborn")
+        time.sleep(1.0)
+        family = running.descendants()
+        assert len(family) >= 3  # the shell, etcd, sleep
+        started = time.monotonic()
+        result = client.stop("r", "db", 0)
+        took = time.monotonic() - started
+        print(f"stop of a SIGTERM-ignoring member: {took:.2f} s (grace {grace:.0f} s)")
+        assert result.killed
+        assert grace <= result.stop_seconds <= grace + 1.0
+        assert took <= grace + 1.0 + 1.0  # + the call itself and measuring the data dir
+        time.sleep(0.2)
+        assert not alive(reply.pid)
+        assert [p for p in family if alive(p)] == []
+    finally:
+        stop_agent(running)

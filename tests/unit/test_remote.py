@@ -7,6 +7,7 @@ import base64
 import hashlib
 import os
 import subprocess
+import time
 import zipfile
 from pathlib import Path
 
@@ -106,6 +107,9 @@ def test_second_agent_is_refused(tmp_path: Path) -> None:
     )
     try:
         path.write_text(f"{fake.pid}\n")
+        deadline = time.monotonic() + 10
+        while not is_agent(fake.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)  # until the child has exec'd
         assert is_agent(fake.pid)
         with pytest.raises(DbtesterError, match="already running"), pidfile(path):
             pass

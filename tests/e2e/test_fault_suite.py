@@ -1,0 +1,385 @@
+"""The fault suite: a stalled agent, a killed controller, a database killed
+mid-load, a member lost mid-write, a taken port, bad input that must not
+reach any agent, and secrets that must not leak. Real processes throughout;
+each test prints the figure it measures (pytest -s shows them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from dbtester.control.session import AGENT_WATCHDOG_S, HEARTBEAT_S, MISSED_BEATS
+from tests.e2e.test_faults import _agent_of, _finish, _start_run, _wait_for, _write_case
+from tests.integration.agents import alive, start_agent, stop_agent
+from tests.unit.test_config_errors import CASES
+
+pytestmark = pytest.mark.integration
+ETCD = "3.5.17"
+
+
+def _etcd_pids(root: int) -> list[int]:
+    try:
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p.pid for p in children if p.name() == "etcd"]
+
+
+def _wait_gone(pids: list[int], timeout: float) -> float:
+    """Seconds until every PID is gone (or the timeout)."""
+    started = time.monotonic()
+    while any(alive(p) for p in pids) and time.monotonic() - started < timeout:
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> None:
+    """SIGSTOP for 10 s: the database that agent serves keeps answering, but the
+    run must say the agent stalled instead of counting it as a healthy run."""
+    home = installed_home("etcd", ETCD)
+    config = _write_case(tmp_path / "case.yaml", ["stalled", "after"], 60000)
+    log = tmp_path / "run.log"
+    run = _start_run(home, config, tmp_path / "out", log)
+    try:
+        _wait_for(log, "stalled: write load")
+        time.sleep(1.0)
+        agent = _agent_of(run, "stalled")
+        members = _etcd_pids(run.pid)
+        stopped_at = time.time()
+        agent.send_signal(signal.SIGSTOP)
+        time.sleep(10)
+        agent.send_signal(signal.SIGCONT)
+        code = _finish(run)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    stalled = json.loads((tmp_path / "out" / "stalled" / "run.json").read_text())
+    assert "stopped answering" in stalled["error"] or "not answering" in stalled["error"]
+    detection = stalled["load"]["ended_unix"] - stopped_at
+    print(f"stall reported {detection:.2f} s after SIGSTOP")
+    assert detection <= MISSED_BEATS * HEARTBEAT_S + 1.0
+    assert "stalled: FAILED" in (tmp_path / "out" / "README.md").read_text()
+    after = json.loads((tmp_path / "out" / "after" / "run.json").read_text())
+    assert after["error"] == ""
+    assert members and not any(alive(p) for p in members)
+
+
+@pytest.mark.parametrize("members", [3])
+def test_a_killed_controller_leaves_no_database_running(
+    tmp_path: Path, installed_home, members: int
+) -> None:
+    """kill -9 of `dbtester run`: each embedded agent gets SIGTERM from the
+    kernel (parent-death signal), stops its member and flushes its metrics."""
+    home = installed_home("etcd", ETCD)
+    config = _write_case(tmp_path / "case.yaml", ["orphaned"], 400000)
+    case = yaml.safe_load(config.read_text())
+    case["databases"][0]["members"] = members
+    config.write_text(yaml.safe_dump(case))
+    log = tmp_path / "run.log"
+    run = _start_run(home, config, tmp_path / "out", log)
+    try:
+        _wait_for(log, "orphaned: write load")
+        time.sleep(2.0)
+        etcds = _etcd_pids(run.pid)
+        agents = [
+            p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()
+        ]
+        roots = [Path(a.cmdline()[a.cmdline().index("--data-root") + 1]) for a in agents]
+        workers = [
+            p.pid
+            for p in psutil.Process(run.pid).children()
+            if "multiprocessing" in " ".join(p.cmdline())
+        ]
+        killed_at = time.time()
+        run.send_signal(signal.SIGKILL)  # the controller only: no chance to clean up
+        run.wait()
+        workers_took = _wait_gone(workers, timeout=10)
+        took = workers_took + _wait_gone(etcds, timeout=60)
+        agents_took = took + _wait_gone([a.pid for a in agents], timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    print(
+        f"after kill -9 of the controller: load workers gone in {workers_took:.2f} s,"
+        f" {len(etcds)} members in {took:.2f} s, their agents in {agents_took:.2f} s"
+    )
+    assert workers and workers_took < 1.0, "load workers outlived the controller"
+    assert len(etcds) == members and not any(alive(p) for p in etcds)
+    assert took < 10 + 1  # the stop grace period + 1 s
+    assert agents_took < 60
+    for root in roots:
+        csvs = list(root.glob("**/metrics.csv"))
+        assert csvs, f"no metrics under {root}"
+        last = csvs[0].read_text().strip().splitlines()[-1]
+        assert int(last.split(",")[0]) / 1000 > killed_at - 2  # flushed to the end
+    shutil.rmtree(roots[0].parents[2])  # the dead controller's scratch: $DBTESTER_HOME/runs/ID
+
+
+def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
+    tmp_path: Path, installed_home
+) -> None:
+    """An agent on another machine cannot see the controller die: its watchdog
+    stops the database after heartbeat_timeout_s without a call."""
+    home = installed_home("etcd", ETCD)
+    token = "f" * 40
+    agent = start_agent(tmp_path / "agent", token=token, home=home)
+    try:
+        host, port = agent.address.rsplit(":", 1)
+        config = _write_case(tmp_path / "case.yaml", ["remote"], 400000)
+        case = yaml.safe_load(config.read_text())
+        case["databases"][0].pop("members")
+        case["databases"][0]["hosts"] = [{"address": host, "agent_port": int(port)}]
+        config.write_text(yaml.safe_dump(case))
+        log = tmp_path / "run.log"
+        env_token = {"DBTESTER_AGENT_TOKEN": token}
+        os.environ.update(env_token)
+        try:
+            run = _start_run(home, config, tmp_path / "out", log)
+        finally:
+            del os.environ["DBTESTER_AGENT_TOKEN"]
+        try:
+            _wait_for(log, "remote: write load")
+            time.sleep(1.0)
+            etcds = [p for p in agent.descendants() if psutil.Process(p).name() == "etcd"]
+            run.send_signal(signal.SIGKILL)
+            run.wait()
+            took = _wait_gone(etcds, timeout=60)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+        print(f"remote agent stopped its database {took:.2f} s after the controller died")
+        assert etcds and not any(alive(p) for p in etcds)
+        # the controller's watchdog setting, then the stop grace (10 s) at most
+        assert AGENT_WATCHDOG_S - 1 <= took <= AGENT_WATCHDOG_S + 10 + 1
+        assert "no call from the controller" in agent.log.read_text()
+        assert token not in agent.log.read_text()
+    finally:
+        stop_agent(agent)
+
+
+def test_a_database_killed_mid_load(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", ETCD)
+    config = _write_case(tmp_path / "case.yaml", ["victim"], 400000)
+    log = tmp_path / "run.log"
+    run = _start_run(home, config, tmp_path / "out", log)
+    try:
+        _wait_for(log, "victim: write load")
+        time.sleep(3.0)
+        (etcd,) = _etcd_pids(run.pid)
+        os.kill(etcd, signal.SIGKILL)
+        code = _finish(run)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    assert "Traceback" not in text
+    record = json.loads((tmp_path / "out" / "victim" / "run.json").read_text())
+    counts = record["load"]["counts"]
+    failed = {k: n for k, n in counts.items() if k != "ok"}
+    assert counts["ok"] > 0 and failed, counts
+    assert "exited unexpectedly" in record["error"] or "stopped early" in record["error"]
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "requests failed (" in readme and "throughput went from" in readme
+    for kind in failed:
+        assert kind in readme
+    print(f"errors by kind: {failed}")
+
+
+def test_write_accounting_when_a_member_dies_mid_load(tmp_path: Path, installed_home) -> None:
+    """One member of three killed mid-write: the run fails (a member died), and
+    the write accounting is still reported with nothing lost."""
+    home = installed_home("etcd", ETCD)
+    config = _write_case(tmp_path / "case.yaml", ["three"], 400000)
+    case = yaml.safe_load(config.read_text())
+    case["databases"][0]["members"] = 3
+    config.write_text(yaml.safe_dump(case))
+    log = tmp_path / "run.log"
+    run = _start_run(home, config, tmp_path / "out", log)
+    try:
+        _wait_for(log, "three: write load")
+        time.sleep(3.0)
+        agents = [
+            p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()
+        ]
+        last = next(a for a in agents if "/three/agent-2" in " ".join(a.cmdline()))
+        (etcd,) = [c.pid for c in last.children(recursive=True) if c.name() == "etcd"]
+        os.kill(etcd, signal.SIGKILL)
+        code = _finish(run)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    record = json.loads((tmp_path / "out" / "three" / "run.json").read_text())
+    assert "member 2" in record["error"]
+    v = record["verification"]
+    assert v is not None, text[-3000:]
+    assert v["attempted"] == v["acknowledged"] + v["failed"] + v["unknown"]
+    assert v["lost"] == 0 and v["unexpected"] == 0
+    assert v["acknowledged"] <= v["found"] <= v["acknowledged"] + v["unknown"]
+    assert "writes attempted" in text and "unknown outcome" in text
+    print(f"accounting: {v}")
+
+
+def test_a_taken_port_fails_before_any_load(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", ETCD)
+    token = "p" * 40
+    agent = start_agent(tmp_path / "agent", token=token, home=home)
+    squatter = socket.socket()
+    try:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            squatter.bind(("127.0.0.1", 2379))  # etcd's client port on a remote host
+        except OSError:
+            pytest.skip("port 2379 is in use on this machine already")
+        squatter.listen(1)
+        host, port = agent.address.rsplit(":", 1)
+        config = _write_case(tmp_path / "case.yaml", ["blocked"], 1000)
+        case = yaml.safe_load(config.read_text())
+        case["databases"][0].pop("members")
+        case["databases"][0]["hosts"] = [{"address": host, "agent_port": int(port)}]
+        config.write_text(yaml.safe_dump(case))
+        result = subprocess.run(
+            [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(tmp_path / "o")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "DBTESTER_HOME": home, "DBTESTER_AGENT_TOKEN": token},
+            timeout=120,
+            check=False,
+        )
+    finally:
+        squatter.close()
+        stop_agent(agent)
+    assert result.returncode == 1, result.stderr
+    assert "port already in use: client 2379" in result.stderr
+    assert "write load" not in result.stderr  # found before any load started
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unusable_data_root_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dbtester",
+            "agent",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-root",
+            str(blocker / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert f"data root {blocker / 'data'} is not writable: Not a directory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unusable_dbtester_home_is_a_clear_error(tmp_path: Path, run_cli, monkeypatch) -> None:
+    blocker = tmp_path / "home-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("DBTESTER_HOME", str(blocker))
+    config = _write_case(tmp_path / "case.yaml", ["x"], 10)
+    result = run_cli("run", str(config), "--out", str(tmp_path / "out"))
+    assert result.code in (1, 2), result.err
+    assert str(blocker) in result.err and "Traceback" not in result.err
+
+
+@pytest.mark.parametrize(("text", "where"), [c[1:3] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_reaches_no_agent(tmp_path: Path, run_cli, monkeypatch, text, where) -> None:
+    """`dbtester run` on a malformed case: exit 2 at the file's line and column,
+    before anything starts — no agent, no scratch directory, no results."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("DBTESTER_HOME", str(home))
+    config = tmp_path / "case.yaml"
+    config.write_text(text)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    result = run_cli("run", str(config), "--out", str(tmp_path / "out"))
+    assert result.code == 2, result.err
+    assert f"{config}:{where}:" in result.err and "Traceback" not in result.err
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+    assert not home.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run"], "Missing argument 'CONFIG'"),
+        (["run", "x.yaml", "--workers", "0"], "0 is not in the range"),
+        (["run", "x.yaml", "--bogus"], "No such option '--bogus'"),
+        (["install", "etcd"], "KIND@VERSION"),
+        (["publish", "/nonexistent", "s3://b/p"], "does not exist"),
+        (["agents", "up"], "Missing argument 'CONFIG'"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+    ],
+)
+def test_bad_arguments_exit_2(run_cli, args: list[str], needle: str) -> None:
+    result = run_cli(*args)
+    assert result.code == 2, (result.code, result.err)
+    assert needle in result.err and "Traceback" not in result.err
+
+
+def test_secrets_stay_out_of_logs_results_and_published_files(
+    tmp_path: Path, installed_home
+) -> None:
+    """A run on a token-protected agent, published: neither the token nor a
+    cloud secret appears in any output, log, result or published file."""
+    home = installed_home("etcd", ETCD)
+    token = "tok-" + os.urandom(16).hex()
+    secret = "sec-" + os.urandom(16).hex()
+    agent = start_agent(tmp_path / "agent", token=token, home=home)
+    try:
+        host, port = agent.address.rsplit(":", 1)
+        config = _write_case(tmp_path / "case.yaml", ["guarded"], 2000)
+        case = yaml.safe_load(config.read_text())
+        case["databases"][0].pop("members")
+        case["databases"][0]["hosts"] = [{"address": host, "agent_port": int(port)}]
+        case["publish"] = {"url": f"file://{tmp_path / 'bucket'}"}
+        config.write_text(yaml.safe_dump(case))
+        env = {
+            **os.environ,
+            "DBTESTER_HOME": home,
+            "DBTESTER_AGENT_TOKEN": token,
+            "AWS_SECRET_ACCESS_KEY": secret,
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        stop_agent(agent)
+    assert result.returncode == 0, result.stderr[-3000:]
+    places = [tmp_path / "out", tmp_path / "bucket", agent.data_root]
+    files = [f for place in places for f in place.rglob("*") if f.is_file()]
+    assert len(files) > 20
+    assert (tmp_path / "bucket" / "summary.txt").exists()
+    for text, where in [(result.stdout, "stdout"), (result.stderr, "stderr")] + [
+        (f.read_bytes().decode(errors="replace"), str(f)) for f in files
+    ]:
+        assert token not in text, f"token in {where}"
+        assert secret not in text, f"secret in {where}"
+    assert (tmp_path / "agent" / "token").stat().st_mode & 0o777 == 0o600
