@@ -143,3 +143,16 @@ def test_wheel_digest_ignores_zip_timestamps(tmp_path: Path) -> None:
     three = make("three.whl", (2020, 1, 1, 0, 0, 0), b"x = 2\n")
     assert one.read_bytes() != two.read_bytes()
     assert wheel_digest(one) == wheel_digest(two) != wheel_digest(three)
+
+
+def test_agent_refuses_a_token_file_others_can_read(tmp_path: Path) -> None:
+    from dbtester.agent.config import read_token
+
+    token = tmp_path / "agent.token"
+    token.write_text("x" * 32)
+    token.chmod(0o644)
+    with pytest.raises(DbtesterError, match="readable by others") as caught:
+        read_token(token)
+    assert "x" * 32 not in str(caught.value)
+    token.chmod(0o600)
+    assert read_token(token) == "x" * 32
