@@ -326,7 +326,8 @@ def run(
 
     With `publish:` in the test case the results are then uploaded (exit 3 if that
     fails; the local results are complete). A run where a database failed, or one
-    narrowed by --only, is not published: `dbtester publish` does it on request.
+    narrowed by --only or --local, is not published: `dbtester publish` does it on
+    request.
     """
     from dbtester.control import default_out, print_outcome, run_case, select
     from dbtester.control.run import RunFailedError
@@ -345,11 +346,11 @@ def run(
     except RunFailedError as exc:
         # A failed run's figures are not the comparison the bucket is for.
         raise RunFailedError(f"{exc}\nNot published; to publish anyway: {by_hand}") from None
-    if only:
-        # Part of a test case would overwrite the whole one's table and README.
-        click.echo(
-            f"not published (--only ran part of the test case); to publish: {by_hand}", err=True
-        )
+    if only or local:
+        # Part of a test case, or a local stand-in for its hosts, would overwrite
+        # the real run's table and README.
+        why = "--only ran part of the test case" if only else "--local ignored its hosts"
+        click.echo(f"not published ({why}); to publish: {by_hand}", err=True)
         return
     done = publish(outcome.out, target.url, public_url=target.public_url)
     click.echo(f"README: {done.readme}", err=True)
@@ -451,6 +452,11 @@ def agents() -> None:
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="dbtester wheel to install [built from this source tree].",
 )
+@click.option(
+    "--no-systemd",
+    is_flag=True,
+    help="Run agents as background processes with a pidfile even where systemd runs.",
+)
 def agents_up_command(
     config: str,
     identity: Path | None,
@@ -458,6 +464,7 @@ def agents_up_command(
     accept_new_host_keys: bool,
     ssh_user: str | None,
     wheel: Path | None,
+    no_systemd: bool,
 ) -> None:
     """Install, configure and start an agent on every host; idempotent."""
     from dbtester.control.agents import ensure_remote_token
@@ -469,7 +476,7 @@ def agents_up_command(
     wheelhouse = build_wheelhouse(wheel, say)
     token = ensure_remote_token(say)
     options = _ssh_options(identity, known_hosts, accept_new_host_keys)
-    agents_up(hosts, wheelhouse, token, options, installs, say)
+    agents_up(hosts, wheelhouse, token, options, installs, say, systemd=not no_systemd)
     click.echo(f"{len(hosts)} agent(s) up; `dbtester run {config}` uses them")
 
 

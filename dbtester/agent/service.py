@@ -112,6 +112,8 @@ class AgentService(pb_grpc.AgentServicer):
         )
         interval = request.sample_interval_s or self.config.sample_interval_s
         with self._lock:
+            if self._closing.is_set():  # checked again where it cannot race close()
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
             existing = self.members.get(key)
             if existing is not None and existing.poll() in BUSY:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS, f"member {key} is already running")
@@ -129,6 +131,9 @@ class AgentService(pb_grpc.AgentServicer):
             member.start()
         except MemberError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        if self._closing.is_set():  # close() began while it started: never orphan it
+            member.stop(failed=True, grace=self.config.stop_grace_s)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
         assert member.process is not None
         return pb.StartResponse(
             pid=member.process.pid, data_dir=str(spec.data_dir), started_unix=member.started_unix

@@ -141,7 +141,10 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     )
     _latency_by_key(records.latency_ns, done_s, ok, figures)
     _client_metrics(data, figures)
-    _failure_note(data, figures, done_s[~ok] - first_due, per_second)
+    # A failure is timed by when the request was sent: a timeout completes only
+    # request_timeout_s later, long after the trouble began.
+    sent_s = records.due_ns[~ok] / 1e9 - data.load_start - first_due
+    _failure_note(data, figures, sent_s, per_second)
 
 
 def _failure_note(
@@ -257,7 +260,8 @@ def _server_rows(data: DatabaseData, figures: Figures) -> None:
     v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] = int(net["receive_bytes"].sum())
     v["SERVER-TOTAL-NETWORK-TX-DATA-SUM"] = int(net["transmit_bytes"].sum())
     if not data.shared_host:  # one machine per member: each has its own interface
-        for i, frame in enumerate(frames, start=1):
+        for frame in frames:  # numbered by member, even when one has no samples
+            i = int(frame["member"].iloc[0]) + 1
             v[f"SERVER-{i}-NETWORK-RX-DATA-SUM"] = int(frame["receive_bytes"].sum())
             v[f"SERVER-{i}-NETWORK-TX-DATA-SUM"] = int(frame["transmit_bytes"].sum())
     v["SERVER-MAX-CPU-USAGE"] = float(samples["cpu_percent"].max())

@@ -38,7 +38,8 @@ MISSED_BEATS = 3  # an agent silent this many intervals fails the database
 # killed outright, a partitioned network); 10 missed heartbeats.
 AGENT_WATCHDOG_S = 10.0
 READY_TIMEOUT_S = 120.0
-# Failures after which a write may or may not have been applied.
+# Failures that mean the write was refused, never applied; every other failure
+# (timeouts, UNAVAILABLE, a dropped connection) leaves its outcome unknown.
 KNOWN_REFUSALS = {
     "INVALID_ARGUMENT",
     "FAILED_PRECONDITION",

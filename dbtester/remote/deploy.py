@@ -20,6 +20,8 @@ twice changes nothing the second time.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shlex
@@ -139,18 +141,16 @@ class Layout:
     def wheel_stamp(self) -> PurePosixPath:
         return self.base / "dbtester-wheel.sha256"
 
+    @property
+    def marker(self) -> PurePosixPath:
+        """Written first by ``up``; ``down`` removes nothing where it is missing."""
+        return self.base / ".dbtester-agent"
+
     def owned(self) -> list[PurePosixPath]:
         """What ``down`` removes (never the directory's other contents)."""
-        return [
-            self.wheels,
-            self.venv,
-            self.home,
-            self.config,
-            self.token,
-            self.pidfile,
-            self.out,
-            self.wheel_stamp,
-        ]
+        files = [self.config, self.token, self.pidfile, self.out, self.wheel_stamp]
+        partials = [f.with_name(f.name + ".partial") for f in files]
+        return [self.wheels, self.venv, self.home, *files, *partials, self.marker]
 
 
 def _q(path: PurePosixPath | str) -> str:
@@ -211,12 +211,15 @@ def agents_up(
     options: SshOptions,
     installs: Mapping[tuple[str, str], Installed],
     say: Say = print,
+    *,
+    systemd: bool = True,
 ) -> None:
     """Install and start every host's agent (in parallel); raise naming each host
-    that failed, after all have been tried."""
+    that failed, after all have been tried. ``systemd=False`` runs the agent as
+    a background process with a pidfile even where systemd could run it."""
 
     def one(host: AgentHost) -> None:
-        _up_one(host, wheelhouse, token, options, installs, _prefixed(say, host))
+        _up_one(host, wheelhouse, token, options, installs, _prefixed(say, host), systemd)
 
     _each(hosts, one, "could not bring up")
 
@@ -228,10 +231,12 @@ def _up_one(
     options: SshOptions,
     installs: Mapping[tuple[str, str], Installed],
     say: Say,
+    allow_systemd: bool,
 ) -> None:
     changes = _Changes()
     with SshSession(host.ssh, options) as session:
         layout = _layout(session, host)
+        _claim(session, layout, host)
         session.run(
             f"umask 077 && mkdir -p {_q(layout.wheels)} {_q(layout.home)} {_q(layout.data)}"
         )
@@ -245,11 +250,30 @@ def _up_one(
             )
         changes.note(session.write(layout.config, _agent_yaml(host, layout)), "agent.yaml")
         changes.note(session.write(layout.token, token + "\n", mode=0o600), "token")
-        systemd = _uses_systemd(session)
+        systemd = allow_systemd and _uses_systemd(session)
         _start(session, host, layout, systemd, restart=bool(changes.items), say=say)
         version = _health_check(session, host, layout, token, systemd)
     how = "systemd unit " + _unit_name(host) if systemd else f"pidfile {layout.pidfile}"
     say(f"agent {version} serving ({how})")
+
+
+def _claim(session: SshSession, layout: Layout, host: AgentHost) -> None:
+    """Mark agent_dir as ours, refusing a non-empty directory that is not: `down`
+    deletes what `up` wrote there, so it must never be someone's own folder."""
+    base = _q(layout.base)
+    state = session.run(
+        f"if [ -e {_q(layout.marker)} ]; then echo ours;"
+        f' elif [ -d {base} ] && [ -n "$(ls -A {base})" ]; then echo other;'
+        " else echo free; fi"
+    ).strip()
+    if state == "other":
+        raise RemoteError(
+            f"{host.ssh}: agent_dir {layout.base} exists, is not empty and was not made by"
+            " dbtester agents up; choose an empty or new directory"
+        )
+    if state == "free":
+        session.run(f"umask 077 && mkdir -p {base}")
+        session.write(layout.marker, "made by dbtester agents up; down removes what up wrote\n")
 
 
 def _check_python(session: SshSession, host: AgentHost) -> None:
@@ -269,16 +293,14 @@ def _check_python(session: SshSession, host: AgentHost) -> None:
 
 
 def _upload_wheels(session: SshSession, layout: Layout, wheelhouse: Wheelhouse, say: Say) -> bool:
-    """Copy the wheels that are missing or differ in size; remove stale ones so
-    pip never prefers an old version. Returns whether anything changed."""
+    """Copy the wheels that are missing or differ (by SHA-256: a rebuilt dbtester
+    wheel keeps its name and often its size); remove stale ones so pip never
+    prefers an old version. Returns whether anything changed."""
     wanted = {w.name: w for w in wheelhouse.files()}
-    present = {
-        name: int(size)
-        for name, size in _listing(
-            session.run(f"cd {_q(layout.wheels)} && stat -c '%n %s' * 2>/dev/null || true")
-        )
-    }
-    todo = [w for name, w in wanted.items() if present.get(name) != w.stat().st_size]
+    present = dict(
+        _listing(session.run(f"cd {_q(layout.wheels)} && sha256sum -- * 2>/dev/null || true"))
+    )
+    todo = [w for name, w in wanted.items() if present.get(name) != _sha256(w)]
     stale = [name for name in present if name not in wanted]
     if todo:
         total = sum(w.stat().st_size for w in todo)
@@ -290,11 +312,18 @@ def _upload_wheels(session: SshSession, layout: Layout, wheelhouse: Wheelhouse, 
     return bool(todo or stale)
 
 
+@functools.cache
+def _sha256(path: Path) -> str:
+    """Hashed once per process, however many hosts are set up."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _listing(text: str) -> Iterator[tuple[str, str]]:
+    """(name, digest) from sha256sum's lines."""
     for line in text.splitlines():
-        name, _, size = line.rpartition(" ")
-        if name and size.isdigit():
-            yield name, size
+        digest, _, name = line.partition("  ")
+        if name and len(digest) == 64:
+            yield name.lstrip("*"), digest
 
 
 def _install_venv(session: SshSession, layout: Layout, wheelhouse: Wheelhouse, say: Say) -> bool:
@@ -407,7 +436,7 @@ def _start(
         return
     if pid is not None:
         say(f"restarting the agent (pid {pid}): its files changed")
-        _stop_pid(session, pid, host)
+        _stop_pid(session, pid, layout)
     say("starting the agent in the background")
     dbtester = layout.venv / "bin" / "dbtester"
     # Its own session (setsid) with every descriptor redirected, so it outlives
@@ -464,12 +493,18 @@ def _down_one(host: AgentHost, options: SshOptions, keep_data: bool, say: Say) -
                 did.append("stopped and removed the systemd unit")
         pid = _running_pid(session, layout)
         if pid is not None:
-            _stop_pid(session, pid, host)
+            _stop_pid(session, pid, layout)
             did.append(f"stopped the agent (pid {pid})")
         owned = layout.owned() + ([] if keep_data else [layout.data])
-        present = session.run(
+        listed = session.run(
             " ".join(f"[ -e {_q(p)} ] && echo {_q(p)};" for p in owned) + " true"
-        ).split()
+        ).splitlines()
+        present = [p for p in owned if str(p) in listed]
+        if present and layout.marker not in present:
+            raise RemoteError(
+                f"{host.ssh}: {layout.base} has no {layout.marker.name}: not made by"
+                " dbtester agents up, so nothing is removed"
+            )
         if present:
             session.run(f"rm -rf -- {' '.join(map(_q, present))}")
             session.run(f"rmdir {_q(layout.base)} 2>/dev/null || true")
@@ -477,15 +512,18 @@ def _down_one(host: AgentHost, options: SshOptions, keep_data: bool, say: Say) -
         say("; ".join(did) if did else "nothing to do: no agent there")
 
 
-def _stop_pid(session: SshSession, pid: int, host: AgentHost) -> None:
-    """SIGTERM (the agent stops its databases first), then SIGKILL its process group."""
+def _stop_pid(session: SshSession, pid: int, layout: Layout) -> None:
+    """SIGTERM (the agent stops its databases first), then SIGKILL its process
+    group if it still runs with our config (the PID re-checked, not reused). Its
+    databases die with it either way: they carry a parent-death signal."""
     deadline = int(STOP_TIMEOUT_S * 10)
     session.run(
         f"kill -TERM {pid} 2>/dev/null; i=0; while kill -0 {pid} 2>/dev/null &&"
-        f" [ $i -lt {deadline} ]; do sleep 0.1; i=$((i+1)); done;"
-        f" kill -0 {pid} 2>/dev/null && kill -KILL -- -{pid} 2>/dev/null; true",
+        f" [ $i -lt {deadline} ]; do sleep 0.1; i=$((i+1)); done; true",
         timeout=STOP_TIMEOUT_S + 30,
     )
+    if _running_pid(session, layout) == pid:
+        session.run(f"kill -KILL -- -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
 
 
 # --------------------------------------------------------------------------- status
@@ -527,6 +565,9 @@ def _status_one(host: AgentHost, options: SshOptions, token: str | None) -> Host
     except RemoteError as exc:
         ssh, process = "failed", "-"
         problems.append(str(exc))
+    except Exception as exc:  # one host's surprise must not lose the whole table
+        ssh, process = "failed", "-"
+        problems.append(f"{host.ssh}: {type(exc).__name__}: {exc}")
     # The agent is asked directly too: it may serve while SSH is refused.
     try:
         with AgentClient(host.name, token, timeout=5.0) as client:

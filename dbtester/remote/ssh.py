@@ -24,6 +24,9 @@ from dbtester.errors import DbtesterError
 __all__ = ["RemoteError", "SshOptions", "SshSession", "SshTarget", "fingerprint"]
 
 CONNECT_TIMEOUT_S = 10.0
+#: a transfer or reply that makes no progress for this long fails (no hang)
+IDLE_TIMEOUT_S = 120.0
+SYSTEM_KNOWN_HOSTS = Path("/etc/ssh/ssh_known_hosts")
 COMMAND_TIMEOUT_S = 600.0
 
 
@@ -102,17 +105,26 @@ class SshSession:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def connect(self) -> None:
-        options, target = self.options, self.target
+    def _trust(self) -> Path:
+        """Load the known host keys and the policy for unknown ones; returns the
+        known_hosts file that new keys go to (and that messages name)."""
+        options = self.options
         known = options.known_hosts or _default_known_hosts()
         if options.known_hosts is None:
-            self.client.load_system_host_keys()  # ~/.ssh/known_hosts and /etc/ssh's
+            if SYSTEM_KNOWN_HOSTS.is_file():
+                self.client.load_system_host_keys(str(SYSTEM_KNOWN_HOSTS))
+            self.client.load_system_host_keys()  # ~/.ssh/known_hosts
         elif known.exists():
             self.client.load_host_keys(str(known))
         if options.accept_new_host_keys:
             self.client.set_missing_host_key_policy(_AcceptNew(known, options.warn))
         else:
             self.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        return known
+
+    def connect(self) -> None:
+        options, target = self.options, self.target
+        known = self._trust()
         identity = options.identity
         if identity is not None and not identity.is_file():
             raise RemoteError(f"{target}: SSH key {identity} does not exist")
@@ -129,11 +141,12 @@ class SshSession:
                 auth_timeout=CONNECT_TIMEOUT_S,
             )
         except paramiko.BadHostKeyException as exc:
+            entry = target.address if target.port == 22 else f"[{target.address}]:{target.port}"
             raise RemoteError(
                 f"{target}: REFUSED: the host key changed (now {exc.key.get_name()}"
                 f" {fingerprint(exc.key)}, {known} has {fingerprint(exc.expected_key)})."
                 " This can be an attack. If the machine was really reinstalled, remove the"
-                f" old key with: ssh-keygen -f {shlex.quote(str(known))} -R {target.address}"
+                f" old key with: ssh-keygen -f {shlex.quote(str(known))} -R {shlex.quote(entry)}"
             ) from None
         except paramiko.AuthenticationException as exc:
             tried = f"key {identity}" if identity else "the SSH agent's and ~/.ssh's keys"
@@ -161,6 +174,10 @@ class SshSession:
                     " --accept-new-host-keys to trust it on first use"
                 ) from None
             raise RemoteError(f"{target}: SSH failed: {exc}") from None
+
+        transport = self.client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(15)  # a dead peer is noticed, not waited on
 
     def close(self) -> None:
         if self._sftp is not None:
@@ -193,6 +210,7 @@ class SshSession:
     def sftp(self) -> paramiko.SFTPClient:
         if self._sftp is None:
             self._sftp = self.client.open_sftp()
+            self._sftp.get_channel().settimeout(IDLE_TIMEOUT_S)  # type: ignore[union-attr]
         return self._sftp
 
     def size(self, path: PurePosixPath) -> int | None:

@@ -9,8 +9,10 @@ on each ``up`` (a few seconds, offline: its build backend comes from the cache).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -70,8 +72,12 @@ def _cache_dir(requirements: list[str]) -> Path:
 
 
 def _pip(args: list[str], what: str) -> None:
+    # A fixed timestamp inside the zip: the same source gives the same wheel,
+    # byte for byte, so `agents up` can tell "unchanged" by its digest.
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        env=env,
         capture_output=True,
         text=True,
         check=False,
@@ -123,9 +129,10 @@ def _build_own_wheel(cache: Path) -> Path:
             "dbtester does not run from a source tree, so its wheel cannot be built here;"
             " pass --wheel FILE (the wheel you installed from)"
         )
-    out = dbtester_home() / "wheelhouse" / "own"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    # A directory of this process's own: concurrent `agents up` runs sharing a
+    # DBTESTER_HOME must not remove each other's wheel mid-copy.
+    out = Path(tempfile.mkdtemp(prefix="own-", dir=dbtester_home() / "wheelhouse"))
+    atexit.register(shutil.rmtree, out, True)
     with tempfile.TemporaryDirectory(prefix="dbtester-src-") as tmp:
         # A clean copy: setuptools' build/ directory in a checkout can hold
         # modules deleted since, which would end up in the wheel.

