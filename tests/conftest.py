@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,10 +43,16 @@ def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.fixture(scope="session")
-def shared_home() -> Path:
+def shared_home() -> Iterator[Path]:
     home = Path(os.environ.get("DBTESTER_TEST_HOME") or Path.home() / ".cache" / "dbtester-tests")
     home.mkdir(parents=True, exist_ok=True)
-    return home
+    runs = home / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    yield home
+    # Runs that fail on purpose keep their scratch (with archived data dirs) for
+    # a post-mortem; the tests' own would pile up in the shared home.
+    for leftover in (set(runs.iterdir()) if runs.exists() else set()) - before:
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 @pytest.fixture
