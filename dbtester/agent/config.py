@@ -15,7 +15,7 @@ from dbtester.config.source import load_yaml_file
 from dbtester.errors import ConfigError, DbtesterError, Problem
 from dbtester.install import dbtester_home
 
-__all__ = ["AgentConfig", "load_agent_config", "read_token"]
+__all__ = ["AgentConfig", "ensure_writable", "load_agent_config", "read_token"]
 
 
 class TlsFiles(BaseModel):
@@ -78,11 +78,14 @@ def read_token(path: Path) -> str:
     return token
 
 
-def ensure_writable(root: Path) -> None:
+def ensure_writable(root: Path, what: str = "data root") -> None:
+    """Make ``root`` if needed and prove a file can be written there; one line
+    naming ``what`` and the path otherwise (the agent's data root, the
+    controller's $DBTESTER_HOME and --out)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / f".write-test-{os.getpid()}"
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise DbtesterError(f"data root {root} is not writable: {exc.strerror}") from None
+        raise DbtesterError(f"{what} {root} is not writable: {exc.strerror}") from None

@@ -8,7 +8,6 @@ partial results and renders them.
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import shutil
@@ -20,6 +19,7 @@ from pathlib import Path
 import click
 import yaml
 
+from dbtester.agent.config import ensure_writable
 from dbtester.analyze import analyze
 from dbtester.config import Loaded, TestCase
 from dbtester.control.environment import environment
@@ -72,24 +72,14 @@ def select(case: TestCase, only: tuple[str, ...], local: bool) -> TestCase:
     return case.model_copy(update={"databases": tuple(chosen)})
 
 
-def _writable(path: Path, what: str) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".dbtester-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise DbtesterError(f"{what} {path} is not a writable directory: {exc.strerror}") from None
-
-
 def run_case(loaded: Loaded, out: Path, *, workers: int | None = None) -> RunOutcome:
     case = loaded.case
     reporter = Reporter()
     # Disk trouble is found here, before anything starts, not mid-run.
-    _writable(dbtester_home(), "$DBTESTER_HOME")
+    ensure_writable(dbtester_home(), "$DBTESTER_HOME")
     if out.exists() and out.is_dir() and any(out.iterdir()):
         raise DbtesterError(f"{out} exists and is not empty; choose another --out")
-    _writable(out, "--out")
+    ensure_writable(out, "--out")
     # Everything the embedded databases need is installed before anything starts.
     for db in case.databases:
         if db.embedded:

@@ -38,7 +38,7 @@ from dbtester.config.model import TestCase
 from dbtester.databases import KINDS
 from dbtester.install import MANIFEST, MANIFEST_VERSION, Installed, Reporter
 from dbtester.remote.ssh import RemoteError, SshOptions, SshSession, SshTarget
-from dbtester.remote.wheels import Wheelhouse, python_tag, wheel_digest
+from dbtester.remote.wheels import Wheelhouse, python_tag
 
 __all__ = [
     "AgentHost",
@@ -327,7 +327,7 @@ def _listing(text: str) -> Iterator[tuple[str, str]]:
 
 
 def _install_venv(session: SshSession, layout: Layout, wheelhouse: Wheelhouse, say: Say) -> bool:
-    digest = wheel_digest(wheelhouse.dbtester_wheel)
+    digest = _sha256(wheelhouse.dbtester_wheel)  # the build is reproducible
     pip = layout.venv / "bin" / "pip"
     installed = session.read(layout.wheel_stamp)
     current = installed is not None and installed.strip() == digest

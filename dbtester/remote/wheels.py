@@ -18,7 +18,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -27,7 +26,7 @@ from pathlib import Path
 from dbtester.errors import DbtesterError
 from dbtester.install import dbtester_home
 
-__all__ = ["Wheelhouse", "build_wheelhouse", "python_tag", "source_tree", "wheel_digest"]
+__all__ = ["Wheelhouse", "build_wheelhouse", "python_tag", "source_tree"]
 
 # The build backend pyproject.toml names; wheels of it go into the cache so the
 # source tree builds without an index (locally and, if ever needed, remotely).
@@ -165,13 +164,3 @@ def _build_own_wheel(cache: Path) -> Path:
     if len(wheels) != 1:
         raise DbtesterError(f"building dbtester's wheel in {out} gave {len(wheels)} wheels")
     return wheels[0]
-
-
-def wheel_digest(wheel: Path) -> str:
-    """A digest of what the wheel installs, not of the zip (whose timestamps
-    change with every build): a rebuilt, unchanged dbtester is not reinstalled."""
-    digest = hashlib.sha256()
-    with zipfile.ZipFile(wheel) as archive:
-        for name in sorted(archive.namelist()):
-            digest.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
-    return digest.hexdigest()

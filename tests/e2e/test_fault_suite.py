@@ -22,7 +22,7 @@ import yaml
 
 from dbtester.control.session import AGENT_WATCHDOG_S, HEARTBEAT_S, MISSED_BEATS
 from tests.e2e.test_faults import _agent_of, _finish, _start_run, _wait_for, _write_case
-from tests.integration.agents import alive, start_agent, stop_agent
+from tests.integration.agents import RunningAgent, alive, start_agent, stop_agent
 from tests.unit.test_config_errors import CASES
 
 pytestmark = pytest.mark.integration
@@ -35,6 +35,12 @@ def _etcd_pids(root: int) -> list[int]:
     except psutil.NoSuchProcess:
         return []
     return [p.pid for p in children if p.name() == "etcd"]
+
+
+def _hosts(agent: RunningAgent) -> list[dict[str, object]]:
+    """The test case's ``hosts:`` for one agent already serving on loopback."""
+    host, port = agent.address.rsplit(":", 1)
+    return [{"address": host, "agent_port": int(port)}]
 
 
 def _reap(run: subprocess.Popen[bytes], pids: list[int]) -> None:
@@ -97,10 +103,7 @@ def test_a_killed_controller_leaves_no_database_running(
     """kill -9 of `dbtester run`: each embedded agent gets SIGTERM from the
     kernel (parent-death signal), stops its member and flushes its metrics."""
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["orphaned"], 400000)
-    case = yaml.safe_load(config.read_text())
-    case["databases"][0]["members"] = members
-    config.write_text(yaml.safe_dump(case))
+    config = _write_case(tmp_path / "case.yaml", ["orphaned"], 400000, members=members)
     log = tmp_path / "run.log"
     run = _start_run(home, config, tmp_path / "out", log)
     etcds: list[int] = []
@@ -151,19 +154,9 @@ def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
     token = "f" * 40
     agent = start_agent(tmp_path / "agent", token=token, home=home)
     try:
-        host, port = agent.address.rsplit(":", 1)
-        config = _write_case(tmp_path / "case.yaml", ["remote"], 400000)
-        case = yaml.safe_load(config.read_text())
-        case["databases"][0].pop("members")
-        case["databases"][0]["hosts"] = [{"address": host, "agent_port": int(port)}]
-        config.write_text(yaml.safe_dump(case))
+        config = _write_case(tmp_path / "case.yaml", ["remote"], 400000, hosts=_hosts(agent))
         log = tmp_path / "run.log"
-        env_token = {"DBTESTER_AGENT_TOKEN": token}
-        os.environ.update(env_token)
-        try:
-            run = _start_run(home, config, tmp_path / "out", log)
-        finally:
-            del os.environ["DBTESTER_AGENT_TOKEN"]
+        run = _start_run(home, config, tmp_path / "out", log, DBTESTER_AGENT_TOKEN=token)
         etcds: list[int] = []
         try:
             _wait_for(log, "remote: write load")
@@ -216,10 +209,7 @@ def test_write_accounting_when_a_member_dies_mid_load(tmp_path: Path, installed_
     """One member of three killed mid-write: the run fails (a member died), and
     the write accounting is still reported with nothing lost."""
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["three"], 400000)
-    case = yaml.safe_load(config.read_text())
-    case["databases"][0]["members"] = 3
-    config.write_text(yaml.safe_dump(case))
+    config = _write_case(tmp_path / "case.yaml", ["three"], 400000, members=3)
     log = tmp_path / "run.log"
     run = _start_run(home, config, tmp_path / "out", log)
     family: list[int] = []
@@ -261,12 +251,7 @@ def test_a_taken_port_fails_before_any_load(tmp_path: Path, installed_home) -> N
         except OSError:
             pytest.skip("port 2379 is in use on this machine already")
         squatter.listen(1)
-        host, port = agent.address.rsplit(":", 1)
-        config = _write_case(tmp_path / "case.yaml", ["blocked"], 1000)
-        case = yaml.safe_load(config.read_text())
-        case["databases"][0].pop("members")
-        case["databases"][0]["hosts"] = [{"address": host, "agent_port": int(port)}]
-        config.write_text(yaml.safe_dump(case))
+        config = _write_case(tmp_path / "case.yaml", ["blocked"], 1000, hosts=_hosts(agent))
         result = subprocess.run(
             [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(tmp_path / "o")],
             capture_output=True,
@@ -363,11 +348,8 @@ def test_secrets_stay_out_of_logs_results_and_published_files(
     secret = "sec-" + os.urandom(16).hex()
     agent = start_agent(tmp_path / "agent", token=token, home=home)
     try:
-        host, port = agent.address.rsplit(":", 1)
-        config = _write_case(tmp_path / "case.yaml", ["guarded"], 2000)
+        config = _write_case(tmp_path / "case.yaml", ["guarded"], 2000, hosts=_hosts(agent))
         case = yaml.safe_load(config.read_text())
-        case["databases"][0].pop("members")
-        case["databases"][0]["hosts"] = [{"address": host, "agent_port": int(port)}]
         case["publish"] = {"url": f"file://{tmp_path / 'bucket'}"}
         config.write_text(yaml.safe_dump(case))
         env = {

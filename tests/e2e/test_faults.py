@@ -41,8 +41,10 @@ def _write_case(path: Path, ids: list[str], requests: int, **extra: object) -> P
     return path
 
 
-def _start_run(home: str, config: Path, out: Path, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DBTESTER_HOME": home}
+def _start_run(
+    home: str, config: Path, out: Path, log: Path, **env_extra: str
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DBTESTER_HOME": home, **env_extra}
     with log.open("wb") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(out)],

@@ -15,11 +15,12 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.integration.agents import alive
 
 __all__ = ["Host", "Topology", "cannot_make_namespaces"]
 
@@ -205,23 +206,5 @@ class Topology:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            while time.monotonic() < deadline and any(alive(p) for p in pids):
                 time.sleep(0.1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes (its parent has not reaped it yet).
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
-            return False
-    return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

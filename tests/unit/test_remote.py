@@ -1,5 +1,5 @@
 """Pure logic of `dbtester agents`: which agents a test case needs, the host
-keys' fingerprints, the pidfile, the token file, the wheel digest."""
+keys' fingerprints, the pidfile, the token file."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import hashlib
 import os
 import subprocess
 import time
-import zipfile
 from pathlib import Path
 
 import paramiko
@@ -20,7 +19,6 @@ from dbtester.control.agents import ensure_remote_token, remote_token
 from dbtester.errors import ConfigError, DbtesterError
 from dbtester.remote import RemoteError, agent_hosts
 from dbtester.remote.ssh import fingerprint
-from dbtester.remote.wheels import wheel_digest
 
 CASE = """
 title: t
@@ -129,20 +127,6 @@ def test_token_is_made_once_with_mode_600(tmp_path: Path, monkeypatch: pytest.Mo
     assert token_file.stat().st_mode & 0o777 == 0o600
     assert ensure_remote_token(said.append) == token == remote_token()
     assert len(said) == 1
-
-
-def test_wheel_digest_ignores_zip_timestamps(tmp_path: Path) -> None:
-    def make(name: str, date: tuple[int, int, int, int, int, int], body: bytes) -> Path:
-        path = tmp_path / name
-        with zipfile.ZipFile(path, "w") as archive:
-            archive.writestr(zipfile.ZipInfo("pkg/a.py", date), body)
-        return path
-
-    one = make("one.whl", (2020, 1, 1, 0, 0, 0), b"x = 1\n")
-    two = make("two.whl", (2026, 5, 5, 5, 5, 6), b"x = 1\n")
-    three = make("three.whl", (2020, 1, 1, 0, 0, 0), b"x = 2\n")
-    assert one.read_bytes() != two.read_bytes()
-    assert wheel_digest(one) == wheel_digest(two) != wheel_digest(three)
 
 
 def test_agent_refuses_a_token_file_others_can_read(tmp_path: Path) -> None:
