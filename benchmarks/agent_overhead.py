@@ -25,7 +25,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbtester.databases import get_kind
-from dbtester.install import Reporter
+from dbtester.util.progress import Reporter
 from tests.integration.agents import loopback_peers, start_agent, stop_agent
 
 

@@ -25,10 +25,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbtester.agent.sampler import COLUMNS
-from dbtester.analyze import analyze
-from dbtester.load.client_metrics import CLIENT_COLUMNS
-from dbtester.load.records import Records
+from dbtester.render import render
+from dbtester.results import CLIENT_COLUMNS, Records
+from dbtester.results import SERVER_COLUMNS as COLUMNS
 
 
 def synthesize(directory: Path, samples: int, databases: int, seconds: int) -> None:
@@ -123,7 +122,7 @@ def main() -> None:
         synthesize(directory, args.samples, args.databases, args.seconds)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         start = time.perf_counter()
-        analyze(directory)
+        render(directory)
         elapsed = time.perf_counter() - start
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(

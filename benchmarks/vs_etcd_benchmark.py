@@ -33,9 +33,11 @@ from dbtester.config.model import Workload
 from dbtester.databases import get_kind
 from dbtester.databases.base import LoadSettings, MemberSpec, Peer
 from dbtester.databases.etcd import EtcdFlags
-from dbtester.install import GoBuild, Installed, Reporter, ensure_installed
-from dbtester.load.keys import KeySpace
+from dbtester.install import GoBuild, Installed, ensure_installed
 from dbtester.load.runner import run_load
+from dbtester.results import DatabaseLayout
+from dbtester.util.keys import KeySpace
+from dbtester.util.progress import Reporter
 from tests.integration.agents import free_port
 
 KEY_SIZE, VALUE_SIZE, CLIENTS, CONNECTIONS = 256, 1024, 1000, 100
@@ -149,7 +151,9 @@ def run_ours(
         connections=CONNECTIONS,
         consistency="serializable",
     )
-    result = run_load("etcd", settings, workload, out, progress=None, workers=workers)
+    result = run_load(
+        "etcd", settings, workload, DatabaseLayout(out), progress=None, workers=workers
+    )
     if result.errors:
         raise SystemExit(f"dbtester saw errors: {result.records.counts()}")
     records = result.records

@@ -1,8 +1,8 @@
-"""The ``dbtester`` command line.
+"""The ``dbtester`` command line: commands only (parse, call, print).
 
-Every user-facing failure is a DbtesterError; it is caught once, in
-:func:`main`, printed without a traceback, and turned into its exit code
-(0 ok, 1 run failed, 2 bad input, 3 publish failed).
+Every user-facing failure is a DbtesterError (``dbtester.errors``); it is
+caught once, in :func:`main`, printed without a traceback, and turned into its
+exit code (0 ok, 1 run failed, 2 bad input, 3 publish failed, 130 Ctrl-C).
 """
 
 from __future__ import annotations
@@ -18,10 +18,21 @@ import yaml
 from dbtester import __version__
 from dbtester.config import DatabaseSpec, Loaded, Workload, load_test_case
 from dbtester.databases import KINDS, get_kind
-from dbtester.errors import EXIT_BAD_INPUT, DbtesterError, InstallError
-from dbtester.install import Reporter, dbtester_home, list_installed
+from dbtester.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_RUN_FAILED,
+    DbtesterError,
+    InstallError,
+    RemoteError,
+    RunFailedError,
+)
+from dbtester.install import list_installed
+from dbtester.util.paths import dbtester_home, ensure_writable
+from dbtester.util.progress import Reporter
 
 if TYPE_CHECKING:
+    from dbtester.control import RunOutcome
     from dbtester.remote import AgentHost, SshOptions
 
 __all__ = ["cli", "main"]
@@ -32,7 +43,7 @@ def main() -> None:
         cli.main(standalone_mode=False, prog_name="dbtester")
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:  # bad arguments: click's own message, exit 2
         exc.show()
         sys.exit(EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
@@ -45,7 +56,7 @@ def main() -> None:
         if exc.filename is None:
             raise
         click.echo(f"dbtester: error: {exc.filename}: {exc.strerror}", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_RUN_FAILED)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -270,7 +281,6 @@ def agent_serve(
 ) -> None:
     """Serve the agent until SIGTERM/SIGINT (which stop its databases first)."""
     from dbtester.agent import load_agent_config, serve
-    from dbtester.agent.config import ensure_writable
     from dbtester.agent.pidfile import pidfile as holding_pidfile
 
     if bool(tls_cert) != bool(tls_key):
@@ -329,8 +339,7 @@ def run(
     narrowed by --only or --local, is not published: `dbtester publish` does it on
     request.
     """
-    from dbtester.control import default_out, print_outcome, run_case, select
-    from dbtester.control.run import RunFailedError
+    from dbtester.control import default_out, run_case, select
     from dbtester.publish import publish, retry_command
 
     loaded = _load(config)
@@ -356,13 +365,27 @@ def run(
     click.echo(f"README: {done.readme}", err=True)
 
 
+def print_outcome(outcome: RunOutcome) -> None:
+    """The table on stdout, where the results are on stderr; RunFailedError
+    (exit 1) naming every database that failed."""
+    click.echo(outcome.table, nl=False)
+    click.echo(f"results: {outcome.out}", err=True)
+    failed = outcome.failed
+    if failed:
+        lines = "\n".join(f"  {k}: {v}" for k, v in failed.items())
+        raise RunFailedError(
+            f"{len(failed)} of {len(outcome.records)}"
+            f" databases failed (results kept in {outcome.out}):\n{lines}"
+        )
+
+
 @cli.command("analyze")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 def analyze_command(directory: Path) -> None:
     """Re-render the table, charts and README of a results directory from its raw data."""
-    from dbtester.analyze import analyze
+    from dbtester.render import render
 
-    click.echo(analyze(directory).table, nl=False)
+    click.echo(render(directory).table, nl=False)
 
 
 @cli.command("publish")
@@ -405,7 +428,7 @@ def _ssh_options(
 
 
 def _agent_hosts(config: str, ssh_user: str | None) -> list[AgentHost]:
-    from dbtester.remote import RemoteError, agent_hosts
+    from dbtester.remote import agent_hosts
 
     hosts = agent_hosts(_load(config).case, ssh_user)
     if not hosts:
@@ -513,7 +536,7 @@ def agents_status_command(
     """Show each host's agent: SSH, process, gRPC health, version, members.
     Exits 1 when any host has a problem (SSH refused, agent not serving)."""
     from dbtester.control.agents import remote_token
-    from dbtester.remote import RemoteError, agents_status
+    from dbtester.remote import agents_status
 
     hosts = _agent_hosts(config, ssh_user)
     options = _ssh_options(identity, known_hosts, accept_new_host_keys)

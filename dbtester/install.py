@@ -21,11 +21,8 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
-import threading
-import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -34,11 +31,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
-
-import click
+from typing import Any
 
 from dbtester.errors import InstallError
+from dbtester.util.paths import dbtester_home
+from dbtester.util.progress import Reporter
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -47,10 +44,8 @@ __all__ = [
     "GoBuild",
     "Installed",
     "MavenArtifacts",
-    "Reporter",
     "Source",
     "SourceUnavailable",
-    "dbtester_home",
     "debian_version",
     "ensure_installed",
     "find_installed",
@@ -62,10 +57,6 @@ MANIFEST_VERSION = 1
 # A machine without internet must fall through to the next source within
 # seconds: DNS failures are immediate, a black-holed connect waits this long.
 CONNECT_TIMEOUT_S = 5.0
-
-
-def dbtester_home() -> Path:
-    return Path(os.environ.get("DBTESTER_HOME") or Path.home() / ".cache" / "dbtester")
 
 
 class SourceUnavailable(Exception):  # noqa: N818 - a control-flow signal, not a user error
@@ -86,55 +77,6 @@ class Installed:
 
     def path(self, role: str) -> Path:
         return Path(self.entry[role])
-
-
-class Reporter:
-    """Progress for long steps: a byte bar for downloads, a ticking timer for builds."""
-
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
-        self.stream = stream or sys.stderr
-        self.quiet = quiet
-        self.interactive = self.stream.isatty()
-
-    def say(self, message: str) -> None:
-        if not self.quiet:
-            click.echo(message, file=self.stream)
-
-    @contextlib.contextmanager
-    def bytes_bar(self, label: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        if self.quiet:
-            yield lambda _n: None
-            return
-        if not self.interactive:
-            self.say(f"{label} ...")
-            yield lambda _n: None
-            return
-        with click.progressbar(length=total or 0, label=label, file=self.stream) as bar:
-            yield bar.update
-
-    @contextlib.contextmanager
-    def timer(self, label: str) -> Iterator[None]:
-        """Show ``label`` with elapsed seconds while the body runs (a line at the end
-        when not on a terminal)."""
-        self.say(f"{label} ...")
-        stop = threading.Event()
-        start = time.monotonic()
-
-        def tick() -> None:
-            while not stop.wait(1.0):
-                click.echo(f"\r  {time.monotonic() - start:5.0f} s", nl=False, file=self.stream)
-
-        thread = threading.Thread(target=tick, daemon=True)
-        if self.interactive and not self.quiet:
-            thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            if thread.is_alive():
-                thread.join()
-                click.echo("", file=self.stream)
-            self.say(f"  done in {time.monotonic() - start:.0f} s")
 
 
 class Source(ABC):

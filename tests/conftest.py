@@ -15,7 +15,8 @@ from dbtester.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
-REFERENCE = ROOT.parent / "shared" / "reference" / "dbtester-test-configs"
+# Test cases in the original (Go) dbtester format, written for these tests.
+LEGACY = ROOT / "tests" / "fixtures" / "legacy"
 
 
 @dataclass
@@ -66,7 +67,7 @@ def installed_home(shared_home: Path) -> Callable[[str, str], str]:
     """Install KIND@VERSION into the shared test home (once per machine) and
     return that home, for agents started with DBTESTER_HOME pointing at it."""
     from dbtester.databases import get_kind
-    from dbtester.install import Reporter
+    from dbtester.util.progress import Reporter
 
     def install(kind: str, version: str) -> str:
         previous = os.environ.get("DBTESTER_HOME")

@@ -17,27 +17,19 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dbtester.databases.base import Peer
-from dbtester.errors import DbtesterError
+from dbtester.errors import AgentError
 from dbtester.proto import agent_pb2 as pb
 from dbtester.proto import agent_pb2_grpc as pb_grpc
 
-__all__ = ["AgentClient", "AgentError", "ClockOffset"]
+__all__ = ["AgentClient", "ClockOffset"]
 
 
-class AgentError(DbtesterError):
-    """A call to an agent failed; the message names the agent and the reason."""
-
-    def __init__(self, address: str, error: grpc.RpcError | str) -> None:
-        if isinstance(error, grpc.RpcError):
-            code = error.code() if hasattr(error, "code") else None
-            details = error.details() if hasattr(error, "details") else str(error)
-            self.code = code
-            text = f"{code.name if code else 'ERROR'}: {details}"
-        else:
-            self.code = None
-            text = error
-        super().__init__(f"agent {address}: {text}")
-        self.address = address
+def _failed(address: str, error: grpc.RpcError) -> AgentError:
+    """An AgentError for a failed call, carrying its gRPC status code."""
+    code = error.code() if hasattr(error, "code") else None
+    details = error.details() if hasattr(error, "details") else str(error)
+    name = code.name if code else ""
+    return AgentError(address, f"{name or 'ERROR'}: {details}", name)
 
 
 @dataclass(frozen=True)
@@ -85,7 +77,7 @@ class AgentClient:
                 request, timeout=timeout or self.timeout, metadata=self._metadata
             )
         except grpc.RpcError as exc:
-            raise AgentError(self.address, exc) from None
+            raise _failed(self.address, exc) from None
 
     # ------------------------------------------------------------------ calls
 
@@ -96,7 +88,7 @@ class AgentClient:
                 health_pb2.HealthCheckRequest(service=""), timeout=timeout, metadata=self._metadata
             )
         except grpc.RpcError as exc:
-            raise AgentError(self.address, exc) from None
+            raise _failed(self.address, exc) from None
         return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
 
     def wait_ready(self, timeout: float = 30.0) -> None:
@@ -106,7 +98,7 @@ class AgentClient:
                 if self.health(timeout=2.0) == "SERVING":
                     return
             except AgentError as exc:
-                if exc.code == grpc.StatusCode.UNAUTHENTICATED or time.monotonic() > deadline:
+                if exc.status == "UNAUTHENTICATED" or time.monotonic() > deadline:
                     raise
             if time.monotonic() > deadline:
                 raise AgentError(self.address, f"not serving after {timeout:.0f} s")
@@ -196,6 +188,6 @@ class AgentClient:
                     written += len(chunk.data)
         except grpc.RpcError as exc:
             partial.unlink(missing_ok=True)
-            raise AgentError(self.address, exc) from None
+            raise _failed(self.address, exc) from None
         partial.replace(target)
         return written

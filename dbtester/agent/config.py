@@ -4,7 +4,6 @@ its DBTESTER_HOME)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -13,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dbtester.config.model import VERSION_PATTERN
 from dbtester.config.source import load_yaml_file
 from dbtester.errors import ConfigError, DbtesterError, Problem
-from dbtester.install import dbtester_home
+from dbtester.util.paths import dbtester_home
 
-__all__ = ["AgentConfig", "ensure_writable", "load_agent_config", "read_token"]
+__all__ = ["AgentConfig", "load_agent_config", "read_token"]
 
 
 class TlsFiles(BaseModel):
@@ -76,16 +75,3 @@ def read_token(path: Path) -> str:
     if len(token) < 16:
         raise DbtesterError(f"token file {path} holds fewer than 16 characters")
     return token
-
-
-def ensure_writable(root: Path, what: str = "data root") -> None:
-    """Make ``root`` if needed and prove a file can be written there; one line
-    naming ``what`` and the path otherwise (the agent's data root, the
-    controller's $DBTESTER_HOME and --out)."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise DbtesterError(f"{what} {root} is not writable: {exc.strerror}") from None

@@ -19,7 +19,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -28,20 +27,18 @@ from pathlib import Path
 
 import psutil
 
-from dbtester.agent.sampler import Sampler, data_disk, dir_usage, interface_for
+from dbtester.agent.sampler import Sampler, data_disk, dir_usage
 from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
-from dbtester.errors import DbtesterError
+from dbtester.errors import MemberError
 from dbtester.install import Installed
+from dbtester.util.net import interface_for, port_free
+from dbtester.util.procs import with_parent_death_signal
 
-__all__ = ["Member", "MemberError", "StopResult", "log_tail", "port_free"]
+__all__ = ["Member", "StopResult", "log_tail"]
 
 #: how long a process must stay up before Start reports success
 SETTLE_S = 0.5
 FILE_NAMES = ("metrics.csv", "database.log", "agent.log")
-
-
-class MemberError(DbtesterError):
-    """Starting or stopping a member failed; the message carries the reason."""
 
 
 @dataclass(frozen=True)
@@ -66,17 +63,6 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:]) or "(empty log)"
 
 
-def port_free(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 # What a database process inherits: enough to run, none of the agent's or the
 # controller's secrets (tokens, cloud credentials) that its logs could reveal.
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME", "USER")
@@ -84,16 +70,6 @@ _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME", "U
 
 def _database_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
-
-
-def with_parent_death_signal(argv: list[str], signal_name: str = "KILL") -> list[str]:
-    """Make the database die with the agent, even when the agent is killed with
-    SIGKILL and cannot clean up: util-linux ``setpriv --pdeathsig`` sets the
-    Linux parent-death signal and execs the database (same PID, no shell)."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:  # not Linux/util-linux: the watchdog and stop still apply
-        return argv
-    return [setpriv, "--pdeathsig", signal_name, "--", *argv]
 
 
 class Member:

@@ -41,56 +41,15 @@ from typing import TextIO
 
 import psutil
 
-__all__ = ["COLUMNS", "Counters", "Sampler", "data_disk", "dir_usage", "interface_for"]
+from dbtester.results.metrics import SERVER_COLUMNS
+from dbtester.util.counters import Counters
+
+__all__ = ["COLUMNS", "Sampler", "data_disk", "dir_usage"]
 
 log = logging.getLogger(__name__)
 
-COLUMNS = (
-    "unix_ms",
-    "pid",
-    "cpu_percent",
-    "rss_bytes",
-    "threads",
-    "voluntary_ctxt_switches",
-    "nonvoluntary_ctxt_switches",
-    "read_bytes",
-    "write_bytes",
-    "reads_completed",
-    "sectors_read",
-    "writes_completed",
-    "sectors_written",
-    "receive_bytes",
-    "transmit_bytes",
-    "data_dir_bytes",
-)
+COLUMNS = SERVER_COLUMNS
 SECTOR = 512
-
-
-class Counters:
-    """Turns cumulative counters into never-negative deltas, per key."""
-
-    def __init__(self) -> None:
-        self._last: dict[object, int] = {}
-
-    def delta(self, key: object, value: int) -> int:
-        previous = self._last.get(key)
-        self._last[key] = value
-        if previous is None:
-            return 0  # first sight: a baseline, not a change
-        if value < previous:
-            return value  # reset or wrap: the counter started again from zero
-        return value - previous
-
-    def delta_new_from_zero(self, key: object, value: int) -> int:
-        """Like delta, but a key first seen counts in full (a thread that appeared
-        since the last tick did all its switching within that tick)."""
-        if key not in self._last:
-            self._last[key] = 0
-        return self.delta(key, value)
-
-    def forget_except(self, keys: Iterable[object]) -> None:
-        keep = set(keys)
-        self._last = {k: v for k, v in self._last.items() if k in keep}
 
 
 def dir_usage(path: Path) -> int:
@@ -127,14 +86,6 @@ def data_disk(path: Path) -> str | None:
     except OSError:
         return None
     return name if name in psutil.disk_io_counters(perdisk=True) else None
-
-
-def interface_for(address: str) -> str | None:
-    """The network interface that carries ``address`` (``lo`` for 127.0.0.1)."""
-    for name, addrs in psutil.net_if_addrs().items():
-        if any(a.address.split("%", 1)[0] == address for a in addrs):
-            return name
-    return None
 
 
 def _thread_switches(pid: int) -> Iterable[tuple[int, int, int]]:

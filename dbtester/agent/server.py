@@ -13,10 +13,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dbtester.agent.auth import AuthInterceptor, is_loopback_peer
-from dbtester.agent.config import AgentConfig, ensure_writable, read_token
+from dbtester.agent.config import AgentConfig, read_token
 from dbtester.agent.service import AgentService
 from dbtester.errors import DbtesterError
 from dbtester.proto import agent_pb2_grpc as pb_grpc
+from dbtester.util.paths import ensure_writable
 
 __all__ = ["AgentServer", "serve"]
 

@@ -22,10 +22,11 @@ from pydantic import ValidationError
 
 from dbtester import __version__
 from dbtester.agent.config import AgentConfig
-from dbtester.agent.member import FILE_NAMES, Member, MemberError
+from dbtester.agent.member import FILE_NAMES, Member
 from dbtester.config.model import HOST_PATTERN, VERSION_PATTERN
 from dbtester.databases import KINDS, DatabaseKind
 from dbtester.databases.base import MemberSpec, Peer
+from dbtester.errors import MemberError
 from dbtester.install import Installed, find_installed, list_installed
 from dbtester.proto import agent_pb2 as pb
 from dbtester.proto import agent_pb2_grpc as pb_grpc

@@ -126,9 +126,9 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
         values = np.percentile(latency_ms, PERCENTILES)
         for p, value in zip(PERCENTILES, values, strict=True):
             v[f"Latency p{p:g}"] = float(value)
-    load = data.record.get("load") or {}
-    if load.get("cpu_seconds"):
-        v["CLIENT-CPU-SECONDS-PER-10K-REQUESTS"] = 1e4 * float(load["cpu_seconds"]) / len(records)
+    load = data.record.load
+    if load is not None and load.cpu_seconds:
+        v["CLIENT-CPU-SECONDS-PER-10K-REQUESTS"] = 1e4 * load.cpu_seconds / len(records)
     seconds = np.floor(np.maximum(done_s[ok] - first_due, 0)).astype(np.int64)
     figures.series["AVG-THROUGHPUT"] = Series(
         np.arange(len(per_second), dtype=float) + first_due, per_second.astype(float)
@@ -217,8 +217,8 @@ def _in_window(frame: pd.DataFrame | None, data: DatabaseData) -> pd.DataFrame |
     """Samples from the load's start to its end (plus the second in progress)."""
     if frame is None:
         return None
-    load = data.record.get("load") or {}
-    end = float(load.get("ended_unix", 0.0) or 0.0) - data.load_start
+    load = data.record.load
+    end = (load.ended_unix if load is not None else 0.0) - data.load_start
     window = frame[(frame["t"] >= -0.5) & (frame["t"] <= max(end, 0.0) + 1.0)]
     return window if len(window) else None
 
@@ -246,9 +246,9 @@ SERVER_SERIES: dict[str, tuple[str, Callable[[pd.Series], float] | str, float]] 
 def _server_rows(data: DatabaseData, figures: Figures) -> None:
     frames = [f for f in (_in_window(s, data) for s in data.servers) if f is not None]
     v = figures.values
-    members = data.record.get("members", [])
+    members = data.record.members
     if members:
-        usage = [m.get("disk_usage_bytes", 0) for m in members]
+        usage = [m.disk_usage_bytes for m in members]
         v["SERVER-AVG-DISK-SPACE-USAGE"] = float(np.mean(usage))
     if not frames:
         return
@@ -303,14 +303,15 @@ def _memory_by_key(data: DatabaseData, samples: pd.DataFrame, figures: Figures) 
 
 
 def _verification(data: DatabaseData, figures: Figures) -> None:
-    verification = data.record.get("verification")
-    if verification:
-        found, low = verification["found"], verification["expected_min"]
-        state = "OK" if verification["lost"] == 0 and verification["unexpected"] == 0 else "FAILED"
-        figures.values["KEYS-VERIFIED"] = f"{found:,} / {low:,} {state}"
-    load = data.record.get("load") or {}
+    verification = data.record.verification
+    if verification is not None:
+        state = "OK" if verification.ok else "FAILED"
+        figures.values["KEYS-VERIFIED"] = (
+            f"{verification.found:,} / {verification.expected_min:,} {state}"
+        )
+    load = data.record.load
     client_cpu = figures.values.get("CLIENT-MAX-CPU-USAGE")
-    workers = load.get("workers") or 0
+    workers = load.workers if load is not None else 0
     if isinstance(client_cpu, float) and workers and client_cpu > 90.0 * workers:
         figures.notes.append(
             f"{data.label}: the load generator used {client_cpu:.0f}% CPU with {workers} workers:"
@@ -321,5 +322,5 @@ def _verification(data: DatabaseData, figures: Figures) -> None:
             f"{data.label}: members and client ran on one machine and share its loopback"
             " interface, so every network row counts all traffic on it"
         )
-    if data.record.get("error"):
-        figures.notes.append(f"{data.label}: FAILED: {data.record['error']}")
+    if data.record.error:
+        figures.notes.append(f"{data.label}: FAILED: {data.record.error}")

@@ -1,4 +1,4 @@
-"""The test-case model: typed, frozen, strict (see DESIGN.md's schema).
+"""The test-case model: typed, frozen, strict (the README documents every key).
 
 Each database entry's ``flags`` and ``client`` are validated by its kind's own
 models (``dbtester/databases/<kind>.py``): the entry is a tagged union on
@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from dbtester.databases import KINDS, Options
-from dbtester.load.keys import KeySpace
+from dbtester.errors import PublishInputError
+from dbtester.publish.destination import destination_problem, parse_public_url
+from dbtester.util.keys import KeySpace
 
 __all__ = [
     "ENDPOINT_PATTERN",
@@ -40,7 +42,6 @@ ENDPOINT_PATTERN = r"^[A-Za-z0-9.\[\]:-]+:[0-9]{1,5}$"
 HOST_PATTERN = r"^[A-Za-z0-9.:\[\]-]+$"
 USER_PATTERN = r"^[a-z_][a-z0-9_.-]{0,31}$"
 AGENT_DIR_PATTERN = r"^[A-Za-z0-9._/-]+$"
-PUBLISH_SCHEMES = ("gs", "s3", "file")
 MAX_MEMBERS = 9
 WRITE_ONLY = ("sequential_keys", "same_key")
 READ_ONLY = ("consistency",)
@@ -150,13 +151,11 @@ class Publish(_Model):
     #: where readers fetch the files; default: the bucket's public URL
     public_url: str | None = None
 
-    # The rules live with the code that publishes (one place for both this check
-    # and `dbtester publish`); imported here because that module imports this one.
+    # The rules live with the code that publishes: one place for both this check
+    # and `dbtester publish`.
     @field_validator("url")
     @classmethod
     def _publishable(cls, url: str) -> str:
-        from dbtester.publish import destination_problem
-
         if problem := destination_problem(url):
             raise ValueError(problem)
         return url
@@ -164,8 +163,6 @@ class Publish(_Model):
     @field_validator("public_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        from dbtester.publish import PublishInputError, parse_public_url
-
         if value is None:
             return None
         try:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbtester.agent.client import AgentClient
-from dbtester.agent.member import with_parent_death_signal
 from dbtester.errors import DbtesterError
+from dbtester.util.procs import with_parent_death_signal
 
 START_TIMEOUT_S = 30.0
 

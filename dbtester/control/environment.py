@@ -1,5 +1,5 @@
 """The environment a run measured: machine, software versions, and how fast the
-data disk makes a write durable (an fsync probe), stored in result.json."""
+data disk makes a write durable (an fsync probe), kept in the run summary."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import tempfile
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from dbtester import __version__
+from dbtester.results import Environment
 
 __all__ = ["environment", "fsync_probe_ms"]
 
@@ -51,17 +51,17 @@ def fsync_probe_ms(directory: Path, writes: int = 50) -> float:
     return round(statistics.median(times), 3)
 
 
-def environment(data_dir: Path) -> dict[str, Any]:
+def environment(data_dir: Path) -> Environment:
     memory = psutil.virtual_memory().total
-    return {
-        "hostname": platform.node(),
-        "kernel": f"{platform.system()} {platform.release()}",
-        "cpu_model": _cpu_model(),
-        "cores": os.cpu_count(),
-        "memory_gib": round(memory / 2**30, 1),
-        "python": platform.python_version(),
-        "dbtester": __version__,
-        "grpcio": _package("grpcio"),
-        "fsync_ms_median": fsync_probe_ms(data_dir),
-        "fsync_probe_dir": str(data_dir),
-    }
+    return Environment(
+        hostname=platform.node(),
+        kernel=f"{platform.system()} {platform.release()}",
+        cpu_model=_cpu_model(),
+        cores=os.cpu_count(),
+        memory_gib=round(memory / 2**30, 1),
+        python=platform.python_version(),
+        dbtester=__version__,
+        grpcio=_package("grpcio"),
+        fsync_ms_median=fsync_probe_ms(data_dir),
+        fsync_probe_dir=str(data_dir),
+    )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import platform
 import re
-import socket
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -21,7 +20,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from dbtester.install import Installed, Reporter, Source, SourceUnavailable, ensure_installed
+from dbtester.install import Installed, Source, SourceUnavailable, ensure_installed
+from dbtester.util.net import tcp_open
+from dbtester.util.progress import Reporter
 
 __all__ = [
     "DatabaseKind",
@@ -35,7 +36,6 @@ __all__ = [
     "WrongValue",
     "go_arch",
     "reported_version",
-    "tcp_open",
 ]
 
 
@@ -200,14 +200,6 @@ class DatabaseKind(ABC):
         """Map the original dbtester's per-database option block to this kind's
         ``flags``."""
         return {}, [(key, f"'{key}' has no equivalent for {self.name}; dropped") for key in old]
-
-
-def tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def reported_version(argv: list[str], pattern: str) -> str:

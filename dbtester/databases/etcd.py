@@ -36,7 +36,7 @@ from dbtester.install import (
     Source,
     SourceUnavailable,
 )
-from dbtester.load.keys import PREFIX, varint
+from dbtester.util.keys import PREFIX, varint
 
 __all__ = ["Etcd", "EtcdClient", "EtcdFlags"]
 
@@ -155,6 +155,8 @@ class Etcd(DatabaseKind):
                         " runs used etcd's default snapshot count",
                     )
                 )
+            elif key == "snapshot_count":  # the key the original did read
+                flags["snapshot_count"] = value
             elif key == "quota_size_bytes":
                 flags["quota_backend_bytes"] = value
             else:

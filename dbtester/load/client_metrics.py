@@ -9,7 +9,6 @@ receive_bytes, transmit_bytes (deltas), requests_done, errors (cumulative).
 from __future__ import annotations
 
 import csv
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -18,37 +17,14 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from dbtester.agent.sampler import Counters, interface_for
+from dbtester.results import CLIENT_COLUMNS
+from dbtester.util.counters import Counters
+from dbtester.util.net import local_interface
 
 if TYPE_CHECKING:
     from dbtester.load.worker import Shared
 
-__all__ = ["CLIENT_COLUMNS", "ClientSampler", "local_interface"]
-
-CLIENT_COLUMNS = (
-    "unix_ms",
-    "cpu_percent",
-    "rss_bytes",
-    "receive_bytes",
-    "transmit_bytes",
-    "requests_done",
-    "errors",
-)
-
-
-def local_interface(endpoint: str) -> str | None:
-    """The interface this machine uses to reach ``endpoint`` (host:port). A UDP
-    'connect' only consults the routing table: no packet is sent."""
-    host, _, port = endpoint.rpartition(":")
-    host = host.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, int(port or 9)))
-            local = probe.getsockname()[0]
-    except OSError:
-        return None
-    return interface_for(local)
+__all__ = ["ClientSampler"]
 
 
 class ClientSampler:

@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-import click
 import psutil
 
 from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
 from dbtester.load.client_metrics import ClientSampler
-from dbtester.load.records import Records
 from dbtester.load.worker import Shared, StepShare, WorkerSpec, interleave, run_worker, split
+from dbtester.results import DatabaseLayout, Records
+from dbtester.util.progress import Progress
 
 __all__ = ["LoadResult", "plan_steps", "run_load"]
 
@@ -82,7 +82,7 @@ def run_load(
     kind: str,
     settings: LoadSettings,
     workload: Workload,
-    out: Path,
+    out: DatabaseLayout,
     *,
     workers: int | None = None,
     max_error_rate: float = 1.0,
@@ -92,12 +92,12 @@ def run_load(
     health: Callable[[], str] | None = None,
 ) -> LoadResult:
     """Drive ``workload`` against ``settings.endpoints``; save the merged records
-    to ``out/client-latency.npz`` and the client sampler's CSV beside it.
+    and the client sampler's CSV into ``out``.
 
     ``health`` is polled four times a second; a non-empty answer (e.g. "agent
     10.0.0.2:3500 stopped answering") stops the load and becomes ``aborted``."""
     count = workers or os.cpu_count() or 1
-    out.mkdir(parents=True, exist_ok=True)
+    out.root.mkdir(parents=True, exist_ok=True)
     context = multiprocessing.get_context("spawn")
     shared = Shared(
         done=context.Array("q", count, lock=False),
@@ -107,7 +107,7 @@ def run_load(
         barrier=context.Barrier(count),
     )
     shares = plan_steps(workload, count)
-    parts = [out / f".worker-{w}.npz" for w in range(count)]
+    parts = [out.worker_part(w) for w in range(count)]
     specs = [
         WorkerSpec(
             w,
@@ -133,7 +133,7 @@ def run_load(
         process.start()
     sampler = ClientSampler(
         [psutil.Process(p.pid) for p in processes if p.pid],
-        out / "client-metrics.csv",
+        out.client_metrics,
         settings.endpoints,
         shared,
     )
@@ -153,7 +153,7 @@ def run_load(
                 process.join()
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
-        records = _collect(parts, out / "client-latency.npz")
+        records = _collect(parts, out.requests)
     ended = time.time()
     failed = [p.name for p in processes if p.exitcode not in (0, None)]
     reasons = sorted(
@@ -186,7 +186,7 @@ def _watch(
     health: Callable[[], str] | None = None,
 ) -> str:
     """Progress until the workers finish; sets the stop event past the error limit."""
-    bar = _Progress(stream, total, label)
+    bar = Progress(stream, total, label)
     aborted = ""
     while any(p.is_alive() for p in processes):
         time.sleep(0.25)
@@ -198,51 +198,19 @@ def _watch(
         if problem:
             aborted = problem
             shared.stop.set()
-        bar.update(done, errors)
+        bar.update(done, _describe(done, total, errors))
         if any(p.exitcode not in (None, 0) for p in processes):
             shared.stop.set()  # one worker died: stop the rest rather than wait
             with contextlib.suppress(Exception):
                 shared.barrier.abort()
-    bar.finish(sum(shared.done), sum(shared.errors))
+    done, errors = sum(shared.done), sum(shared.errors)
+    seconds = bar.elapsed
+    bar.finish(
+        f"{label + ' ' if label else ''}{done:,} requests in {seconds:.1f} s"
+        f" ({done / max(seconds, 1e-9):,.0f} req/s), {errors:,} errors"
+    )
     return aborted
 
 
-class _Progress:
-    """done/total, live throughput and errors; redrawn in place on a terminal."""
-
-    def __init__(self, stream: TextIO | None, total: int, label: str) -> None:
-        self.stream = stream
-        self.total = total
-        self.label = f"{label} " if label else ""
-        self.tty = bool(stream and stream.isatty())
-        self.begin = time.monotonic()
-        self.last = (self.begin, 0)
-        self.printed = self.begin
-
-    def update(self, done: int, errors: int) -> None:
-        if self.stream is None:
-            return
-        now = time.monotonic()
-        if not self.tty and now - self.printed < 5:
-            return
-        then, before = self.last
-        rate = (done - before) / max(now - then, 1e-9)
-        self.last = (now, done)
-        self.printed = now
-        width = 30
-        filled = int(width * done / max(self.total, 1))
-        line = (
-            f"{self.label}[{'#' * filled}{' ' * (width - filled)}] {done:,}/{self.total:,}"
-            f"  {rate:,.0f} req/s  errors {errors:,}"
-        )
-        click.echo(f"\r{line}" if self.tty else line, file=self.stream, nl=not self.tty)
-
-    def finish(self, done: int, errors: int) -> None:
-        if self.stream is None:
-            return
-        seconds = time.monotonic() - self.begin
-        line = (
-            f"{self.label}{done:,} requests in {seconds:.1f} s"
-            f" ({done / max(seconds, 1e-9):,.0f} req/s), {errors:,} errors"
-        )
-        click.echo(f"\r{line}{' ' * 20}" if self.tty else line, file=self.stream)
+def _describe(done: int, total: int, errors: int) -> Callable[[float], str]:
+    return lambda rate: f"{done:,}/{total:,}  {rate:,.0f} req/s  errors {errors:,}"

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import resource
 import signal
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,8 +26,9 @@ from typing import Any
 
 from dbtester.databases import get_kind
 from dbtester.databases.base import LoadClient, LoadSettings
-from dbtester.load.keys import KeySpace
-from dbtester.load.records import Records
+from dbtester.results import Records
+from dbtester.util.keys import KeySpace
+from dbtester.util.procs import die_with_parent
 
 __all__ = ["Shared", "StepShare", "WorkerSpec", "interleave", "run_worker", "split"]
 
@@ -78,7 +77,9 @@ def run_worker(spec: WorkerSpec, shared: Shared) -> None:
     controller to report, and the process exits non-zero."""
     # Ctrl-C reaches the whole process group; the controller decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with(spec.parent_pid)
+    # Orphaned workers of a controller killed outright would go on loading the
+    # database.
+    die_with_parent(spec.parent_pid)
     try:
         import uvloop
 
@@ -222,20 +223,6 @@ class _Worker:
         self.shared.done[self.spec.index] = self.n
         self.shared.errors[self.spec.index] = self.errors
         self.shared.cpu_s[self.spec.index] = _cpu_seconds() - self.cpu_baseline
-
-
-def _die_with(parent: int) -> None:
-    """A controller killed outright (SIGKILL, OOM) cannot stop its workers, and
-    orphaned workers would go on loading the database: ask Linux to kill this
-    process when the parent dies (PR_SET_PDEATHSIG), then check the parent did
-    not die before that took effect."""
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _cpu_seconds() -> float:

@@ -1,5 +1,6 @@
 """Server machines over SSH: ``dbtester agents up|down|status``."""
 
+from dbtester.errors import RemoteError
 from dbtester.remote.deploy import (
     AgentHost,
     HostStatus,
@@ -9,7 +10,7 @@ from dbtester.remote.deploy import (
     agents_up,
     local_installs,
 )
-from dbtester.remote.ssh import RemoteError, SshOptions, SshSession, SshTarget
+from dbtester.remote.ssh import SshOptions, SshSession, SshTarget
 from dbtester.remote.wheels import Wheelhouse, build_wheelhouse
 
 __all__ = [

@@ -33,12 +33,14 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from dbtester.agent.client import AgentClient, AgentError
+from dbtester.agent.client import AgentClient
 from dbtester.config.model import TestCase
 from dbtester.databases import KINDS
-from dbtester.install import MANIFEST, MANIFEST_VERSION, Installed, Reporter
-from dbtester.remote.ssh import RemoteError, SshOptions, SshSession, SshTarget
+from dbtester.errors import AgentError, RemoteError
+from dbtester.install import MANIFEST, MANIFEST_VERSION, Installed
+from dbtester.remote.ssh import SshOptions, SshSession, SshTarget
 from dbtester.remote.wheels import Wheelhouse, python_tag
+from dbtester.util.progress import Reporter
 
 __all__ = [
     "AgentHost",

@@ -19,19 +19,15 @@ from pathlib import Path, PurePosixPath
 
 import paramiko
 
-from dbtester.errors import DbtesterError
+from dbtester.errors import RemoteError
 
-__all__ = ["RemoteError", "SshOptions", "SshSession", "SshTarget", "fingerprint"]
+__all__ = ["SshOptions", "SshSession", "SshTarget", "fingerprint"]
 
 CONNECT_TIMEOUT_S = 10.0
 #: a transfer or reply that makes no progress for this long fails (no hang)
 IDLE_TIMEOUT_S = 120.0
 SYSTEM_KNOWN_HOSTS = Path("/etc/ssh/ssh_known_hosts")
 COMMAND_TIMEOUT_S = 600.0
-
-
-class RemoteError(DbtesterError):
-    """Something on a server machine failed; the message names the host."""
 
 
 @dataclass(frozen=True)

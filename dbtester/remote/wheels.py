@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from dbtester.errors import DbtesterError
-from dbtester.install import dbtester_home
+from dbtester.util.paths import dbtester_home
 
 __all__ = ["Wheelhouse", "build_wheelhouse", "python_tag", "source_tree"]
 

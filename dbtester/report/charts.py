@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,14 +95,17 @@ CHARTS = (
 )
 
 
-def render_charts(directory: Path, labels: Sequence[str], figures: Sequence[Figures]) -> list[Path]:
-    """Write every chart as ``directory/<NAME>.svg``; a database without data for a
-    chart is listed in its legend as '(no data)' rather than silently missing."""
-    directory.mkdir(parents=True, exist_ok=True)
+def render_charts(
+    path_for: Callable[[str], Path], labels: Sequence[str], figures: Sequence[Figures]
+) -> list[Path]:
+    """Write every chart to ``path_for(name)`` (an .svg path); a database without
+    data for a chart is listed in its legend as '(no data)' rather than silently
+    missing."""
     written = []
     with plt.style.context(str(STYLE)):
         for chart in CHARTS:
-            path = directory / f"{chart.name}.svg"
+            path = path_for(chart.name)
+            path.parent.mkdir(parents=True, exist_ok=True)
             _draw(chart, labels, figures, path)
             written.append(path)
     return written

@@ -14,22 +14,16 @@ def render_readme(
     description: str,
     table: str,
     notes: Sequence[str],
-    environment: dict[str, object],
+    machine: str,
     chart_base: str = "charts",
 ) -> str:
-    """``chart_base`` prefixes chart links: relative locally, a bucket's public
-    URL once published."""
+    """``machine`` is the environment in one line ('' for none); ``chart_base``
+    prefixes chart links: relative locally, a bucket's public URL once published."""
     lines = [f"# {title}", ""]
     if description.strip():
         lines += [description.strip(), ""]
-    if environment:
-        summary = ", ".join(
-            f"{k}: {v}"
-            for k, v in environment.items()
-            if k in ("cpu_model", "cores", "memory_gib", "kernel")
-        )
-        if summary:
-            lines += [f"Machine — {summary}.", ""]
+    if machine:
+        lines += [f"Machine — {machine}.", ""]
     if notes:
         lines += [f"- **Note**: {note}" for note in notes] + [""]
     lines += ["```", table.rstrip("\n"), "```", ""]

@@ -18,6 +18,7 @@ from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings, Peer
 from dbtester.load.runner import LoadResult, run_load
+from dbtester.results import DatabaseLayout
 from tests.integration.agents import agents, loopback_peers
 from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
 
@@ -69,7 +70,9 @@ def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> Non
             connections=6,
             sequential_keys=False,
         )
-        result = run_load("etcd", settings, workload, tmp_path / "out", workers=2, progress=None)
+        result = run_load(
+            "etcd", settings, workload, DatabaseLayout(tmp_path / "out"), workers=2, progress=None
+        )
         assert result.ok == 3000 and result.errors == 0
         assert KINDS["etcd"].count_keys(settings) == 3000
         assert (tmp_path / "out" / "client-latency.npz").exists()
@@ -83,7 +86,7 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
     home = installed_home("etcd", VERSIONS["etcd"])
     with cluster("etcd", 1, tmp_path, home) as (peers, _):
         settings = settings_for(peers, consistency="serializable")
-        from dbtester.load.keys import KeySpace
+        from dbtester.util.keys import KeySpace
 
         key = KeySpace(1, 64, same_key=True).key(0)
 
@@ -103,11 +106,15 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
             connections=4,
             consistency="serializable",
         )
-        result = run_load("etcd", settings, workload, tmp_path / "r1", workers=2, progress=None)
+        result = run_load(
+            "etcd", settings, workload, DatabaseLayout(tmp_path / "r1"), workers=2, progress=None
+        )
         assert result.records.counts() == {"ok": 2000}
         # A key holding something else is caught on every read.
         asyncio.run(seed(10))
-        result = run_load("etcd", settings, workload, tmp_path / "r2", workers=1, progress=None)
+        result = run_load(
+            "etcd", settings, workload, DatabaseLayout(tmp_path / "r2"), workers=1, progress=None
+        )
         assert result.records.counts() == {"wrong-value": 2000}
 
 
@@ -127,7 +134,7 @@ def _write_while_stopping(
                 "etcd",
                 settings,
                 workload,
-                tmp_path / "out",
+                DatabaseLayout(tmp_path / "out"),
                 workers=1,
                 progress=None,
                 max_error_rate=max_error_rate,
@@ -188,7 +195,8 @@ def slow_server(slowput_binary: Path) -> Iterator[Callable[..., str]]:
 def _go_tool_p50_ms(shared_home: Path, endpoint: str) -> float:
     """etcd's own Go benchmark tool's p50 against the same server: the reference
     for what the network stack of this machine adds to any client's view."""
-    from dbtester.install import GoBuild, Reporter, ensure_installed
+    from dbtester.install import GoBuild, ensure_installed
+    from dbtester.util.progress import Reporter
 
     old = os.environ.get("DBTESTER_HOME")
     os.environ["DBTESTER_HOME"] = str(shared_home)
@@ -241,7 +249,9 @@ def test_closed_loop_measures_a_5ms_server(tmp_path: Path, slow_server, shared_h
     workload = Workload(
         type="write", requests=500, key_size=64, value_size=256, clients=1, connections=1
     )
-    result = run_load("etcd", settings, workload, tmp_path, workers=1, progress=None)
+    result = run_load(
+        "etcd", settings, workload, DatabaseLayout(tmp_path), workers=1, progress=None
+    )
     assert result.errors == 0
     ours = float(np.percentile(result.records.latency_ns, 50)) / 1e6
     reference = _go_tool_p50_ms(shared_home, endpoint)
@@ -264,7 +274,9 @@ def test_open_loop_shows_queueing_past_capacity(tmp_path: Path, slow_server) -> 
         connections=2,
         rate=400,
     )
-    result = run_load("etcd", settings, workload, tmp_path, workers=1, progress=None)
+    result = run_load(
+        "etcd", settings, workload, DatabaseLayout(tmp_path), workers=1, progress=None
+    )
     r = result.records
     assert result.errors == 0
     latency = r.latency_ns / 1e6
@@ -285,6 +297,7 @@ def test_writes_verified_for(kind: str, tmp_path: Path, installed_home) -> None:
         workload = Workload(
             type="write", requests=2000, key_size=64, value_size=256, clients=20, connections=6
         )
-        result = run_load(kind, settings, workload, tmp_path / "out", workers=2, progress=None)
+        out = DatabaseLayout(tmp_path / "out")
+        result = run_load(kind, settings, workload, out, workers=2, progress=None)
         assert result.records.counts() == {"ok": 2000}
         assert KINDS[kind].count_keys(settings) == 2000

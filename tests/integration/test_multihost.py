@@ -94,8 +94,8 @@ def _write_case(path: Path, topology: Topology, root: Path, **host_extra: object
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, shared_home: Path) -> Iterator[Lab]:
     from dbtester.databases import get_kind
-    from dbtester.install import Reporter
     from dbtester.remote import build_wheelhouse
+    from dbtester.util.progress import Reporter
 
     root = tmp_path_factory.mktemp("lab")
     env = dict(os.environ)

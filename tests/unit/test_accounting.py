@@ -3,6 +3,7 @@ says what failed, by kind, and when throughput fell."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +11,12 @@ import pytest
 
 from dbtester.analyze.figures import compute
 from dbtester.config.load import load_test_case_text
-from dbtester.control.session import DatabaseRun, Verification
+from dbtester.control.database_run import DatabaseRun
 from dbtester.errors import DbtesterError
-from dbtester.load.records import Records
 from dbtester.load.runner import LoadResult
-from tests.unit.test_analysis import START, _data
+from dbtester.results import Records, ResultsDir, Verification
+from dbtester.util.progress import Reporter
+from tests.unit.test_analysis import START, _data, verified
 
 CASE = """
 title: t
@@ -25,7 +27,9 @@ databases: [{id: db, kind: etcd, version: 3.5.17}]
 
 def _run(tmp_path: Path) -> DatabaseRun:
     db = load_test_case_text(CASE).case.databases[0]
-    return DatabaseRun(db, "run", tmp_path / "out", tmp_path / "scratch")
+    return DatabaseRun(
+        db, "run", ResultsDir(tmp_path / "out"), tmp_path / "scratch", None, Reporter()
+    )
 
 
 @pytest.mark.parametrize(
@@ -37,7 +41,17 @@ def test_lost_or_unexpected_keys_fail(
 ) -> None:
     run = _run(tmp_path)
     # 100 attempted: 95 acknowledged, 5 unknown outcome -> 95..100 keys are fine.
-    run.verification = Verification(100, 95, 0, 5, 95, 100, found, lost, unexpected)
+    run.verification = Verification(
+        attempted=100,
+        acknowledged=95,
+        failed=0,
+        unknown=5,
+        expected_min=95,
+        expected_max=100,
+        found=found,
+        lost=lost,
+        unexpected=unexpected,
+    )
     if not fails:
         run._verify()
         return
@@ -103,7 +117,7 @@ def test_keys_that_cannot_be_counted_fail(tmp_path: Path) -> None:
 
 def test_failed_verification_shows_in_the_table() -> None:
     data = _data()
-    data.record["verification"] = {"found": 90, "expected_min": 95, "lost": 5, "unexpected": 0}
+    data = replace(data, record=data.record.model_copy(update={"verification": verified(90, 95)}))
     assert compute(data).values["KEYS-VERIFIED"] == "90 / 95 FAILED"
 
 
@@ -114,9 +128,11 @@ def test_the_report_says_when_throughput_fell() -> None:
     latency = np.full(n, 1_000_000, np.int64)
     code = np.where(due >= START * 1e9 + 6e9, 1, 0).astype(np.uint8)
     code[-100:] = 2
-    data = _data()
-    data.records = Records(
-        due, latency, latency, code, np.zeros(n, np.uint16), ["ok", "UNAVAILABLE", "timeout"]
+    data = replace(
+        _data(),
+        records=Records(
+            due, latency, latency, code, np.zeros(n, np.uint16), ["ok", "UNAVAILABLE", "timeout"]
+        ),
     )
     notes = compute(data).notes
     (note,) = [n for n in notes if "requests failed" in n]

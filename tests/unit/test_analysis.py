@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import PERCENTILES, ROWS, Figures, compute
-from dbtester.load.records import Records
 from dbtester.report.table import format_value, human_bytes, render_table
+from dbtester.results import DatabaseRecord, LoadWindow, MemberRecord, Records, Verification
 
 START = 1_800_000_000.0
 
@@ -44,18 +46,34 @@ def _data(n: int = 100_000, seconds: float = 10.0) -> DatabaseData:
         frame["t"] = frame["unix_ms"] / 1000 - START
         frame["member"] = m
         servers.append(frame)
-    record = {
-        "load": {
-            "started_unix": START,
-            "ended_unix": START + seconds,
-            "workers": 2,
-            "cpu_seconds": 5.0,
-        },
-        "embedded": False,
-        "members": [{"index": m, "disk_usage_bytes": 1e9 * (m + 1)} for m in range(3)],
-        "verification": {"found": n - 10, "expected_min": n - 10, "lost": 0, "unexpected": 0},
-    }
+    record = DatabaseRecord(
+        run_id="run",
+        database={"id": "db", "kind": "etcd", "version": "3.5.17"},
+        started_unix=START,
+        load=LoadWindow(started_unix=START, ended_unix=START + seconds, workers=2, cpu_seconds=5.0),
+        embedded=False,
+        members=tuple(
+            MemberRecord(index=m, host="h", agent="a", disk_usage_bytes=int(1e9 * (m + 1)))
+            for m in range(3)
+        ),
+        verification=verified(n - 10, n - 10),
+    )
     return DatabaseData("db", "db", record, records, None, servers)
+
+
+def verified(found: int, expected: int) -> Verification:
+    lost = max(0, expected - found)
+    return Verification(
+        attempted=expected,
+        acknowledged=expected,
+        failed=0,
+        unknown=0,
+        expected_min=expected,
+        expected_max=expected,
+        found=found,
+        lost=lost,
+        unexpected=0,
+    )
 
 
 def test_percentiles_are_exact() -> None:
@@ -94,7 +112,7 @@ def test_throughput_and_server_rows() -> None:
 
 def test_per_server_rows_keep_member_numbers_when_one_has_no_samples() -> None:
     data = _data()
-    data.servers = [data.servers[0], data.servers[2]]  # member 1's CSV was empty
+    data = replace(data, servers=[data.servers[0], data.servers[2]])  # member 1's CSV was empty
     data.servers[1]["receive_bytes"] = 7
     v = compute(data).values
     assert v["SERVER-1-NETWORK-RX-DATA-SUM"] == 1000 * 12
@@ -104,7 +122,7 @@ def test_per_server_rows_keep_member_numbers_when_one_has_no_samples() -> None:
 
 def test_one_machine_counts_shared_counters_once() -> None:
     data = _data()
-    data.record["embedded"] = True
+    data = replace(data, record=data.record.model_copy(update={"embedded": True}))
     v = compute(data).values
     assert v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] == 1000 * 12
     assert not [row for row in v if row.startswith("SERVER-1-")]  # one interface, no split

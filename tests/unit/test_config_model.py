@@ -9,7 +9,7 @@ import yaml
 
 from dbtester.config import load_test_case, load_test_case_text
 from dbtester.databases.etcd import EtcdClient, EtcdFlags
-from tests.conftest import CONFIGS, REFERENCE
+from tests.conftest import CONFIGS, LEGACY
 
 BASE = """\
 title: t
@@ -116,5 +116,5 @@ def test_to_raw_round_trips() -> None:
     assert again == case
 
 
-def test_reference_dir_present() -> None:
-    assert len(list(REFERENCE.glob("*.yaml"))) == 10
+def test_legacy_fixtures_present() -> None:
+    assert len(list(LEGACY.glob("*.yaml"))) == 11

@@ -16,7 +16,8 @@ import pytest
 
 from dbtester import install
 from dbtester.errors import InstallError
-from dbtester.install import ArchiveDownload, Reporter, Source, SourceUnavailable, ensure_installed
+from dbtester.install import ArchiveDownload, Source, SourceUnavailable, ensure_installed
+from dbtester.util.progress import Reporter
 
 
 def _tarball(files: dict[str, bytes]) -> bytes:

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from dbtester.config.model import Workload
-from dbtester.load.keys import KeySpace, varint
-from dbtester.load.records import Records
 from dbtester.load.runner import plan_steps
 from dbtester.load.worker import split
+from dbtester.results import Records
+from dbtester.util.keys import KeySpace, varint
 
 
 def test_varint_matches_protobuf() -> None:

@@ -12,12 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# dbtester.report imported before dbtester.analyze is an import cycle; analyze first.
-import dbtester.analyze  # noqa: F401
 from dbtester.config import load_test_case_text
-from dbtester.errors import EXIT_BAD_INPUT, EXIT_PUBLISH_FAILED, ConfigError, PublishError
-from dbtester.publish import (
+from dbtester.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_PUBLISH_FAILED,
+    ConfigError,
+    PublishError,
     PublishInputError,
+)
+from dbtester.publish import (
     content_type,
     parse_destination,
     plan_uploads,
@@ -34,13 +37,13 @@ DATABASES = ("etcd-v3.5", "etcd-v3.6")
 
 
 def make_results(root: Path, seed: int = 1) -> Path:
-    """A results directory as `dbtester run` writes it (DESIGN.md), with the
+    """A results directory as `dbtester run` writes it, with the
     README the report module renders and binary raw data, made without databases."""
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True)
     table = "+------+\n| AVG-THROUGHPUT | 3,226 req/sec |\n+------+\n"
     readme = render_readme(
-        "Write 20K keys", "etcd 3.5 vs 3.6 [details](config.yaml)", table, ["a note"], {}
+        "Write 20K keys", "etcd 3.5 vs 3.6 [details](config.yaml)", table, ["a note"], ""
     )
     (root / "README.md").write_text(readme)
     (root / "config.yaml").write_text("title: Write 20K keys\n")
@@ -294,7 +297,7 @@ def test_refuses_what_is_not_a_results_directory_or_into_itself(tmp_path: Path) 
 def test_a_failed_upload_names_the_file_and_the_retry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("dbtester.publish.BACKOFF_S", 0.0)
+    monkeypatch.setattr("dbtester.publish.upload.BACKOFF_S", 0.0)
     root = make_results(tmp_path / "r")
     before = tree_hashes(root)
     (tmp_path / "blocker").write_text("a file where a directory should be\n")
@@ -330,6 +333,7 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     what is tested here is what the command does after the run."""
     from dbtester import control
     from dbtester.control import RunOutcome
+    from dbtester.results import DatabaseRecord
 
     def install(failed: dict[str, str]) -> tuple[Path, Path, Path]:
         target = tmp_path / "published"
@@ -339,8 +343,16 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
         def run_case(loaded, out_dir, *, workers=None):
             make_results(out_dir)
-            passed = [db.id for db in loaded.case.databases if db.id not in failed]
-            return RunOutcome(out_dir, passed, failed, "the table\n")
+            records = tuple(
+                DatabaseRecord(
+                    run_id="run",
+                    database={"id": db.id},
+                    started_unix=0.0,
+                    error=failed.get(db.id, ""),
+                )
+                for db in loaded.case.databases
+            )
+            return RunOutcome(out_dir, records, "the table\n")
 
         monkeypatch.setattr(control, "run_case", run_case)
         return config, out, target
@@ -376,7 +388,7 @@ def test_run_with_only_does_not_overwrite_the_whole_case(fake_run, run_cli) -> N
 def test_run_whose_publish_fails_exits_3_with_the_results_complete(
     fake_run, run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("dbtester.publish.BACKOFF_S", 0.0)
+    monkeypatch.setattr("dbtester.publish.upload.BACKOFF_S", 0.0)
     config, out, target = fake_run({})
     target.write_text("a file where the destination directory should be\n")
     result = run_cli("run", str(config), "--out", str(out))

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,8 +17,8 @@ import pytest
 from dbtester.agent.pidfile import is_agent, pidfile
 from dbtester.config.load import load_test_case_text
 from dbtester.control.agents import ensure_remote_token, remote_token
-from dbtester.errors import ConfigError, DbtesterError
-from dbtester.remote import RemoteError, agent_hosts
+from dbtester.errors import ConfigError, DbtesterError, RemoteError
+from dbtester.remote import agent_hosts
 from dbtester.remote.ssh import fingerprint
 
 CASE = """
@@ -101,7 +102,7 @@ def test_pidfile_of_a_dead_or_foreign_process_is_taken_over(tmp_path: Path) -> N
 def test_second_agent_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "agent.pid"
     fake = subprocess.Popen(
-        ["python3", "-c", "import time; time.sleep(30)", "dbtester", "agent", "serve"]
+        [sys.executable, "-c", "import time; time.sleep(30)", "dbtester", "agent", "serve"]
     )
     try:
         path.write_text(f"{fake.pid}\n")

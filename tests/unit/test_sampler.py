@@ -12,7 +12,8 @@ import psutil
 import pytest
 
 from dbtester.agent.auth import is_loopback_peer
-from dbtester.agent.sampler import COLUMNS, Counters, Sampler, _thread_switches, dir_usage
+from dbtester.agent.sampler import COLUMNS, Sampler, _thread_switches, dir_usage
+from dbtester.util.counters import Counters
 
 
 def test_counter_deltas_never_go_negative() -> None:

@@ -1,4 +1,5 @@
-"""Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 bytes).
+"""Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 bytes),
+saved as ``<db-id>/client-latency.npz``.
 
 Workers fill a preallocated :class:`Records` and save it; the controller
 merges them. Latency is measured from when a request was *due* (issued, in
@@ -8,15 +9,25 @@ closed loop; scheduled, in open loop), so a slow server cannot hide queueing;
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from dbtester.errors import ResultsError
+
 __all__ = ["OK", "Records"]
 
 OK = "ok"
+_ARRAYS = {
+    "due_ns": np.dtype(np.int64),
+    "latency_ns": np.dtype(np.int64),
+    "service_ns": np.dtype(np.int64),
+    "code": np.dtype(np.uint8),
+    "step": np.dtype(np.uint16),
+}
 
 
 @dataclass
@@ -74,15 +85,33 @@ class Records:
 
     @classmethod
     def load(cls, path: Path) -> Records:
-        with np.load(path) as data:
-            return cls(
-                data["due_ns"],
-                data["latency_ns"],
-                data["service_ns"],
-                data["code"],
-                data["step"],
-                [str(c) for c in data["codes"]],
-            )
+        """The records saved at ``path``; ResultsError (naming it) if they cannot be."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in _ARRAYS}
+                codes = [str(c) for c in data["codes"]]
+        except KeyError as exc:
+            raise ResultsError(path, f"no {exc.args[0]} array: not dbtester's records") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise ResultsError(path, f"cannot read the records: {exc}") from None
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) > 1 or any(a.ndim != 1 for a in arrays.values()):
+            raise ResultsError(path, "the record arrays differ in length")
+        for name, dtype in _ARRAYS.items():
+            if arrays[name].dtype != dtype:
+                raise ResultsError(path, f"{name} is {arrays[name].dtype}, expected {dtype}")
+        if not codes or codes[0] != OK:
+            raise ResultsError(path, "the outcome table does not start with 'ok'")
+        if len(arrays["code"]) and int(arrays["code"].max()) >= len(codes):
+            raise ResultsError(path, "an outcome code is outside the outcome table")
+        return cls(
+            arrays["due_ns"],
+            arrays["latency_ns"],
+            arrays["service_ns"],
+            arrays["code"],
+            arrays["step"],
+            codes,
+        )
 
     @classmethod
     def merge(cls, parts: list[Records]) -> Records:

@@ -2,105 +2,117 @@
 seeding, load, verification, stop, files — written to ``DIR/<db-id>/``.
 
 Whatever happens (a failure, Ctrl-C), every member that was started is
-stopped and its files are fetched; a failed database is archived on its agents.
+stopped and its files are fetched; a failed database is archived on its
+agents. :func:`run_database` returns the frozen :class:`DatabaseRecord` it
+wrote; the heartbeat thread reports into a :class:`Health` of its own, never
+into the record.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dbtester.agent.client import AgentClient, AgentError
+from dbtester.agent.client import AgentClient
 from dbtester.config.model import DatabaseSpec
 from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
-from dbtester.errors import DbtesterError
-from dbtester.install import Reporter
-from dbtester.load.keys import KeySpace
-from dbtester.load.runner import LoadResult, run_load
+from dbtester.errors import AgentError, DbtesterError
+from dbtester.load import LoadResult, run_load
+from dbtester.results import (
+    DatabaseRecord,
+    LoadWindow,
+    MemberRecord,
+    ResultsDir,
+    Verification,
+    account,
+)
+from dbtester.util.keys import KeySpace
+from dbtester.util.net import free_port, is_loopback, join_host_port
+from dbtester.util.progress import Reporter
 
-__all__ = ["RUN_FILE", "RUN_SCHEMA", "DatabaseRun", "MemberRecord", "Verification"]
+__all__ = [
+    "AGENT_WATCHDOG_S",
+    "HEARTBEAT_S",
+    "MISSED_BEATS",
+    "DatabaseRun",
+    "Health",
+    "run_database",
+]
 
-RUN_FILE = "run.json"
-RUN_SCHEMA = 1
 HEARTBEAT_S = 1.0
 MISSED_BEATS = 3  # an agent silent this many intervals fails the database
 # An agent that hears nothing for this long stops its databases (a controller
 # killed outright, a partitioned network); 10 missed heartbeats.
 AGENT_WATCHDOG_S = 10.0
 READY_TIMEOUT_S = 120.0
-# Failures that mean the write was refused, never applied; every other failure
-# (timeouts, UNAVAILABLE, a dropped connection) leaves its outcome unknown.
-KNOWN_REFUSALS = {
-    "INVALID_ARGUMENT",
-    "FAILED_PRECONDITION",
-    "RESOURCE_EXHAUSTED",
-    "PERMISSION_DENIED",
-    "UNAUTHENTICATED",
-    "UNIMPLEMENTED",
-    "wrong-value",
-}
 
 
-@dataclass
-class MemberRecord:
-    index: int
-    host: str
-    agent: str
-    clock_offset_s: float = 0.0
-    clock_rtt_s: float = 0.0
-    pid: int = 0
-    disk_usage_bytes: int = 0
-    stop_seconds: float = 0.0
-    killed: bool = False
-    exit_code: int = 0
-    samples: int = 0
-    archived_to: str = ""
+class Health:
+    """The first problem the heartbeats found ("" while all is well); written by
+    the heartbeat thread, read by the load's health check and the run."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._problem = ""
 
-@dataclass
-class Verification:
-    attempted: int
-    acknowledged: int
-    failed: int
-    unknown: int
-    expected_min: int
-    expected_max: int
-    found: int
-    lost: int
-    unexpected: int
+    def report(self, problem: str) -> None:
+        with self._lock:
+            self._problem = self._problem or problem
 
     @property
-    def ok(self) -> bool:
-        return self.lost == 0 and self.unexpected == 0
+    def problem(self) -> str:
+        with self._lock:
+            return self._problem
 
 
-@dataclass
+def run_database(
+    db: DatabaseSpec,
+    run_id: str,
+    store: ResultsDir,
+    scratch: Path,
+    workers: int | None = None,
+    reporter: Reporter | None = None,
+) -> DatabaseRecord:
+    """Run ``db`` and return the record written into ``store``; a failure is in
+    its ``error``. KeyboardInterrupt propagates once the partial record is written."""
+    return DatabaseRun(db, run_id, store, scratch, workers, reporter or Reporter()).run()
+
+
 class DatabaseRun:
-    db: DatabaseSpec
-    run_id: str
-    out: Path
-    scratch: Path
-    workers: int | None = None
-    reporter: Reporter = field(default_factory=Reporter)
-    members: list[MemberRecord] = field(default_factory=list)
-    endpoints: list[str] = field(default_factory=list)
-    error: str = ""
-    verification: Verification | None = None
-    load: LoadResult | None = None
-    started_unix: float = 0.0
-    _clients: list[AgentClient] = field(default_factory=list)
-    _health_problem: str = ""
-    _count_problem: str = ""
+    """The steps of one database's run and the state they share while it lasts."""
+
+    def __init__(
+        self,
+        db: DatabaseSpec,
+        run_id: str,
+        store: ResultsDir,
+        scratch: Path,
+        workers: int | None,
+        reporter: Reporter,
+    ) -> None:
+        self.db = db
+        self.run_id = run_id
+        self.store = store
+        self.out = store.database(db.id)
+        self.scratch = scratch
+        self.workers = workers
+        self.reporter = reporter
+        self.members: list[MemberRecord] = []
+        self.endpoints: list[str] = []
+        self.error = ""
+        self.verification: Verification | None = None
+        self.load: LoadResult | None = None
+        self.started_unix = 0.0
+        self.health = Health()
+        self._clients: list[AgentClient] = []
+        self._count_problem = ""
 
     @property
     def kind(self) -> DatabaseKind:
@@ -108,9 +120,9 @@ class DatabaseRun:
 
     # ------------------------------------------------------------------ the run
 
-    def run(self) -> bool:
-        """Run this database; True when it passed. The record is always written."""
-        self.out.mkdir(parents=True, exist_ok=True)
+    def run(self) -> DatabaseRecord:
+        """Run this database; the record is always written, also on Ctrl-C."""
+        self.out.root.mkdir(parents=True, exist_ok=True)
         self.started_unix = time.time()
         try:
             with self._cluster():
@@ -130,8 +142,8 @@ class DatabaseRun:
             self.error = "interrupted (Ctrl-C)"
             raise
         finally:
-            self._write_record()
-        return not self.error
+            record = self._write_record()
+        return record
 
     @contextmanager
     def _cluster(self) -> Iterator[None]:
@@ -167,20 +179,20 @@ class DatabaseRun:
             )
             self._clients = embedded.clients()
             peers = [
-                Peer(f"m{i}", "127.0.0.1", {n: _free_port() for n in kind.default_ports})
+                Peer(f"m{i}", "127.0.0.1", {n: free_port() for n in kind.default_ports})
                 for i in range(count)
             ]
         else:
             token = remote_token()
             tls = remote_tls()
-            if token and not tls and any(not _loopback(h.address) for h in self.db.hosts):
+            if token and not tls and any(not is_loopback(h.address) for h in self.db.hosts):
                 self.reporter.say(
                     "warning: sending the agent token without TLS; set"
                     " $DBTESTER_AGENT_TLS_CA to encrypt it"
                 )
             self._clients = [
                 AgentClient(
-                    _join(h.address, h.agent_port),
+                    join_host_port(h.address, h.agent_port),
                     token,
                     tls_ca=tls.get("tls_ca"),
                     tls_cert=tls.get("tls_cert"),
@@ -198,7 +210,13 @@ class DatabaseRun:
             client.wait_ready(timeout=30.0)
             offset = min((client.clock_offset() for _ in range(5)), key=lambda o: o.round_trip_s)
             self.members.append(
-                MemberRecord(i, peers[i].host, client.address, offset.offset_s, offset.round_trip_s)
+                MemberRecord(
+                    index=i,
+                    host=peers[i].host,
+                    agent=client.address,
+                    clock_offset_s=offset.offset_s,
+                    clock_rtt_s=offset.round_trip_s,
+                )
             )
         return peers
 
@@ -219,7 +237,7 @@ class DatabaseRun:
                 heartbeat_timeout_s=AGENT_WATCHDOG_S,
                 cluster_token=f"{self.run_id}-{self.db.id}",
             )
-            self.members[i].pid = reply.pid
+            self.members[i] = self.members[i].model_copy(update={"pid": reply.pid})
         self.endpoints = [p.address("client") for p in peers]
 
     def _wait_serving(self, peers: list[Peer]) -> None:
@@ -264,14 +282,14 @@ class DatabaseRun:
                         reply = client.status(timeout=HEARTBEAT_S)
                     except AgentError:
                         if time.monotonic() - last_ok[i] > MISSED_BEATS * HEARTBEAT_S:
-                            self._health_problem = (
+                            self.health.report(
                                 f"agent {client.address} stopped answering (member {i})"
                             )
                         continue
                     last_ok[i] = time.monotonic()
                     for member in reply.members:
                         if self._mine(member) and member.state == "exited":
-                            self._health_problem = f"member {i} on {client.address} {member.error}"
+                            self.health.report(f"member {i} on {client.address} {member.error}")
 
         thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
         thread.start()
@@ -280,8 +298,8 @@ class DatabaseRun:
         finally:
             stop.set()
             thread.join()
-        if self._health_problem and not self.error:
-            raise DbtesterError(f"{self.db.id}: {self._health_problem}")
+        if self.health.problem and not self.error:
+            raise DbtesterError(f"{self.db.id}: {self.health.problem}")
 
     def _diagnose(self) -> str:
         """Why the load may have failed: agents that do not answer, members that
@@ -292,8 +310,7 @@ class DatabaseRun:
                 reply = client.status(timeout=2.0)
             except AgentError as exc:
                 problems.append(
-                    f"agent {client.address} (member {i}) is not answering:"
-                    f" {exc.code.name if exc.code else exc}"
+                    f"agent {client.address} (member {i}) is not answering: {exc.status or exc}"
                 )
                 continue
             problems += [
@@ -348,7 +365,7 @@ class DatabaseRun:
             max_error_rate=w.max_error_rate,
             progress=self.reporter.stream,
             label=self.db.id,
-            health=lambda: self._health_problem,
+            health=lambda: self.health.problem,
         )
         if self.load.aborted:
             found = self._diagnose()
@@ -364,35 +381,18 @@ class DatabaseRun:
         that cannot be counted is noted in the error instead."""
         if self.db.workload.type != "write" or self.load is None:
             return
-        counts = self.load.records.counts()
-        acknowledged = counts.get("ok", 0)
-        attempted = len(self.load.records)
-        failed = sum(n for code, n in counts.items() if code in KNOWN_REFUSALS)
-        unknown = attempted - acknowledged - failed
-        if self.db.workload.same_key:
-            low, high = (1 if acknowledged else 0), 1
-        else:
-            low, high = acknowledged, acknowledged + unknown
         try:
             found = self.kind.count_keys(self._settings())
         except Exception as exc:
             self._count_problem = f"counting keys failed: {exc}"
             self.reporter.say(f"{self.db.id}: {self._count_problem}")
             return
-        self.verification = Verification(
-            attempted,
-            acknowledged,
-            failed,
-            unknown,
-            low,
-            high,
-            found,
-            lost=max(0, low - found),
-            unexpected=max(0, found - high),
-        )
+        v = account(self.load.records.counts(), found, same_key=self.db.workload.same_key)
+        self.verification = v
         self.reporter.say(
-            f"{self.db.id}: {found:,} keys found; {attempted:,} writes attempted,"
-            f" {acknowledged:,} acknowledged, {failed:,} refused, {unknown:,} unknown outcome"
+            f"{self.db.id}: {v.found:,} keys found; {v.attempted:,} writes attempted,"
+            f" {v.acknowledged:,} acknowledged, {v.failed:,} refused,"
+            f" {v.unknown:,} unknown outcome"
         )
 
     def _verify(self) -> None:
@@ -410,20 +410,23 @@ class DatabaseRun:
     # ------------------------------------------------------------------ stop
 
     def _stop_members(self, failed: bool) -> None:
-        failed = failed or bool(self.error) or bool(self._health_problem)
+        failed = failed or bool(self.error) or bool(self.health.problem)
         for i, client in enumerate(self._clients):
-            record = self.members[i]
             try:
                 reply = client.stop(self.run_id, self.db.id, i, failed=failed)
             except AgentError as exc:
                 self.error = self.error or str(exc)
                 continue
-            record.disk_usage_bytes = reply.disk_usage_bytes
-            record.stop_seconds = reply.stop_seconds
-            record.killed = reply.killed
-            record.exit_code = reply.exit_code
-            record.samples = reply.samples
-            record.archived_to = reply.archived_to
+            self.members[i] = self.members[i].model_copy(
+                update={
+                    "disk_usage_bytes": reply.disk_usage_bytes,
+                    "stop_seconds": reply.stop_seconds,
+                    "killed": reply.killed,
+                    "exit_code": reply.exit_code,
+                    "samples": reply.samples,
+                    "archived_to": reply.archived_to,
+                }
+            )
             if reply.archived_to and not failed:
                 # The agent archives a member that died on its own, even late.
                 self.error = self.error or (
@@ -435,52 +438,41 @@ class DatabaseRun:
             self._fetch(client, i)
 
     def _fetch(self, client: AgentClient, index: int) -> None:
-        names = {
-            "metrics.csv": f"server-{index}-metrics.csv",
-            "database.log": f"server-{index}-database.log",
-            "agent.log": f"server-{index}-agent.log",
+        targets = {
+            "metrics.csv": self.out.server_metrics(index),
+            "database.log": self.out.server_log(index),
+            "agent.log": self.out.agent_log(index),
         }
-        for name, target in names.items():
+        for name, target in targets.items():
             try:
-                client.fetch(self.run_id, self.db.id, index, name, self.out / target)
+                client.fetch(self.run_id, self.db.id, index, name, target)
             except AgentError as exc:
                 self.error = self.error or f"fetching {name} from {client.address}: {exc}"
 
-    def _write_record(self) -> None:
-        record: dict[str, Any] = {
-            "schema": RUN_SCHEMA,
-            "database": self.db.model_dump(mode="json"),
-            "run_id": self.run_id,
-            "started_unix": self.started_unix,
-            "endpoints": self.endpoints,
-            "embedded": self.db.embedded,
-            "members": [asdict(m) for m in self.members],
-            "error": self.error,
-            "verification": asdict(self.verification) if self.verification else None,
-            "load": None,
-        }
+    def _record(self) -> DatabaseRecord:
+        load = None
         if self.load is not None:
-            record["load"] = {
-                "started_unix": self.load.started_unix,
-                "ended_unix": self.load.ended_unix,
-                "workers": self.load.workers,
-                "cpu_seconds": self.load.cpu_seconds,
-                "aborted": self.load.aborted,
-                "counts": self.load.records.counts(),
-            }
-        (self.out / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
+            load = LoadWindow(
+                started_unix=self.load.started_unix,
+                ended_unix=self.load.ended_unix,
+                workers=self.load.workers,
+                cpu_seconds=self.load.cpu_seconds,
+                aborted=self.load.aborted,
+                counts=self.load.records.counts(),
+            )
+        return DatabaseRecord(
+            run_id=self.run_id,
+            database=self.db.model_dump(mode="json"),
+            started_unix=self.started_unix,
+            endpoints=tuple(self.endpoints),
+            embedded=self.db.embedded,
+            members=tuple(self.members),
+            error=self.error,
+            verification=self.verification,
+            load=load,
+        )
 
-
-def _loopback(host: str) -> bool:
-    return host.startswith("127.") or host.strip("[]") in ("::1", "localhost")
-
-
-def _join(host: str, port: int) -> str:
-    host = host.strip("[]")
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    def _write_record(self) -> DatabaseRecord:
+        record = self._record()
+        self.store.write_record(record)
+        return record

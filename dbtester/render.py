@@ -1,0 +1,49 @@
+"""Turn a results directory's raw data into its table, charts, README and the
+analysis part of ``result.json``: read (``results``) -> compute (``analyze``)
+-> render (``report``) -> write (``results``). ``dbtester run`` calls it when
+the databases are done and ``dbtester analyze DIR`` calls it on any saved run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dbtester.analyze import Analysis, analyze
+from dbtester.report import render_charts, render_csv, render_readme, render_table
+from dbtester.results import Environment, ResultsDir, RunSummary
+
+__all__ = ["Rendered", "render"]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    analysis: Analysis
+    table: str
+    summary: RunSummary
+
+
+def render(directory: Path) -> Rendered:
+    """Re-render everything derived in ``directory``; the raw data is only read."""
+    store = ResultsDir(directory)
+    analysis = analyze(store.load())
+    labels, figures = analysis.labels, analysis.figures
+    table = render_table(labels, figures)
+    layout = store.layout
+    render_charts(layout.chart, labels, figures)
+    started = analysis.results.summary or RunSummary(
+        run_id="", source="", started_unix=0.0, environment=Environment()
+    )
+    summary = analysis.summary(started)
+    store.write_summary(summary)
+    case = analysis.results.case
+    readme = render_readme(
+        case.title,
+        case.description,
+        table,
+        analysis.notes,
+        summary.environment.summary(),
+        chart_base=layout.relative(layout.charts),
+    )
+    store.write_rendered(table, render_csv(labels, figures), readme)
+    return Rendered(analysis, table, summary)

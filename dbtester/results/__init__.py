@@ -1,0 +1,51 @@
+"""The results directory: its layout, its typed and versioned records, and the
+only code that reads or writes its files.
+
+Everything that produces results (the run, the load generator) and everything
+that reads them (analysis, publishing, comparisons) goes through this package;
+it imports nothing from dbtester above ``errors``.
+"""
+
+from dbtester.results.layout import DatabaseLayout, ResultsLayout
+from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
+from dbtester.results.records import (
+    KNOWN_REFUSALS,
+    DatabaseRecord,
+    DatabaseSummary,
+    Environment,
+    FigureValue,
+    LoadWindow,
+    MemberRecord,
+    RunSummary,
+    Verification,
+    account,
+)
+from dbtester.results.requests import OK, Records
+from dbtester.results.schema import SCHEMA_VERSION, upgrade
+from dbtester.results.store import CaseInfo, DatabaseResults, ResultsDir, RunResults
+
+__all__ = [
+    "CLIENT_COLUMNS",
+    "KNOWN_REFUSALS",
+    "OK",
+    "SCHEMA_VERSION",
+    "SERVER_COLUMNS",
+    "CaseInfo",
+    "DatabaseLayout",
+    "DatabaseRecord",
+    "DatabaseResults",
+    "DatabaseSummary",
+    "Environment",
+    "FigureValue",
+    "LoadWindow",
+    "MemberRecord",
+    "Records",
+    "ResultsDir",
+    "ResultsLayout",
+    "RunResults",
+    "RunSummary",
+    "Verification",
+    "account",
+    "read_metrics",
+    "upgrade",
+]

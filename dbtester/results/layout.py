@@ -1,0 +1,112 @@
+"""Where everything in a results directory lives: every path is a property
+here, and no other module spells a results file name.
+
+::
+
+    DIR/config.yaml                  the resolved test case that ran
+    DIR/result.json                  the summary (RunSummary), schema-versioned
+    DIR/summary.txt, summary.csv     the combined table
+    DIR/README.md                    title, notes, table, charts
+    DIR/charts/<NAME>.svg            one chart per metric
+    DIR/<db-id>/run.json             one database's record (DatabaseRecord)
+    DIR/<db-id>/client-latency.npz   every request (Records)
+    DIR/<db-id>/client-metrics.csv   the load generator's own resource use
+    DIR/<db-id>/server-<i>-metrics.csv, -database.log, -agent.log   per member
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DatabaseLayout", "ResultsLayout"]
+
+_SERVER_FILE = re.compile(r"^server-(\d+)-metrics\.csv$")
+
+
+@dataclass(frozen=True)
+class DatabaseLayout:
+    """``DIR/<db-id>/``: one database's raw data."""
+
+    root: Path
+
+    @property
+    def record(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def requests(self) -> Path:
+        return self.root / "client-latency.npz"
+
+    @property
+    def client_metrics(self) -> Path:
+        return self.root / "client-metrics.csv"
+
+    def server_metrics(self, member: int) -> Path:
+        return self.root / f"server-{member}-metrics.csv"
+
+    def server_log(self, member: int) -> Path:
+        return self.root / f"server-{member}-database.log"
+
+    def agent_log(self, member: int) -> Path:
+        return self.root / f"server-{member}-agent.log"
+
+    def worker_part(self, worker: int) -> Path:
+        """A load worker's records before they are merged (removed afterwards)."""
+        return self.root / f".worker-{worker}.npz"
+
+    def server_metric_files(self) -> list[tuple[int, Path]]:
+        """(member index, path) of every server metrics file present, by index."""
+        found = []
+        for path in self.root.glob("server-*-metrics.csv"):
+            if match := _SERVER_FILE.match(path.name):
+                found.append((int(match[1]), path))
+        return sorted(found)
+
+
+@dataclass(frozen=True)
+class ResultsLayout:
+    """A results directory, as ``dbtester run`` writes it."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "result.json"
+
+    @property
+    def table(self) -> Path:
+        return self.root / "summary.txt"
+
+    @property
+    def table_csv(self) -> Path:
+        return self.root / "summary.csv"
+
+    @property
+    def readme(self) -> Path:
+        return self.root / "README.md"
+
+    @property
+    def charts(self) -> Path:
+        return self.root / "charts"
+
+    def chart(self, name: str) -> Path:
+        return self.charts / f"{name}.svg"
+
+    def database(self, db_id: str) -> DatabaseLayout:
+        return DatabaseLayout(self.root / db_id)
+
+    @property
+    def index_files(self) -> tuple[str, ...]:
+        """Published last, in this order: whoever finds the summary in a bucket
+        finds everything the README links to."""
+        return (self.readme.name, self.summary.name)
+
+    def relative(self, path: Path) -> str:
+        """``path`` as a POSIX path relative to the directory (a key below a URL)."""
+        return path.relative_to(self.root).as_posix()

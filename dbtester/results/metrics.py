@@ -1,0 +1,72 @@
+"""The per-second metrics files of a results directory: their columns, and
+reading them back checked.
+
+``server-<i>-metrics.csv`` is written by the agent's sampler on the member's
+machine (columns :data:`SERVER_COLUMNS`, documented in
+``dbtester.agent.sampler``); ``client-metrics.csv`` by the load generator's
+sampler (:data:`CLIENT_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from dbtester.errors import ResultsError
+
+__all__ = ["CLIENT_COLUMNS", "SERVER_COLUMNS", "read_metrics"]
+
+SERVER_COLUMNS = (
+    "unix_ms",
+    "pid",
+    "cpu_percent",
+    "rss_bytes",
+    "threads",
+    "voluntary_ctxt_switches",
+    "nonvoluntary_ctxt_switches",
+    "read_bytes",
+    "write_bytes",
+    "reads_completed",
+    "sectors_read",
+    "writes_completed",
+    "sectors_written",
+    "receive_bytes",
+    "transmit_bytes",
+    "data_dir_bytes",
+)
+
+# unix_ms, cpu_percent (100 = one core, the whole load generator), rss_bytes,
+# receive_bytes, transmit_bytes (deltas), requests_done, errors (cumulative).
+CLIENT_COLUMNS = (
+    "unix_ms",
+    "cpu_percent",
+    "rss_bytes",
+    "receive_bytes",
+    "transmit_bytes",
+    "requests_done",
+    "errors",
+)
+
+
+def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
+    """The samples in ``path``; None when it is missing or holds none (a member
+    that died at once). ResultsError, naming the file, when it is corrupt."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise ResultsError(path, f"not a metrics CSV: {str(exc).strip()[:200]}") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ResultsError(path, f"missing columns: {', '.join(missing)}")
+    if not len(frame):
+        return None
+    for column in columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            raise ResultsError(path, f"column {column} holds values that are not numbers")
+    return frame

@@ -1,0 +1,225 @@
+"""Typed, frozen records of what a results directory holds, each with
+``to_json`` / ``from_json``.
+
+``from_json`` takes a file's content already brought to the current schema
+(:func:`dbtester.results.schema.upgrade`); ``to_json`` writes the current
+schema version into the file. Per-request records are numpy arrays
+(:class:`dbtester.results.requests.Records`), not these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbtester.results.schema import SCHEMA_VERSION
+
+__all__ = [
+    "KNOWN_REFUSALS",
+    "DatabaseRecord",
+    "DatabaseSummary",
+    "Environment",
+    "FigureValue",
+    "LoadWindow",
+    "MemberRecord",
+    "RunSummary",
+    "Verification",
+    "account",
+]
+
+FigureValue = float | int | str | None
+
+# Failures that mean the write was refused, never applied; every other failure
+# (timeouts, UNAVAILABLE, a dropped connection) leaves its outcome unknown.
+KNOWN_REFUSALS = frozenset(
+    {
+        "INVALID_ARGUMENT",
+        "FAILED_PRECONDITION",
+        "RESOURCE_EXHAUSTED",
+        "PERMISSION_DENIED",
+        "UNAUTHENTICATED",
+        "UNIMPLEMENTED",
+        "wrong-value",
+    }
+)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        return cls.model_validate(data)
+
+
+class _Versioned(_Record):
+    """A whole file: it names the schema version it was written in."""
+
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "schema_version": SCHEMA_VERSION}
+
+
+class MemberRecord(_Record):
+    """One member of a database's cluster: where it ran and how it stopped."""
+
+    index: int
+    host: str
+    agent: str  # the agent's host:port
+    clock_offset_s: float = 0.0  # the agent's clock minus the controller's
+    clock_rtt_s: float = 0.0
+    pid: int = 0
+    disk_usage_bytes: int = 0
+    stop_seconds: float = 0.0
+    killed: bool = False
+    exit_code: int = 0
+    samples: int = 0
+    archived_to: str = ""
+
+
+class LoadWindow(_Record):
+    """When the load ran and what it cost the client."""
+
+    started_unix: float
+    ended_unix: float
+    workers: int
+    cpu_seconds: float  # the load generator's, user + system
+    aborted: str = ""  # why the load stopped early ("" if it did not)
+    counts: dict[str, int] = Field(default_factory=dict)  # outcome -> requests
+
+
+class Verification(_Record):
+    """Keys found in the database after a write load, against what was written."""
+
+    attempted: int
+    acknowledged: int
+    failed: int  # refused: never applied
+    unknown: int  # outcome unknown: may or may not have been applied
+    expected_min: int
+    expected_max: int
+    found: int
+    lost: int
+    unexpected: int
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.unexpected == 0
+
+
+def account(counts: Mapping[str, int], found: int, *, same_key: bool) -> Verification:
+    """What ``found`` keys mean for a write load whose requests ended with
+    ``counts`` (outcome -> requests): every acknowledged write must be there,
+    refused ones must not, and those of unknown outcome may be."""
+    attempted = sum(counts.values())
+    acknowledged = counts.get("ok", 0)
+    failed = sum(n for code, n in counts.items() if code in KNOWN_REFUSALS)
+    unknown = attempted - acknowledged - failed
+    if same_key:
+        low, high = (1 if acknowledged else 0), 1
+    else:
+        low, high = acknowledged, acknowledged + unknown
+    return Verification(
+        attempted=attempted,
+        acknowledged=acknowledged,
+        failed=failed,
+        unknown=unknown,
+        expected_min=low,
+        expected_max=high,
+        found=found,
+        lost=max(0, low - found),
+        unexpected=max(0, found - high),
+    )
+
+
+class DatabaseRecord(_Versioned):
+    """``<db-id>/run.json``: one database's run, written once it is over."""
+
+    run_id: str
+    database: dict[str, Any]  # the test case's entry, as it ran
+    started_unix: float
+    endpoints: tuple[str, ...] = ()
+    embedded: bool = True
+    members: tuple[MemberRecord, ...] = ()
+    error: str = ""
+    verification: Verification | None = None
+    load: LoadWindow | None = None
+
+    @property
+    def id(self) -> str:
+        return str(self.database.get("id", ""))
+
+    @property
+    def kind(self) -> str:
+        return str(self.database.get("kind", ""))
+
+    @property
+    def version(self) -> str:
+        return str(self.database.get("version", ""))
+
+    @property
+    def passed(self) -> bool:
+        return not self.error
+
+    @property
+    def load_start(self) -> float:
+        """The moment seconds in charts count from: the load's start."""
+        return self.load.started_unix if self.load else self.started_unix
+
+
+class Environment(_Record):
+    """The machine and software a run measured on."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields may be added
+
+    hostname: str = ""
+    kernel: str = ""
+    cpu_model: str = ""
+    cores: int | None = None
+    memory_gib: float | None = None
+    python: str = ""
+    dbtester: str = ""
+    grpcio: str = ""
+    fsync_ms_median: float | None = None
+    fsync_probe_dir: str = ""
+
+    def summary(self) -> str:
+        """One line for a README: kernel, CPU, cores, memory."""
+        parts = {
+            "kernel": self.kernel,
+            "cpu_model": self.cpu_model,
+            "cores": self.cores,
+            "memory_gib": self.memory_gib,
+        }
+        return ", ".join(f"{k}: {v}" for k, v in parts.items() if v not in ("", None))
+
+
+class DatabaseSummary(_Record):
+    """One database in ``result.json``: its verdict and every table figure."""
+
+    id: str
+    label: str
+    kind: str
+    version: str
+    passed: bool
+    error: str | None = None
+    verification: Verification | None = None
+    figures: dict[str, FigureValue] = Field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+class RunSummary(_Versioned):
+    """``result.json``: written when a run starts, completed by the analysis."""
+
+    run_id: str
+    source: str
+    started_unix: float
+    environment: Environment
+    title: str = ""
+    analyzed_by: str | None = None
+    databases: tuple[DatabaseSummary, ...] = ()

@@ -1,0 +1,71 @@
+"""The results directory's schema version, its history, and the upgrades that
+let this dbtester read every older version it knows.
+
+Every JSON file in a results directory (``result.json``, ``<db-id>/run.json``)
+carries ``"schema_version": N``. A reader calls :func:`upgrade` first: older
+versions are brought up to :data:`SCHEMA_VERSION` step by step, and a newer
+one is refused with :class:`~dbtester.errors.SchemaVersionError` (exit 2),
+naming the file and both versions.
+
+History (add a line and an upgrade step whenever what a file holds changes):
+
+1. dbtester 0.1, the first release. ``run.json`` carried its version as
+   ``"schema": 1``; ``result.json`` as ``"schema_version": 1`` and gained its
+   analysis (title, databases, figures) only once analysed.
+2. One key, ``"schema_version"``, in every file (``run.json`` had
+   ``"schema"``). ``result.json`` always has every field of ``RunSummary``:
+   ``title`` empty and ``databases`` an empty list until the analysis fills
+   them. Nothing was removed: a version 1 file upgrades by renaming its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dbtester.errors import ResultsError, SchemaVersionError
+
+__all__ = ["SCHEMA_VERSION", "upgrade", "version_of"]
+
+SCHEMA_VERSION = 2
+
+#: the key a file of each version names its version by
+_VERSION_KEYS = ("schema_version", "schema")
+
+Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    data = dict(data)
+    data.pop("schema", None)
+    data["schema_version"] = 2
+    return data
+
+
+#: version N -> the step that turns a version N file into version N + 1
+UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2}
+
+
+def version_of(data: Mapping[str, Any], path: Path) -> int:
+    for key in _VERSION_KEYS:
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 1:
+                raise ResultsError(path, f"schema version {value} is not a version")
+            return value
+    raise ResultsError(path, "no schema_version: not a file dbtester wrote")
+
+
+def upgrade(data: Any, path: Path) -> dict[str, Any]:
+    """``data`` (a JSON file's content) in the current schema; refuses a newer one."""
+    if not isinstance(data, dict):
+        raise ResultsError(path, f"expected a JSON object, found {type(data).__name__}")
+    current: dict[str, Any] = data
+    version = version_of(current, path)
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(path, version, SCHEMA_VERSION)
+    while version < SCHEMA_VERSION:
+        current = UPGRADES[version](current)
+        version += 1
+    return current

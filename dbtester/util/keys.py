@@ -1,0 +1,65 @@
+"""Key names and the order a workload writes them in.
+
+Key ``i`` is ``b"k"`` followed by ``i`` zero-padded to ``key_size`` bytes, so
+keys are distinct, fixed-size and share a prefix that verification can count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["PREFIX", "KeySpace", "varint"]
+
+PREFIX = b"k"
+
+
+def varint(value: int) -> bytes:
+    """Protocol-buffers base-128 varint (for pre-encoding messages)."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+class KeySpace:
+    """Which key request ``i`` uses: sequential, a random permutation, or one key."""
+
+    def __init__(
+        self,
+        requests: int,
+        key_size: int,
+        *,
+        sequential: bool = True,
+        same_key: bool = False,
+        seed: int = 1,
+    ) -> None:
+        self.key_size = key_size
+        self.same_key = same_key
+        self.width = max(key_size - len(PREFIX), 0)
+        self.order: npt.NDArray[np.int64] | None = None
+        if not same_key and not sequential:
+            self.order = np.random.default_rng(seed).permutation(requests).astype(np.int64)
+
+    def key(self, i: int) -> bytes:
+        if self.same_key:
+            i = 0
+        elif self.order is not None:
+            i = int(self.order[i])
+        if self.width == 0:
+            return PREFIX  # key_size 1: the one key there is
+        digits = str(i)
+        if len(digits) > self.width:  # config validation prevents this
+            raise ValueError(f"key {i} does not fit in {self.key_size} bytes")
+        return PREFIX + digits.zfill(self.width).encode()
+
+    @staticmethod
+    def capacity(key_size: int) -> int:
+        """How many distinct keys fit in ``key_size`` bytes."""
+        width = key_size - len(PREFIX)
+        return 10**width if width > 0 else 1

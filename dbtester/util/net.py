@@ -1,0 +1,85 @@
+"""Addresses: ``host:port`` spelled the one way (IPv6 bracketed), loopback
+tests, free ports, and which interface carries an address."""
+
+from __future__ import annotations
+
+import socket
+
+import psutil
+
+__all__ = [
+    "bracket",
+    "free_port",
+    "interface_for",
+    "is_loopback",
+    "join_host_port",
+    "local_interface",
+    "port_free",
+    "tcp_open",
+]
+
+
+def bracket(host: str) -> str:
+    """``host`` as it goes before ``:port``: IPv6 addresses in brackets."""
+    host = host.strip("[]")
+    return f"[{host}]" if ":" in host else host
+
+
+def join_host_port(host: str, port: int) -> str:
+    return f"{bracket(host)}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    return host.startswith("127.") or host.strip("[]") in ("::1", "localhost")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the kernel's pick)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.bind((host.strip("[]"), 0))
+        return int(sock.getsockname()[1])
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether ``port`` on ``host`` can be bound (nothing listens there)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def interface_for(address: str) -> str | None:
+    """The network interface that carries ``address`` (``lo`` for 127.0.0.1)."""
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address.split("%", 1)[0] == address for a in addrs):
+            return name
+    return None
+
+
+def local_interface(endpoint: str) -> str | None:
+    """The interface this machine uses to reach ``endpoint`` (host:port). A UDP
+    'connect' only consults the routing table: no packet is sent."""
+    host, _, port = endpoint.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, int(port or 9)))
+            local = probe.getsockname()[0]
+    except OSError:
+        return None
+    return interface_for(local)

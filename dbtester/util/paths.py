@@ -1,0 +1,30 @@
+"""Where dbtester keeps its own files, and the check that a directory can be
+written before anything depends on it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dbtester.errors import DbtesterError
+
+__all__ = ["dbtester_home", "ensure_writable"]
+
+
+def dbtester_home() -> Path:
+    """``$DBTESTER_HOME``, default ``~/.cache/dbtester``: installed databases,
+    run scratch, the wheelhouse."""
+    return Path(os.environ.get("DBTESTER_HOME") or Path.home() / ".cache" / "dbtester")
+
+
+def ensure_writable(root: Path, what: str = "data root") -> None:
+    """Make ``root`` if needed and prove a file can be written there; one line
+    naming ``what`` and the path otherwise (the agent's data root, the
+    controller's $DBTESTER_HOME and --out)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise DbtesterError(f"{what} {root} is not writable: {exc.strerror}") from None
