@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from dbtester.install import Installed, Source, SourceUnavailable, ensure_installed
-from dbtester.util.net import tcp_open
+from dbtester.util.net import join_host_port, tcp_open
 from dbtester.util.progress import Reporter
 
 __all__ = [
@@ -58,12 +58,10 @@ class Peer:
     ports: Mapping[str, int]
 
     def url(self, port: str, scheme: str = "http") -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{scheme}://{host}:{self.ports[port]}"
+        return f"{scheme}://{self.address(port)}"
 
     def address(self, port: str) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.ports[port]}"
+        return join_host_port(self.host, self.ports[port])
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from dbtester.errors import AgentError, RemoteError
 from dbtester.install import MANIFEST, MANIFEST_VERSION, Installed
 from dbtester.remote.ssh import SshOptions, SshSession, SshTarget
 from dbtester.remote.wheels import Wheelhouse, python_tag
+from dbtester.util.net import join_host_port
 from dbtester.util.progress import Reporter
 
 __all__ = [
@@ -70,8 +71,7 @@ class AgentHost:
 
     @property
     def name(self) -> str:
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{host}:{self.agent_port}"
+        return join_host_port(self.address, self.agent_port)
 
 
 def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
