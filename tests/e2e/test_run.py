@@ -17,6 +17,7 @@ import yaml
 
 from dbtester.analyze.figures import ROWS
 from dbtester.report.charts import CHARTS
+from dbtester.results import SCHEMA_VERSION
 from tests.integration.agents import alive
 from tests.integration.test_agent_cluster import VERSIONS
 
@@ -90,7 +91,7 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     counts = [c.strip() for c in lines["TOTAL-REQUEST-NUMBER"].split("|")[2:-1]]
     assert counts == [f"{requests:,}"] * 4
     result_json = json.loads((out / "result.json").read_text())
-    assert result_json["schema_version"] == 1
+    assert result_json["schema_version"] == SCHEMA_VERSION
     for db in result_json["databases"]:
         assert db["passed"], db
         assert db["figures"]["SERVER-MAX-CPU-USAGE"] > 0
