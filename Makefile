@@ -8,17 +8,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_CONFIG ?= configs/quickstart.yaml
+ENGINE := engine/Cargo.toml
+# The engine's crate needs this Rust or newer (engine/Cargo.toml: rust-version).
+RUST_VERSION := 1.88
+CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system python demo gallery test unit lint types tox proto clean
+.PHONY: setup system rust python demo gallery test unit lint types engine-test tox proto clean
 
 setup: system python
 
 system:
 	@bash scripts/setup-system.sh
 
+rust:
+	@command -v cargo >/dev/null 2>&1 || { echo "error: dbtester's load engine is Rust: install Rust $(RUST_VERSION) or newer (rustup, or Debian's cargo) and run make again" >&2; exit 1; }
+
 python: $(STAMP)
 
-$(STAMP): pyproject.toml
+# pip builds the load engine (engine/, Rust, release profile) into
+# dbtester/_engine through maturin; a change to the crate rebuilds it.
+$(STAMP): pyproject.toml $(ENGINE) engine/Cargo.lock $(wildcard engine/src/*.rs) | rust
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -33,11 +42,17 @@ gallery: setup
 	rm -rf plots/gallery
 	$(BIN)/dbtester run $(DEMO_CONFIG) --out plots/gallery
 
-test: setup
+test: setup engine-test
 	$(BIN)/pytest
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The engine's own tests and lints (cargo test runs the Rust unit tests).
+engine-test: python
+	$(CARGO) test --quiet --manifest-path $(ENGINE)
+	$(CARGO) clippy --quiet --manifest-path $(ENGINE) --all-targets -- -D warnings
+	cargo fmt --manifest-path $(ENGINE) --check
 
 unit: python
 	$(BIN)/pytest -m "not integration"
@@ -58,4 +73,4 @@ proto: python
 		dbtester/proto/agent.proto
 
 clean:
-	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache engine/target dbtester/_engine*.so

@@ -16,7 +16,6 @@ client CPU per request decides the ratio: run it alone.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ from dbtester.databases import get_kind
 from dbtester.databases.base import LoadSettings, MemberSpec, Peer
 from dbtester.databases.etcd import EtcdFlags
 from dbtester.install import GoBuild, Installed, ensure_installed
-from dbtester.load.runner import run_load
+from dbtester.load.runner import run_load, seed_key
 from dbtester.results import DatabaseLayout
 from dbtester.util.keys import KeySpace
 from dbtester.util.progress import Reporter
@@ -162,16 +161,9 @@ def run_ours(
     return Figure("dbtester", op, requests, span / 1e9, result.cpu_seconds)
 
 
-def seed(endpoint: str, key: bytes) -> None:
+def seed(endpoint: str) -> None:
     settings = LoadSettings((endpoint,), {}, KEY_SIZE, VALUE_SIZE, "serializable", 30.0)
-
-    async def put() -> None:
-        client = get_kind("etcd").load_client(settings)
-        await client.open(1)
-        await client.write(0, key)
-        await client.close()
-
-    asyncio.run(put())
+    seed_key("etcd", settings, KEY_SIZE)
 
 
 def main() -> None:
@@ -194,7 +186,7 @@ def main() -> None:
                     server = FreshEtcd(installed)
                     try:
                         if op == "range":
-                            seed(server.endpoint, key)
+                            seed(server.endpoint)
                         if side == "go":
                             figure = run_go(tool, server.endpoint, op, args.requests, key)
                         else:

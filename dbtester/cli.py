@@ -8,7 +8,7 @@ exit code (0 ok, 1 run failed, 2 bad input, 3 publish failed, 130 Ctrl-C).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -328,7 +328,11 @@ def _agent_logging(root: Path) -> None:
 )
 @click.option("--only", multiple=True, metavar="ID", help="Run only this database (repeatable).")
 @click.option("--local", is_flag=True, help="Run every database on this machine, ignoring hosts.")
-@click.option("--workers", type=click.IntRange(1, 256), help="Load-generator processes [cores].")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Load engine threads [1: on a 2-core machine one measured best].",
+)
 def run(
     config: str, out: Path | None, only: tuple[str, ...], local: bool, workers: int | None
 ) -> None:
@@ -369,6 +373,7 @@ def print_outcome(outcome: RunOutcome) -> None:
     """The table on stdout, where the results are on stderr; RunFailedError
     (exit 1) naming every database that failed."""
     click.echo(outcome.table, nl=False)
+    _print_notes(outcome.notes)
     click.echo(f"results: {outcome.out}", err=True)
     failed = outcome.failed
     if failed:
@@ -385,7 +390,15 @@ def analyze_command(directory: Path) -> None:
     """Re-render the table, charts and README of a results directory from its raw data."""
     from dbtester.render import render
 
-    click.echo(render(directory).table, nl=False)
+    rendered = render(directory)
+    click.echo(rendered.table, nl=False)
+    _print_notes(rendered.analysis.notes)
+
+
+def _print_notes(notes: Sequence[str]) -> None:
+    """Notes go under the table on stderr: stdout stays the table as saved."""
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
 
 
 @cli.command("publish")

@@ -14,8 +14,6 @@ serialised by a lock file, so two runs that need the same version do not race.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -27,14 +25,14 @@ import urllib.error
 import urllib.request
 import zipfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dbtester.errors import InstallError
-from dbtester.util.paths import dbtester_home
+from dbtester.util.paths import dbtester_home, locked
 from dbtester.util.progress import Reporter
 
 __all__ = [
@@ -384,7 +382,7 @@ def ensure_installed(
         return done
     root = dbtester_home() / kind / version
     root.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(root.parent / f".{version}.lock"):
+    with locked(root.parent / f".{version}.lock"):
         done = find_installed(kind, version)  # another process may have finished it
         if done is not None:
             return done
@@ -443,16 +441,6 @@ def _keep_log(staging: Path, name: str) -> Path | None:
     kept = logs / f"{name}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}.log"
     shutil.move(log, kept)
     return kept
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------- helpers

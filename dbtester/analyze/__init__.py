@@ -58,5 +58,7 @@ def _database_summary(db: DatabaseData, figures: Figures) -> DatabaseSummary:
 
 
 def analyze(results: RunResults) -> Analysis:
-    databases = tuple(prepare(db) for db in results.databases)
+    # The controller ran the load: its machine's cores are the client's.
+    cores = results.summary.environment.cores if results.summary else None
+    databases = tuple(prepare(db, cores) for db in results.databases)
     return Analysis(results, databases, tuple(compute(db) for db in databases))

@@ -21,6 +21,7 @@ class DatabaseData:
     records: Records | None  # every request
     client: pd.DataFrame | None  # client samples, with t (seconds since the load start)
     servers: list[pd.DataFrame]  # server samples per member, with t and member
+    client_cores: int | None = None  # cores of the machine the load ran on
 
     @property
     def load_start(self) -> float:
@@ -32,7 +33,7 @@ class DatabaseData:
         return self.record.embedded
 
 
-def prepare(db: DatabaseResults) -> DatabaseData:
+def prepare(db: DatabaseResults, client_cores: int | None = None) -> DatabaseData:
     start = db.record.load_start
     offsets = {m.index: m.clock_offset_s for m in db.record.members}
     servers = []
@@ -46,4 +47,4 @@ def prepare(db: DatabaseResults) -> DatabaseData:
     if db.client is not None:
         client = db.client.copy()
         client["t"] = client["unix_ms"] / 1000.0 - start
-    return DatabaseData(db.id, db.label, db.record, db.requests, client, servers)
+    return DatabaseData(db.id, db.label, db.record, db.requests, client, servers, client_cores)

@@ -309,14 +309,8 @@ def _verification(data: DatabaseData, figures: Figures) -> None:
         figures.values["KEYS-VERIFIED"] = (
             f"{verification.found:,} / {verification.expected_min:,} {state}"
         )
-    load = data.record.load
-    client_cpu = figures.values.get("CLIENT-MAX-CPU-USAGE")
-    workers = load.workers if load is not None else 0
-    if isinstance(client_cpu, float) and workers and client_cpu > 90.0 * workers:
-        figures.notes.append(
-            f"{data.label}: the load generator used {client_cpu:.0f}% CPU with {workers} workers:"
-            " the client was the bottleneck, so throughput understates the server"
-        )
+    if note := client_bound(data):
+        figures.notes.append(f"{data.label}: {note}")
     if data.shared_host and data.servers:
         figures.notes.append(
             f"{data.label}: members and client ran on one machine and share its loopback"
@@ -324,3 +318,52 @@ def _verification(data: DatabaseData, figures: Figures) -> None:
         )
     if data.record.error:
         figures.notes.append(f"{data.label}: FAILED: {data.record.error}")
+
+
+#: a CPU this busy (share of what it could use) counts as saturated
+SATURATED = 0.9
+#: a machine shared by client and members this busy in all counts as full
+SHARED_BUSY = 0.75
+
+
+def client_bound(data: DatabaseData) -> str | None:
+    """Why the client, not the database, limited throughput; None if it did not.
+
+    The rule, from both sides' average CPU over the seconds requests completed
+    in: the load generator used at least as much CPU as all the members on
+    its machine together, and either its engine threads were busy (90% of
+    what they can use) or — on a machine it shares with the members, the
+    embedded default — that machine's cores were 75% busy in all. A remote
+    client shares no cores with the members; only its own threads count."""
+    load = data.record.load
+    client = _in_window(data.client, data)
+    cores = data.client_cores
+    if load is None or client is None or not cores:
+        return None
+    done = client["requests_done"]
+    active = client[done.diff().fillna(done) > 0]
+    if active.empty:
+        return None
+    begin, end = float(active["t"].min()) - 1.0, float(active["t"].max())
+    client_cpu = float(active["cpu_percent"].mean())
+    members = 0.0
+    if data.shared_host:
+        for frame in data.servers:
+            busy = frame[(frame["t"] > begin) & (frame["t"] <= end + 0.5)]
+            members += float(busy["cpu_percent"].mean()) if len(busy) else 0.0
+    threads = load.workers or 1
+    threads_busy = client_cpu >= SATURATED * 100.0 * min(threads, cores)
+    machine_busy = data.shared_host and client_cpu + members >= SHARED_BUSY * 100.0 * cores
+    if client_cpu < members or not (threads_busy or machine_busy):
+        return None
+    if data.shared_host:
+        where = (
+            f"it shared {cores} cores with the members and used {client_cpu:.0f}% CPU"
+            f" against their {members:.0f}% (averages while requests completed)"
+        )
+    else:
+        where = f"it averaged {client_cpu:.0f}% CPU with {threads} engine thread(s)"
+    return (
+        f"the client was the bottleneck: {where}, so throughput understates what the"
+        " database can do; run the load from another machine or give it more cores"
+    )

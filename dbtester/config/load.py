@@ -63,7 +63,37 @@ def parse_test_case(doc: SourceDoc) -> Loaded:
     except ValidationError as exc:
         raise ConfigError(_problems(doc, raw, exc.errors())) from None
     warnings.extend(_read_workload_warnings(doc, case))
+    case, fitted = _fit_flags(doc, case)
+    warnings.extend(fitted)
     return Loaded(case, doc.file, is_legacy, tuple(sorted(set(warnings))))
+
+
+def _fit_flags(doc: SourceDoc, case: TestCase) -> tuple[TestCase, list[Problem]]:
+    """Each kind adjusts its flags to the workload's connection count (ZooKeeper's
+    per-address connection limit), saying so; a setting that cannot fit is an
+    error at the database's entry."""
+    notes: list[Problem] = []
+    problems: list[Problem] = []
+    databases = []
+    for i, db in enumerate(case.databases):
+        if db.endpoints:  # an existing cluster: its settings are not ours to change
+            databases.append(db)
+            continue
+        where: KeyPath = ("databases", i, "flags")
+        if where not in doc.values:
+            where = ("databases", i)
+        try:
+            flags, note = KINDS[db.kind].fit_flags(db.flags, db.workload.connections)
+        except ValueError as exc:
+            problems.append(doc.problem(where, str(exc)))
+            databases.append(db)
+            continue
+        if note:
+            notes.append(doc.problem(where, f"{db.id}: {note}", key=True))
+        databases.append(db.model_copy(update={"flags": flags}) if note else db)
+    if problems:
+        raise ConfigError(problems)
+    return case.model_copy(update={"databases": tuple(databases)}), notes
 
 
 def _with_effective_workloads(data: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ into the record.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
-from dbtester.load import LoadResult, run_load
+from dbtester.load import LoadResult, run_load, seed_key
 from dbtester.results import (
     DatabaseRecord,
     LoadWindow,
@@ -33,7 +32,6 @@ from dbtester.results import (
     Verification,
     account,
 )
-from dbtester.util.keys import KeySpace
 from dbtester.util.net import free_port, is_loopback, join_host_port
 from dbtester.util.progress import Reporter
 
@@ -337,21 +335,10 @@ class DatabaseRun:
     def _seed_if_read(self) -> None:
         if self.db.workload.type != "read":
             return
-        settings = self._settings()
-        key = KeySpace(1, settings.key_size, same_key=True).key(0)
-
-        async def seed() -> None:
-            client = self.kind.load_client(settings)
-            try:
-                await client.open(1)
-                await client.write(0, key)
-            finally:
-                await client.close()
-
         try:
-            asyncio.run(seed())
-        except Exception as exc:
-            raise DbtesterError(f"{self.db.id}: seeding the read key failed: {exc}") from None
+            seed_key(self.db.kind, self._settings(), self.db.workload.key_size)
+        except DbtesterError as exc:
+            raise DbtesterError(f"{self.db.id}: {exc}") from None
 
     def _load(self) -> None:
         w = self.db.workload

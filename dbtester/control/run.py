@@ -33,6 +33,7 @@ class RunOutcome:
     out: Path
     records: tuple[DatabaseRecord, ...]  # every database that ran, in order
     table: str
+    notes: tuple[str, ...] = ()  # what the table alone does not say
 
     @property
     def passed(self) -> list[str]:
@@ -106,13 +107,15 @@ def run_case(
     except KeyboardInterrupt:
         interrupted = True
     table = ""
+    notes: tuple[str, ...] = ()
     try:
-        table = render(out).table
+        rendered = render(out)
+        table, notes = rendered.table, tuple(rendered.analysis.notes)
     except DbtesterError as exc:
         reporter.say(f"analysis: {exc}")
     if interrupted:
         raise InterruptedRunError(f"interrupted; partial results kept in {out}")
-    outcome = RunOutcome(out, tuple(records), table)
+    outcome = RunOutcome(out, tuple(records), table, notes)
     if not outcome.failed:
         # Agent logs were fetched into the results; failed runs keep their scratch
         # (and the archived data dirs in it) for a post-mortem.

@@ -28,12 +28,10 @@ __all__ = [
     "DatabaseKind",
     "LaunchPlan",
     "LegacyFlags",
-    "LoadClient",
     "LoadSettings",
     "MemberSpec",
     "Options",
     "Peer",
-    "WrongValue",
     "go_arch",
     "reported_version",
 ]
@@ -90,13 +88,10 @@ class LaunchPlan:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-class WrongValue(Exception):  # noqa: N818 - an outcome name, counted like an error code
-    """A read returned something other than the seeded value."""
-
-
 @dataclass(frozen=True)
 class LoadSettings:
-    """What a load client needs to know, in a form that pickles to worker processes."""
+    """How the load reaches a database: what seeding, the load engine and key
+    counting need to know."""
 
     endpoints: tuple[str, ...]  # host:port of each member's client port
     client: Mapping[str, Any]  # the kind's client options (model_dump)
@@ -111,37 +106,6 @@ class LoadSettings:
         return b"v" * self.value_size
 
 
-class LoadClient(ABC):
-    """The load generator's view of one database, inside one worker process.
-
-    ``connections`` are opened once per step; request ``conn`` selects one. All
-    methods are coroutines on the worker's event loop; errors propagate as
-    exceptions that :meth:`outcome` names (e.g. 'UNAVAILABLE', 'timeout')."""
-
-    def __init__(self, settings: LoadSettings) -> None:
-        self.settings = settings
-
-    @abstractmethod
-    async def open(self, connections: int) -> None: ...
-
-    @abstractmethod
-    async def write(self, conn: int, key: bytes) -> None: ...
-
-    @abstractmethod
-    async def read(self, conn: int, key: bytes) -> None:
-        """Read ``key``; raise WrongValue unless it holds the seeded value."""
-
-    @abstractmethod
-    async def close(self) -> None: ...
-
-    def outcome(self, error: BaseException) -> str:
-        if isinstance(error, WrongValue):
-            return "wrong-value"
-        if isinstance(error, TimeoutError):
-            return "timeout"
-        return type(error).__name__
-
-
 class DatabaseKind(ABC):
     """A kind of database (etcd, zookeeper, consul); stateless, one instance each."""
 
@@ -151,6 +115,8 @@ class DatabaseKind(ABC):
     default_ports: ClassVar[Mapping[str, int]]
     flags_model: ClassVar[type[Options]]
     client_model: ClassVar[type[Options]]
+    #: the wire protocol the load engine speaks to this kind
+    protocol: ClassVar[str]
 
     @property
     def client_port(self) -> int:
@@ -160,9 +126,21 @@ class DatabaseKind(ABC):
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         """The command line and config files for ``member``."""
 
-    @abstractmethod
-    def load_client(self, settings: LoadSettings) -> LoadClient:
-        """A client for one load-generator worker (imports its libraries lazily)."""
+    def engine_target(self, settings: LoadSettings) -> dict[str, Any]:
+        """The load engine's view of this kind: its wire ``protocol`` (one of the
+        engine's: etcd, zookeeper, consul), the endpoints and the client options.
+        The kind's ``client_model`` options are the engine's options as they are."""
+        return {
+            "protocol": self.protocol,
+            "endpoints": list(settings.endpoints),
+            "options": dict(settings.client),
+        }
+
+    def fit_flags(self, flags: Options, connections: int) -> tuple[Options, str | None]:
+        """``flags`` adjusted so that each member takes ``connections`` client
+        connections from one machine, and a note saying what changed (None when
+        nothing did). A ValueError says why the test case cannot fit."""
+        return flags, None
 
     @abstractmethod
     def count_keys(self, settings: LoadSettings) -> int:

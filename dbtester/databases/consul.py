@@ -13,12 +13,10 @@ from pydantic import Field
 from dbtester.databases.base import (
     DatabaseKind,
     LaunchPlan,
-    LoadClient,
     LoadSettings,
     MemberSpec,
     Options,
     Peer,
-    WrongValue,
     go_arch,
     reported_version,
 )
@@ -53,6 +51,7 @@ class Consul(DatabaseKind):
     }
     flags_model = ConsulFlags
     client_model = ConsulClient
+    protocol: ClassVar[str] = "consul"
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         flags = member.flags
@@ -90,9 +89,6 @@ class Consul(DatabaseKind):
         path = member.member_dir / "consul.json"
         argv = [str(installed.path("consul")), "agent", f"-config-file={path}"]
         return LaunchPlan(argv, {path: json.dumps(config, indent=2) + "\n"})
-
-    def load_client(self, settings: LoadSettings) -> LoadClient:
-        return ConsulLoadClient(settings)
 
     def count_keys(self, settings: LoadSettings) -> int:
         url = f"http://{settings.endpoints[0]}/v1/kv/{ROOT}/?keys"
@@ -140,64 +136,3 @@ class Consul(DatabaseKind):
 
 
 ROOT = "dbtester"
-
-
-class HTTPStatusError(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-class ConsulLoadClient(LoadClient):
-    """Consul's HTTP KV API through aiohttp; each endpoint gets a pool holding its
-    share of the connections, and requests take turns over the endpoints."""
-
-    def __init__(self, settings: LoadSettings) -> None:
-        super().__init__(settings)
-        self._sessions: list[Any] = []
-        self._value = settings.value
-        mode = "consistent" if settings.consistency == "linearizable" else "stale"
-        self._read_query = f"?raw&{mode}"
-
-    async def open(self, connections: int) -> None:
-        import aiohttp
-
-        endpoints = self.settings.endpoints
-        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
-        for e, endpoint in enumerate(endpoints[:connections]):
-            share = len(range(e, connections, len(endpoints)))
-            connector = aiohttp.TCPConnector(limit=share, force_close=False)
-            self._sessions.append(
-                aiohttp.ClientSession(
-                    f"http://{endpoint}",
-                    connector=connector,
-                    timeout=timeout,
-                    skip_auto_headers=("User-Agent",),
-                )
-            )
-
-    async def write(self, conn: int, key: bytes) -> None:
-        session = self._sessions[conn % len(self._sessions)]
-        async with session.put(f"/v1/kv/{ROOT}/{key.decode()}", data=self._value) as reply:
-            body = await reply.read()
-            if reply.status != 200 or body.strip() != b"true":
-                raise HTTPStatusError(reply.status)
-
-    async def read(self, conn: int, key: bytes) -> None:
-        session = self._sessions[conn % len(self._sessions)]
-        async with session.get(f"/v1/kv/{ROOT}/{key.decode()}{self._read_query}") as reply:
-            body = await reply.read()
-            if reply.status != 200:
-                raise HTTPStatusError(reply.status)
-        if body != self._value:
-            raise WrongValue(key)
-
-    async def close(self) -> None:
-        for session in self._sessions:
-            await session.close()
-        self._sessions = []
-
-    def outcome(self, error: BaseException) -> str:
-        if isinstance(error, HTTPStatusError):
-            return f"HTTP-{error.status}"
-        return super().outcome(error)

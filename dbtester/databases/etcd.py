@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 import shutil
-import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,16 +15,13 @@ from dbtester.databases.base import (
     DatabaseKind,
     LaunchPlan,
     LegacyFlags,
-    LoadClient,
     LoadSettings,
     MemberSpec,
     Options,
     Peer,
-    WrongValue,
     go_arch,
     reported_version,
 )
-from dbtester.errors import DbtesterError
 from dbtester.install import (
     ArchiveDownload,
     DebianPackage,
@@ -36,7 +30,7 @@ from dbtester.install import (
     Source,
     SourceUnavailable,
 )
-from dbtester.util.keys import PREFIX, varint
+from dbtester.util.keys import PREFIX
 
 __all__ = ["Etcd", "EtcdClient", "EtcdFlags"]
 
@@ -76,6 +70,7 @@ class Etcd(DatabaseKind):
     default_ports: ClassVar[Mapping[str, int]] = {"client": 2379, "peer": 2380}
     flags_model = EtcdFlags
     client_model = EtcdClient
+    protocol: ClassVar[str] = "etcd"
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         me = member.me
@@ -163,9 +158,6 @@ class Etcd(DatabaseKind):
                 warnings.append((key, f"'{key}' is not an etcd flag dbtester knows; dropped"))
         return flags, warnings
 
-    def load_client(self, settings: LoadSettings) -> LoadClient:
-        return EtcdLoadClient(settings)
-
     def count_keys(self, settings: LoadSettings) -> int:
         import grpc
 
@@ -181,180 +173,11 @@ class Etcd(DatabaseKind):
             return int(call(request, timeout=max(settings.timeout_s, 60)).count)
 
 
-KV_PUT = "/etcdserverpb.KV/Put"
 KV_RANGE = "/etcdserverpb.KV/Range"
-STATUS = "/etcdserverpb.Maintenance/Status"
-_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}:\d+$")
 
 
 def _prefix_end(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1])
-
-
-class RpcFailed(Exception):  # noqa: N818 - carries a gRPC status name as the outcome
-    def __init__(self, code: str, details: str = "") -> None:
-        super().__init__(f"{code}: {details}" if details else code)
-        self.status = code
-
-
-class _PublicCalls:
-    """Calls through grpc.aio's public API."""
-
-    def __init__(self, channel: Any, timeout: float) -> None:
-        self._put = channel.unary_unary(KV_PUT)
-        self._range = channel.unary_unary(KV_RANGE)
-        self._timeout = timeout
-
-    async def put(self, payload: bytes) -> bytes:
-        return bytes(await self._put(payload, timeout=self._timeout))
-
-    async def range(self, payload: bytes) -> bytes:
-        return bytes(await self._range(payload, timeout=self._timeout))
-
-
-class _DirectCalls:
-    """Calls through grpc.aio's Cython layer, skipping the per-call Task and
-    wrapper objects of the public API: about 20% less client CPU per request
-    (measured: 122 vs 153 us per put). Private API, so it is self-tested at open
-    and the public path is used whenever it does not behave."""
-
-    def __init__(self, channel: Any, timeout: float) -> None:
-        self._raw = channel._channel
-        self._timeout = timeout
-        from grpc import _common
-
-        self._codes = _common.CYGRPC_STATUS_CODE_TO_STATUS_CODE
-
-    async def _call(self, method: bytes, payload: bytes) -> bytes:
-        call = self._raw.call(method, time.time() + self._timeout, None, None, 0)
-        reply = await call.unary_unary(payload, (), None)
-        if not call.is_ok():
-            status = await call.status()
-            code = self._codes.get(status.code())
-            raise RpcFailed(code.name if code else str(status.code()), status.details())
-        return bytes(reply)
-
-    async def put(self, payload: bytes) -> bytes:
-        return await self._call(_PUT_B, payload)
-
-    async def range(self, payload: bytes) -> bytes:
-        return await self._call(_RANGE_B, payload)
-
-
-_PUT_B = KV_PUT.encode()
-_RANGE_B = KV_RANGE.encode()
-_OPTIONS = [
-    ("grpc.use_local_subchannel_pool", 1),  # one TCP connection per channel, not shared
-    ("grpc.enable_retries", 0),  # a benchmark counts failures; retries would hide them
-]
-
-
-class EtcdLoadClient(LoadClient):
-    """etcd over gRPC with pre-encoded requests: a Put is its key between two
-    constant byte strings, and replies are checked as bytes, never parsed."""
-
-    def __init__(self, settings: LoadSettings) -> None:
-        super().__init__(settings)
-        value = settings.value
-        # PutRequest: field 1 (key, length-delimited), field 2 (value).
-        self._put_head = b"\x0a" + varint(settings.key_size)
-        self._put_tail = b"\x12" + varint(len(value)) + value if value else b""
-        self._value = value
-        self._channels: list[Any] = []
-        self._calls: list[_PublicCalls | _DirectCalls] = []
-        self._range_requests: dict[bytes, bytes] = {}
-
-    async def _targets(self) -> list[tuple[str, list[tuple[str, Any]]]]:
-        """(target, channel options) to cycle through, per the balancer."""
-        endpoints = list(self.settings.endpoints)
-        balancer = self.settings.client.get("balancer", "round_robin")
-        if balancer == "pick_first":
-            return [(endpoints[0], _OPTIONS)]
-        if balancer == "leader":
-            return [(await _leader(endpoints, self.settings.timeout_s), _OPTIONS)]
-        if all(_IPV4.match(e) for e in endpoints):
-            # gRPC's own round_robin: each channel spreads its calls over every member.
-            target = "ipv4:" + ",".join(endpoints)
-            return [(target, [*_OPTIONS, ("grpc.lb_policy_name", "round_robin")])]
-        return [(e, _OPTIONS) for e in endpoints]  # names: channels take turns instead
-
-    async def open(self, connections: int) -> None:
-        import grpc
-
-        targets = await self._targets()
-        for i in range(connections):
-            target, options = targets[i % len(targets)]
-            self._channels.append(grpc.aio.insecure_channel(target, options=options))
-        for channel in self._channels:
-            await asyncio.wait_for(channel.channel_ready(), self.settings.timeout_s)
-        kind: type[_PublicCalls | _DirectCalls] = _PublicCalls
-        if await _direct_path_works(self._channels[0], self.settings.timeout_s):
-            kind = _DirectCalls
-        self._calls = [kind(channel, self.settings.timeout_s) for channel in self._channels]
-
-    async def write(self, conn: int, key: bytes) -> None:
-        await self._calls[conn].put(self._put_head + key + self._put_tail)
-
-    async def read(self, conn: int, key: bytes) -> None:
-        request = self._range_requests.get(key)
-        if request is None:
-            from dbtester.proto import etcd_pb2
-
-            serializable = self.settings.consistency == "serializable"
-            request = etcd_pb2.RangeRequest(key=key, serializable=serializable).SerializeToString()
-            self._range_requests[key] = request
-        reply = await self._calls[conn].range(request)
-        if key not in reply or self._value not in reply:
-            raise WrongValue(key)
-
-    async def close(self) -> None:
-        for channel in self._channels:
-            await channel.close()
-        self._channels, self._calls = [], []
-
-    def outcome(self, error: BaseException) -> str:
-        if isinstance(error, RpcFailed):
-            return error.status
-        code = getattr(error, "code", None)
-        if callable(code):
-            return str(code().name)
-        return super().outcome(error)
-
-
-async def _direct_path_works(channel: Any, timeout: float) -> bool:
-    """One harmless call (a count of keys under a prefix nothing uses) through the
-    direct path; any surprise means this grpcio differs and we use the public API."""
-    from dbtester.proto import etcd_pb2
-
-    probe = etcd_pb2.RangeRequest(key=b"\x00dbtester-probe", count_only=True)
-    try:
-        reply = await _DirectCalls(channel, timeout).range(probe.SerializeToString())
-        etcd_pb2.RangeResponse.FromString(reply)
-    except Exception:
-        return False
-    return True
-
-
-async def _leader(endpoints: list[str], timeout: float) -> str:
-    """The endpoint whose member is the leader (Maintenance.Status on each)."""
-    import grpc
-
-    from dbtester.proto import etcd_pb2
-
-    for endpoint in endpoints:
-        async with grpc.aio.insecure_channel(endpoint) as channel:
-            status = channel.unary_unary(
-                STATUS,
-                request_serializer=etcd_pb2.StatusRequest.SerializeToString,
-                response_deserializer=etcd_pb2.StatusResponse.FromString,
-            )
-            try:
-                reply = await status(etcd_pb2.StatusRequest(), timeout=timeout)
-            except grpc.aio.AioRpcError:
-                continue
-            if reply.leader and reply.leader == reply.header.member_id:
-                return endpoint
-    raise DbtesterError(f"no etcd leader among {', '.join(endpoints)}")
 
 
 def _copy_debian_etcd(root: Path, dest: Path) -> dict[str, str]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import shutil
 import socket
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -15,12 +15,10 @@ from dbtester.databases.base import (
     DatabaseKind,
     LaunchPlan,
     LegacyFlags,
-    LoadClient,
     LoadSettings,
     MemberSpec,
     Options,
     Peer,
-    WrongValue,
 )
 from dbtester.install import (
     ArchiveDownload,
@@ -34,6 +32,8 @@ from dbtester.install import (
 __all__ = ["ZooKeeper", "ZooKeeperClient", "ZooKeeperFlags"]
 
 ARCHIVE = "https://archive.apache.org/dist/zookeeper"
+#: connections ZooKeeper accepts from one client address when maxClientCnxns is unset
+DEFAULT_MAX_CLIENT_CNXNS = 60
 HEAP = r"^[1-9][0-9]*[kKmMgG]?$"
 
 
@@ -65,6 +65,7 @@ class ZooKeeper(DatabaseKind):
     default_ports: ClassVar[Mapping[str, int]] = {"client": 2181, "peer": 2888, "election": 3888}
     flags_model = ZooKeeperFlags
     client_model = ZooKeeperClient
+    protocol: ClassVar[str] = "zookeeper"
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         flags = member.flags
@@ -144,13 +145,36 @@ class ZooKeeper(DatabaseKind):
                 )
         return flags, warnings
 
-    def load_client(self, settings: LoadSettings) -> LoadClient:
-        return ZooKeeperLoadClient(settings)
+    def fit_flags(self, flags: Options, connections: int) -> tuple[Options, str | None]:
+        """ZooKeeper refuses more than maxClientCnxns (default 60) connections from
+        one address: the load's connections, plus one for seeding or counting,
+        all come from this machine."""
+        assert isinstance(flags, ZooKeeperFlags)
+        needed = connections + 1
+        limit = flags.max_client_cnxns
+        if limit is None:
+            if needed <= DEFAULT_MAX_CLIENT_CNXNS:
+                return flags, None
+            fitted = flags.model_copy(update={"max_client_cnxns": needed})
+            return fitted, (
+                f"flags.max_client_cnxns set to {needed}: ZooKeeper's default of"
+                f" {DEFAULT_MAX_CLIENT_CNXNS} connections per client address is fewer than"
+                f" the {connections} connections (plus one) this workload opens"
+            )
+        if limit != 0 and limit < needed:
+            raise ValueError(
+                f"max_client_cnxns ({limit}) is fewer than the {connections} connections"
+                f" (plus one) the workload opens from this machine; ZooKeeper would refuse"
+                f" the rest: raise it to at least {needed}, or set 0 (no limit)"
+            )
+        return flags, None
 
     def count_keys(self, settings: LoadSettings) -> int:
         from kazoo.client import KazooClient
 
-        zk = KazooClient(hosts=",".join(settings.endpoints), timeout=settings.timeout_s)
+        zk = KazooClient(
+            hosts=",".join(settings.endpoints), timeout=settings.timeout_s, logger=_QUIET
+        )
         zk.start(timeout=max(settings.timeout_s, 30))
         try:
             if not zk.exists(ROOT):
@@ -164,70 +188,11 @@ class ZooKeeper(DatabaseKind):
 
 
 ROOT = "/dbtester"
-
-
-class ZooKeeperLoadClient(LoadClient):
-    """kazoo's async API (one session and TCP connection per connection), its
-    results handed to the worker's asyncio loop. Keys are znodes under /dbtester."""
-
-    def __init__(self, settings: LoadSettings) -> None:
-        super().__init__(settings)
-        self._clients: list[Any] = []
-        self._value = settings.value
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def open(self, connections: int) -> None:
-        from kazoo.client import KazooClient
-
-        loop = self._loop = asyncio.get_running_loop()
-        session = self.settings.client.get("session_timeout_ms", 30000) / 1000
-        for i in range(connections):
-            zk = KazooClient(
-                hosts=self.settings.endpoints[i % len(self.settings.endpoints)], timeout=session
-            )
-            await loop.run_in_executor(None, zk.start, max(self.settings.timeout_s, 30))
-            self._clients.append(zk)
-        await loop.run_in_executor(None, self._clients[0].ensure_path, ROOT)
-
-    def _wait(self, result: Any) -> Awaitable[Any]:
-        loop = self._loop
-        assert loop is not None
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def settle(done: Any) -> None:
-            if future.done():
-                return
-            try:
-                future.set_result(done.get_nowait())
-            except Exception as exc:  # kazoo raises the server's error here
-                future.set_exception(exc)
-
-        result.rawlink(lambda done: loop.call_soon_threadsafe(settle, done))
-        return asyncio.wait_for(future, self.settings.timeout_s)
-
-    async def write(self, conn: int, key: bytes) -> None:
-        zk = self._clients[conn]
-        path = f"{ROOT}/{key.decode()}"
-        if self.settings.same_key:
-            try:
-                await self._wait(zk.set_async(path, self._value))
-                return
-            except Exception as exc:
-                if type(exc).__name__ != "NoNodeError":
-                    raise
-        await self._wait(zk.create_async(path, self._value))
-
-    async def read(self, conn: int, key: bytes) -> None:
-        data, _stat = await self._wait(self._clients[conn].get_async(f"{ROOT}/{key.decode()}"))
-        if data != self._value:
-            raise WrongValue(key)
-
-    async def close(self) -> None:
-        loop = asyncio.get_running_loop()
-        for zk in self._clients:
-            await loop.run_in_executor(None, zk.stop)
-            zk.close()
-        self._clients = []
+# kazoo logs every dropped connection as a warning, which Python's last-resort
+# handler would print behind dbtester's back; a failed count is reported once.
+_QUIET = logging.getLogger("dbtester.kazoo")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 def _zoo_cfg(member: MemberSpec, flags: ZooKeeperFlags) -> str:

@@ -1,6 +1,7 @@
-"""The load generator: plan the client steps, drive a workload against a
-database's endpoints, and record every request (``dbtester.results.Records``)."""
+"""The load generator: the native engine (``dbtester._engine``) drives a
+workload against a database's endpoints and records every request
+(``dbtester.results.Records``); this package is its Python boundary."""
 
-from dbtester.load.runner import LoadResult, plan_steps, run_load
+from dbtester.load.runner import DEFAULT_WORKERS, LoadResult, run_load, seed_key
 
-__all__ = ["LoadResult", "plan_steps", "run_load"]
+__all__ = ["DEFAULT_WORKERS", "LoadResult", "run_load", "seed_key"]

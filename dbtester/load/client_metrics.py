@@ -1,9 +1,10 @@
-"""The client side's own resource use, once a second: CPU and RSS of every
-load-generator worker, and the network bytes of the interface that reaches the
-database, on the same wall clock as the servers' samples.
+"""The client side's own resource use, once a second: CPU and RSS of the
+process that runs the load engine, and the network bytes of the interface that
+reaches the database, on the same wall clock as the servers' samples.
 
-Columns: unix_ms, cpu_percent (100 = one core, all workers), rss_bytes,
-receive_bytes, transmit_bytes (deltas), requests_done, errors (cumulative).
+Columns (``dbtester.results.CLIENT_COLUMNS``): unix_ms, cpu_percent (100 = one
+core), rss_bytes, receive_bytes, transmit_bytes (deltas), requests_done, errors
+(cumulative).
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 import csv
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psutil
 
@@ -21,24 +21,21 @@ from dbtester.results import CLIENT_COLUMNS
 from dbtester.util.counters import Counters
 from dbtester.util.net import local_interface
 
-if TYPE_CHECKING:
-    from dbtester.load.worker import Shared
-
 __all__ = ["ClientSampler"]
 
 
 class ClientSampler:
     def __init__(
         self,
-        processes: Sequence[psutil.Process],
+        process: psutil.Process,
         path: Path,
         endpoints: Sequence[str],
-        shared: Shared | None = None,
+        counts: Callable[[], tuple[int, int]] | None = None,
         interval: float = 1.0,
     ) -> None:
-        self.processes = list(processes)
+        self.processes = [process]
         self.path = path
-        self.shared = shared
+        self.counts = counts  # (requests done, errors) so far
         self.interval = interval
         self.interface = local_interface(endpoints[0]) if endpoints else None
         self._counters = Counters()
@@ -84,6 +81,5 @@ class ClientSampler:
             counters = psutil.net_io_counters()
         rx = self._counters.delta("rx", counters.bytes_recv) if counters else 0
         tx = self._counters.delta("tx", counters.bytes_sent) if counters else 0
-        done = sum(self.shared.done) if self.shared else 0
-        errors = sum(self.shared.errors) if self.shared else 0
+        done, errors = self.counts() if self.counts else (0, 0)
         return [int(time.time() * 1000), round(cpu, 2), rss, rx, tx, done, errors]

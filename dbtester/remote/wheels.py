@@ -3,8 +3,10 @@
 Server machines often have no route to PyPI (benchmark labs, private subnets),
 so ``agents up`` brings everything: the dependencies are downloaded once into
 a cache (``$DBTESTER_HOME/wheelhouse/<key>``, keyed by this Python's tag and
-the requirement list), and dbtester's own wheel is built from the source tree
-on each ``up`` (a few seconds, offline: its build backend comes from the cache).
+the requirement list), and dbtester's own wheel — with its compiled load
+engine — is built from the source tree on each ``up`` (offline: its build
+backend comes from the cache; Rust's cargo reuses ``$DBTESTER_HOME/
+wheel-build/target``, so only the first build compiles every crate).
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ from importlib import metadata
 from pathlib import Path
 
 from dbtester.errors import DbtesterError
-from dbtester.util.paths import dbtester_home
+from dbtester.util.paths import dbtester_home, locked
 
 __all__ = ["Wheelhouse", "build_wheelhouse", "python_tag", "source_tree"]
 
 # The build backend pyproject.toml names; wheels of it go into the cache so the
 # source tree builds without an index (locally and, if ever needed, remotely).
-BUILD_REQUIREMENTS = ("setuptools>=77",)
+BUILD_REQUIREMENTS = ("maturin>=1.9,<2",)
+#: what the wheel is built from: the package, the engine's crate and the metadata
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "dbtester", "engine")
+#: never copied: build output, caches, a compiled engine from an editable install
+IGNORED = ("__pycache__", "*.pyc", "target", "_engine*.so")
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,10 @@ def _cache_dir(requirements: list[str]) -> Path:
     return dbtester_home() / "wheelhouse" / key
 
 
-def _pip(args: list[str], what: str) -> None:
+def _pip(args: list[str], what: str, extra_env: dict[str, str] | None = None) -> None:
     # A fixed timestamp inside the zip: the same source gives the same wheel,
     # byte for byte, so `agents up` can tell "unchanged" by its digest.
-    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800", **(extra_env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
         env=env,
@@ -132,19 +138,22 @@ def _build_own_wheel(cache: Path) -> Path:
     # DBTESTER_HOME must not remove each other's wheel mid-copy.
     out = Path(tempfile.mkdtemp(prefix="own-", dir=dbtester_home() / "wheelhouse"))
     atexit.register(shutil.rmtree, out, True)
-    with tempfile.TemporaryDirectory(prefix="dbtester-src-") as tmp:
-        # A clean copy: setuptools' build/ directory in a checkout can hold
-        # modules deleted since, which would end up in the wheel.
-        tree = Path(tmp) / "src"
+    build = dbtester_home() / "wheel-build"
+    build.mkdir(parents=True, exist_ok=True)
+    with locked(build / ".lock"):
+        # A clean copy at a fixed path: nothing stale from the checkout (deleted
+        # modules, build output) reaches the wheel, and the same sources compile
+        # to the same bytes (paths included), so an unchanged tree gives an
+        # unchanged wheel. copy2 keeps mtimes: cargo rebuilds only what changed.
+        tree = build / "src"
+        shutil.rmtree(tree, ignore_errors=True)
         tree.mkdir()
-        for name in ("pyproject.toml", "README.md", "LICENSE"):
-            if (source / name).is_file():
-                shutil.copy2(source / name, tree / name)
-        shutil.copytree(
-            source / "dbtester",
-            tree / "dbtester",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
+        for name in SOURCES:
+            path = source / name
+            if path.is_dir():
+                shutil.copytree(path, tree / name, ignore=shutil.ignore_patterns(*IGNORED))
+            elif path.is_file():
+                shutil.copy2(path, tree / name)
         # Offline: the build backend comes from the cache, not an index.
         _pip(
             [
@@ -159,6 +168,7 @@ def _build_own_wheel(cache: Path) -> Path:
                 str(tree),
             ],
             f"build dbtester's wheel from {source}",
+            {"CARGO_TARGET_DIR": str(build / "target")},
         )
     wheels = sorted(out.glob("dbtester-*.whl"))
     if len(wheels) != 1:

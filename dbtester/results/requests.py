@@ -1,8 +1,8 @@
 """Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 bytes),
 saved as ``<db-id>/client-latency.npz``.
 
-Workers fill a preallocated :class:`Records` and save it; the controller
-merges them. Latency is measured from when a request was *due* (issued, in
+The load engine fills them (one slot per request) and hands them over without
+a copy. Latency is measured from when a request was *due* (issued, in
 closed loop; scheduled, in open loop), so a slow server cannot hide queueing;
 ``service_ns`` is the time from sending to the reply.
 """
@@ -53,25 +53,6 @@ class Records:
     def __len__(self) -> int:
         return len(self.due_ns)
 
-    def code_of(self, name: str) -> int:
-        try:
-            return self.codes.index(name)
-        except ValueError:
-            if len(self.codes) >= 255:
-                return self.codes.index("other-error") if "other-error" in self.codes else 254
-            self.codes.append(name)
-            return len(self.codes) - 1
-
-    def truncate(self, size: int) -> Records:
-        return Records(
-            self.due_ns[:size],
-            self.latency_ns[:size],
-            self.service_ns[:size],
-            self.code[:size],
-            self.step[:size],
-            self.codes,
-        )
-
     def save(self, path: Path) -> None:
         np.savez(
             path,
@@ -110,29 +91,6 @@ class Records:
             arrays["service_ns"],
             arrays["code"],
             arrays["step"],
-            codes,
-        )
-
-    @classmethod
-    def merge(cls, parts: list[Records]) -> Records:
-        """One set of records ordered by due time; codes renumbered to a shared table."""
-        codes = [OK]
-        for part in parts:
-            codes += [c for c in part.codes if c not in codes]
-        remapped = []
-        for part in parts:
-            table = np.array([codes.index(c) for c in part.codes], dtype=np.uint8)
-            remapped.append(table[part.code] if len(part) else part.code)
-        if not parts:
-            return cls.empty(0)
-        due = np.concatenate([p.due_ns for p in parts])
-        order = np.argsort(due, kind="stable")
-        return cls(
-            due[order],
-            np.concatenate([p.latency_ns for p in parts])[order],
-            np.concatenate([p.service_ns for p in parts])[order],
-            np.concatenate(remapped)[order],
-            np.concatenate([p.step for p in parts])[order],
             codes,
         )
 

@@ -9,22 +9,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PREFIX", "KeySpace", "varint"]
+__all__ = ["PREFIX", "KeySpace"]
 
 PREFIX = b"k"
-
-
-def varint(value: int) -> bytes:
-    """Protocol-buffers base-128 varint (for pre-encoding messages)."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 class KeySpace:

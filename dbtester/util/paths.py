@@ -3,12 +3,15 @@ written before anything depends on it."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from dbtester.errors import DbtesterError
 
-__all__ = ["dbtester_home", "ensure_writable"]
+__all__ = ["dbtester_home", "ensure_writable", "locked"]
 
 
 def dbtester_home() -> Path:
@@ -28,3 +31,15 @@ def ensure_writable(root: Path, what: str = "data root") -> None:
         probe.unlink()
     except OSError as exc:
         raise DbtesterError(f"{what} {root} is not writable: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (made if needed) while the body runs:
+    two dbtester processes sharing a home take turns (installs, wheel builds)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

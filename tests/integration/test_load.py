@@ -17,7 +17,7 @@ from dbtester.agent.client import AgentClient
 from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings, Peer
-from dbtester.load.runner import LoadResult, run_load
+from dbtester.load.runner import LoadResult, run_load, seed_key
 from dbtester.results import DatabaseLayout
 from tests.integration.agents import agents, loopback_peers
 from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
@@ -81,22 +81,14 @@ def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> Non
 
 
 def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) -> None:
-    import asyncio
-
     home = installed_home("etcd", VERSIONS["etcd"])
     with cluster("etcd", 1, tmp_path, home) as (peers, _):
         settings = settings_for(peers, consistency="serializable")
-        from dbtester.util.keys import KeySpace
 
-        key = KeySpace(1, 64, same_key=True).key(0)
+        def seed(value_size: int) -> None:
+            seed_key("etcd", settings_for(peers, value_size=value_size), 64)
 
-        async def seed(value_size: int) -> None:
-            client = KINDS["etcd"].load_client(settings_for(peers, value_size=value_size))
-            await client.open(1)
-            await client.write(0, key)
-            await client.close()
-
-        asyncio.run(seed(256))
+        seed(256)
         workload = Workload(
             type="read",
             requests=2000,
@@ -111,7 +103,7 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
         )
         assert result.records.counts() == {"ok": 2000}
         # A key holding something else is caught on every read.
-        asyncio.run(seed(10))
+        seed(10)
         result = run_load(
             "etcd", settings, workload, DatabaseLayout(tmp_path / "r2"), workers=1, progress=None
         )

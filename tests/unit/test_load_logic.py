@@ -1,4 +1,5 @@
-"""Pure logic of the load generator: keys, plans, records."""
+"""Pure logic of the load generator: keys, the engine's plan, records,
+ZooKeeper's connection limit."""
 
 from __future__ import annotations
 
@@ -7,30 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dbtester.config import load_test_case_text
 from dbtester.config.model import Workload
-from dbtester.load.runner import plan_steps
-from dbtester.load.worker import split
+from dbtester.databases.base import LoadSettings
+from dbtester.errors import ConfigError
+from dbtester.load.engine import plan, records_of
 from dbtester.results import Records
-from dbtester.util.keys import KeySpace, varint
+from dbtester.util.keys import KeySpace
 
-
-def test_varint_matches_protobuf() -> None:
-    from dbtester.proto import etcd_pb2
-
-    for n in (0, 1, 127, 128, 256, 300, 16384, 2**31):
-        encoded = etcd_pb2.PutRequest(key=b"x" * 0, lease=n).SerializeToString()
-        assert encoded == (b"\x18" + varint(n) if n else b"")
-
-
-def test_pre_encoded_put_equals_protobuf() -> None:
-    from dbtester.databases.base import LoadSettings
-    from dbtester.databases.etcd import EtcdLoadClient
-    from dbtester.proto import etcd_pb2
-
-    client = EtcdLoadClient(LoadSettings(("127.0.0.1:1",), {}, 256, 1024, "linearizable", 1.0))
-    key = KeySpace(10, 256).key(7)
-    ours = client._put_head + key + client._put_tail
-    assert ours == etcd_pb2.PutRequest(key=key, value=b"v" * 1024).SerializeToString()
+SETTINGS = LoadSettings(
+    ("127.0.0.1:1", "127.0.0.1:2"), {"balancer": "leader"}, 16, 8, "serializable", 3.0
+)
 
 
 def test_keys_are_distinct_fixed_size_and_permuted() -> None:
@@ -44,44 +32,97 @@ def test_keys_are_distinct_fixed_size_and_permuted() -> None:
     assert {same.key(i) for i in range(100)} == {same.key(0)}
 
 
-def test_split_and_plan_cover_every_request_once() -> None:
-    assert split(10, 3) == [4, 3, 3] and sum(split(7, 7)) == 7
+def test_the_plan_carries_every_step_and_setting() -> None:
     w = Workload(
-        type="write", requests=1001, clients=100, connections=10, client_steps=(1, 10, 100)
+        type="write",
+        requests=1001,
+        key_size=16,
+        clients=100,
+        connections=10,
+        client_steps=(1, 10, 100),
+        sequential_keys=False,
     )
-    shares = plan_steps(w, 2)
-    covered = sorted(i for worker in shares for step in worker for i in step.indexes)
-    assert covered == list(range(1001))
-    # a 1-client step runs on one worker only; connections never exceed clients
-    assert [s.clients for s in (shares[0][0], shares[1][0])] == [1, 0]
-    for worker in shares:
-        for step in worker:
-            assert step.connections <= max(step.clients, 1)
+    p = plan("etcd", SETTINGS, w, threads=2, seed=7, max_errors=10)
+    assert p["protocol"] == "etcd" and p["options"] == {"balancer": "leader"}
+    assert p["endpoints"] == ["127.0.0.1:1", "127.0.0.1:2"]
+    assert (p["operation"], p["key_space"], p["sequential_keys"], p["same_key"]) == (
+        "write",
+        1001,
+        False,
+        False,
+    )
+    assert (p["threads"], p["seed"], p["max_errors"], p["timeout_s"]) == (2, 7, 10, 3.0)
+    steps = [(s["clients"], s["connections"], s["requests"], s["rate"]) for s in p["steps"]]
+    # requests shared evenly, the rest to the last step; connections never exceed clients
+    assert steps == [(1, 1, 333, 0.0), (10, 10, 333, 0.0), (100, 10, 335, 0.0)]
+    assert sum(s["requests"] for s in p["steps"]) == 1001
 
 
-def test_open_loop_plan_interleaves_the_schedule() -> None:
-    w = Workload(type="write", requests=10, clients=4, connections=2, rate=100)
-    a, b = (shares[0] for shares in plan_steps(w, 2))
-    assert (a.rate, b.rate) == (50, 50)
-    assert (a.phase_s, b.phase_s) == (0.0, 0.01)  # together: one request every 10 ms
-    assert list(a.indexes) == [0, 2, 4, 6, 8] and list(b.indexes) == [1, 3, 5, 7, 9]
+def test_a_read_plan_reads_the_one_seeded_key_at_the_rate() -> None:
+    w = Workload(type="read", requests=10, key_size=16, clients=4, connections=2, rate=100)
+    p = plan("consul", SETTINGS, w)
+    assert p["protocol"] == "consul" and p["same_key"] is True
+    assert p["steps"] == [{"clients": 4, "connections": 2, "requests": 10, "rate": 100.0}]
+    assert p["consistency"] == "serializable" and p["max_errors"] is None
 
 
-def test_records_merge_sorts_and_unifies_codes(tmp_path: Path) -> None:
-    a, b = Records.empty(2), Records.empty(2)
-    a.due_ns[:] = [30, 10]
-    b.due_ns[:] = [20, 40]
-    a.code[:] = [a.code_of("UNAVAILABLE"), 0]
-    b.code[:] = [b.code_of("timeout"), b.code_of("UNAVAILABLE")]
-    merged = Records.merge([a, b])
-    assert list(merged.due_ns) == [10, 20, 30, 40]
-    assert [merged.codes[c] for c in merged.code] == ["ok", "timeout", "UNAVAILABLE", "UNAVAILABLE"]
-    merged.save(tmp_path / "r.npz")
+def test_engine_results_become_records(tmp_path: Path) -> None:
+    result = {
+        "due_ns": np.array([30, 10], np.int64),
+        "latency_ns": np.array([5, 6], np.int64),
+        "service_ns": np.array([4, 6], np.int64),
+        "code": np.array([1, 0], np.uint8),
+        "step": np.array([0, 0], np.uint16),
+        "codes": ["ok", "UNAVAILABLE"],
+        "stopped": "",
+    }
+    records = records_of(result)
+    assert records.counts() == {"ok": 1, "UNAVAILABLE": 1}
+    records.save(tmp_path / "r.npz")
     again = Records.load(tmp_path / "r.npz")
-    assert again.counts() == {"ok": 1, "timeout": 1, "UNAVAILABLE": 2}
-    assert np.array_equal(again.due_ns, merged.due_ns)
+    assert again.counts() == records.counts()
+    assert np.array_equal(again.due_ns, records.due_ns)
 
 
 @pytest.mark.parametrize("size", [0, 1])
-def test_tiny_records(size: int) -> None:
-    assert len(Records.merge([Records.empty(size)])) == size
+def test_tiny_records_round_trip(tmp_path: Path, size: int) -> None:
+    Records.empty(size).save(tmp_path / "r.npz")
+    assert len(Records.load(tmp_path / "r.npz")) == size
+
+
+def _zk_case(connections: int, flags: str = "") -> str:
+    return f"""
+title: t
+workload: {{type: write, requests: 1000, clients: 500, connections: {connections}}}
+databases:
+  - id: zk
+    kind: zookeeper
+    version: 3.8.0{flags}
+"""
+
+
+def test_zookeeper_connection_limit_is_raised_to_fit_and_said() -> None:
+    loaded = load_test_case_text(_zk_case(200))
+    db = loaded.case.database("zk")
+    assert db.flags.max_client_cnxns == 201  # type: ignore[attr-defined]
+    (note,) = [w for w in loaded.warnings if "max_client_cnxns" in w.message]
+    assert "200 connections" in note.message and "default of 60" in note.message
+    # the resolved test case (config.yaml of a run) says it too
+    assert loaded.case.to_raw()["databases"][0]["flags"] == {"max_client_cnxns": 201}
+
+
+def test_zookeeper_under_the_default_limit_is_left_alone() -> None:
+    loaded = load_test_case_text(_zk_case(50))
+    assert loaded.case.database("zk").flags.max_client_cnxns is None  # type: ignore[attr-defined]
+    assert not loaded.warnings
+
+
+def test_zookeeper_limit_set_too_low_is_refused_at_its_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_test_case_text(_zk_case(200, "\n    flags: {max_client_cnxns: 100}"))
+    message = str(caught.value)
+    assert "<string>:8:" in message
+    assert "max_client_cnxns (100) is fewer than the 200 connections" in message
+    assert "at least 201, or set 0" in message
+    unlimited = load_test_case_text(_zk_case(200, "\n    flags: {max_client_cnxns: 0}"))
+    assert unlimited.case.database("zk").flags.max_client_cnxns == 0  # type: ignore[attr-defined]

@@ -1,0 +1,505 @@
+//! The load driver: steps, each with its connections opened first, then a
+//! closed loop (clients back to back) or an open loop (requests due at a fixed
+//! rate), every request recorded with its due, send and reply times.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::sleep_until;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::Control;
+use crate::keys::Keys;
+use crate::outcome::{EngineError, Outcome};
+use crate::plan::{Plan, Step};
+use crate::protocol::Protocol;
+use crate::records::{Clock, Record, Records, between};
+
+/// After a stop, how long requests in flight get to finish before they are
+/// recorded as cancelled.
+pub const GRACE: Duration = Duration::from_millis(500);
+
+/// Runs every step of `plan`; returns what was recorded, or the reason the
+/// engine could not go on.
+pub async fn run<P: Protocol>(
+    plan: Arc<Plan>,
+    control: Arc<Control>,
+    records: Records,
+    clock: Clock,
+) -> Result<Records, EngineError> {
+    let keys = Arc::new(Keys::new(&plan));
+    let records = Arc::new(Mutex::new(records));
+    // Fires GRACE after a stop: whatever is still in flight is then cancelled.
+    let cancel = CancellationToken::new();
+    let grace = tokio::spawn({
+        let stop = control.stop_token().clone();
+        let cancel = cancel.clone();
+        async move {
+            stop.cancelled().await;
+            tokio::time::sleep(GRACE).await;
+            cancel.cancel();
+        }
+    });
+    let shared = Shared {
+        plan,
+        control,
+        keys,
+        records: records.clone(),
+        cancel,
+        clock,
+    };
+    let result = steps::<P>(&shared).await;
+    grace.abort();
+    let records = std::mem::take(&mut *lock(&records));
+    result.map(|()| records)
+}
+
+/// What every step of a run shares.
+#[derive(Clone)]
+struct Shared {
+    plan: Arc<Plan>,
+    control: Arc<Control>,
+    keys: Arc<Keys>,
+    records: Arc<Mutex<Records>>,
+    cancel: CancellationToken,
+    clock: Clock,
+}
+
+async fn steps<P: Protocol>(shared: &Shared) -> Result<(), EngineError> {
+    let plan = &shared.plan;
+    let stop = shared.control.stop_token();
+    for (index, step) in plan.steps.iter().enumerate() {
+        if stop.is_cancelled() {
+            break;
+        }
+        shared.control.set_step(index);
+        // The start barrier: every connection is open before the first request.
+        let proto = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            opened = P::open(plan, step) => opened?,
+        };
+        let run = Arc::new(StepRun {
+            proto,
+            shared: shared.clone(),
+            step: index as u16,
+            base: plan.step_base(index),
+            connections: step.connections,
+        });
+        let driven = if step.rate > 0.0 {
+            open_loop(run.clone(), step).await
+        } else {
+            closed_loop(run.clone(), step).await
+        };
+        // Every task was joined (a finished task's future is dropped before
+        // its join completes), so this is the last handle.
+        if let Some(run) = Arc::into_inner(run) {
+            run.proto.close().await;
+        }
+        driven?;
+    }
+    Ok(())
+}
+
+/// One step's connections and where its records go.
+struct StepRun<P> {
+    proto: P,
+    shared: Shared,
+    step: u16,
+    /// The step's first request number in the whole run.
+    base: u64,
+    connections: usize,
+}
+
+impl<P: Protocol> StepRun<P> {
+    /// Sends request `j` of the step as client `client` and records it.
+    /// Latency runs from `due`, service time from when it was sent.
+    async fn issue(&self, client: usize, j: u64, due: Instant, key: &mut Vec<u8>) {
+        self.shared.keys.key_into(self.base + j, key);
+        let mut sent = Instant::now();
+        let outcome = {
+            let call = tokio::time::timeout(
+                self.shared.plan.timeout,
+                self.proto
+                    .request(client % self.connections, key, &mut sent),
+            );
+            tokio::select! {
+                biased;
+                reply = call => reply.unwrap_or(Outcome::Timeout),
+                () = self.shared.cancel.cancelled() => Outcome::Cancelled,
+            }
+        };
+        let end = Instant::now();
+        self.record(due, sent, end, &outcome);
+    }
+
+    fn record(&self, due: Instant, sent: Instant, end: Instant, outcome: &Outcome) {
+        let ok = outcome.is_ok();
+        {
+            let mut records = lock(&self.shared.records);
+            let code = if ok {
+                0
+            } else {
+                records.codes.code(&outcome.name())
+            };
+            records.push(Record {
+                due_ns: self.shared.clock.unix_ns(due),
+                latency_ns: between(due, end),
+                service_ns: between(sent, end),
+                code,
+                step: self.step,
+            });
+        }
+        self.shared.control.count(ok);
+    }
+}
+
+/// `clients` clients, each sending its next request when the last returns;
+/// requests come from one counter, so the step sends exactly `requests`.
+async fn closed_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(), EngineError> {
+    let next = Arc::new(AtomicU64::new(0));
+    let mut clients = JoinSet::new();
+    for client in 0..step.clients {
+        let run = run.clone();
+        let next = next.clone();
+        let requests = step.requests;
+        clients.spawn(async move {
+            let mut key = Vec::with_capacity(run.shared.plan.key_size);
+            while !run.shared.control.stopping() {
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                if j >= requests {
+                    break;
+                }
+                // Closed loop: a request is due when it is issued.
+                run.issue(client, j, Instant::now(), &mut key).await;
+            }
+        });
+    }
+    drop(run);
+    while let Some(joined) = clients.join_next().await {
+        check(joined)?;
+    }
+    Ok(())
+}
+
+/// Request `j` is due at start + j / rate whatever happened before, and never
+/// sent earlier. At most `clients` are in flight; a request waiting for a free
+/// client is still timed from its due time, so a server falling behind shows
+/// its queue (no coordinated omission).
+async fn open_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(), EngineError> {
+    let stop = run.shared.control.stop_token().clone();
+    // Free clients by number (client c uses connection c % connections).
+    let (free_tx, mut free_rx) = mpsc::unbounded_channel();
+    for client in 0..step.clients {
+        let _ = free_tx.send(client);
+    }
+    let mut in_flight = JoinSet::new();
+    let start = Instant::now();
+    for j in 0..step.requests {
+        let due = start + due_offset(j, step.rate);
+        if !wait_until(due, &stop).await {
+            break;
+        }
+        let client = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            client = free_rx.recv() => match client {
+                Some(client) => client,
+                None => break, // unreachable: free_tx lives in this function
+            },
+        };
+        let run = run.clone();
+        let free = free_tx.clone();
+        in_flight.spawn(async move {
+            let mut key = Vec::new();
+            run.issue(client, j, due, &mut key).await;
+            let _ = free.send(client);
+        });
+        // Reap finished tasks as we go so the set stays at most `clients` long.
+        while let Some(joined) = in_flight.try_join_next() {
+            check(joined)?;
+        }
+    }
+    drop(run);
+    while let Some(joined) = in_flight.join_next().await {
+        check(joined)?;
+    }
+    Ok(())
+}
+
+/// When request `j` of an open-loop step at `rate` per second is due,
+/// counted from the step's start.
+pub fn due_offset(j: u64, rate: f64) -> Duration {
+    Duration::from_secs_f64(j as f64 / rate)
+}
+
+/// Sleeps until `due`; false if stopped first. Timers may round, so the clock
+/// decides: this returns only once `Instant::now() >= due`.
+async fn wait_until(due: Instant, stop: &CancellationToken) -> bool {
+    loop {
+        if stop.is_cancelled() {
+            return false;
+        }
+        if Instant::now() >= due {
+            return true;
+        }
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return false,
+            () = sleep_until(due.into()) => {}
+        }
+    }
+}
+
+fn check(joined: Result<(), JoinError>) -> Result<(), EngineError> {
+    joined.map_err(|e| EngineError(format!("a client task failed: {e}")))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::LazyLock;
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::engine::{Engine, Taken};
+    use crate::plan::{Operation, Protocol as Kind, Step};
+
+    /// What a fake step saw, filed under the plan's seed (tests run in parallel).
+    #[derive(Debug, Default, Clone)]
+    struct Seen {
+        keys: Vec<(u16, Vec<u8>)>,
+        max_in_flight: usize,
+    }
+
+    static SEEN: LazyLock<Mutex<HashMap<u64, Vec<Seen>>>> = LazyLock::new(Default::default);
+
+    /// A stand-in database for testing the scheduler itself (the protocols are
+    /// tested against real servers): replies after `value_size` milliseconds,
+    /// OK to writes, "wrong-value" to reads.
+    struct Fake {
+        seed: u64,
+        delay: Duration,
+        read: bool,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+        keys: Mutex<Vec<(u16, Vec<u8>)>>,
+        step: u16,
+    }
+
+    impl Protocol for Fake {
+        async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
+            let index = plan
+                .steps
+                .iter()
+                .position(|s| std::ptr::eq(s, step))
+                .unwrap() as u16;
+            Ok(Fake {
+                seed: plan.seed,
+                delay: Duration::from_millis(plan.value_size as u64),
+                read: plan.operation == Operation::Read,
+                in_flight: AtomicUsize::new(0),
+                max_in_flight: AtomicUsize::new(0),
+                keys: Mutex::new(Vec::new()),
+                step: index,
+            })
+        }
+
+        async fn request(&self, _conn: usize, key: &[u8], _sent: &mut Instant) -> Outcome {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            lock(&self.keys).push((self.step, key.to_vec()));
+            tokio::time::sleep(self.delay).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if self.read {
+                Outcome::WrongValue
+            } else {
+                Outcome::Ok
+            }
+        }
+
+        async fn close(self) {
+            let seen = Seen {
+                keys: self.keys.into_inner().unwrap(),
+                max_in_flight: self.max_in_flight.into_inner(),
+            };
+            lock(&SEEN).entry(self.seed).or_default().push(seen);
+        }
+    }
+
+    fn plan(seed: u64, delay_ms: usize, steps: Vec<Step>) -> Plan {
+        let total: u64 = steps.iter().map(|s| s.requests).sum();
+        Plan {
+            protocol: Kind::Consul,
+            endpoints: vec![crate::plan::parse_endpoint("127.0.0.1:1").unwrap()],
+            operation: Operation::Write,
+            key_size: 8,
+            value_size: delay_ms,
+            key_space: total.max(1),
+            sequential_keys: true,
+            same_key: false,
+            seed,
+            consistency: crate::plan::Consistency::Linearizable,
+            timeout: Duration::from_secs(30),
+            steps,
+            threads: 2,
+            max_errors: None,
+        }
+    }
+
+    fn step(clients: usize, connections: usize, requests: u64, rate: f64) -> Step {
+        Step {
+            clients,
+            connections,
+            requests,
+            rate,
+        }
+    }
+
+    fn run_fake(plan: Plan) -> crate::engine::Finished {
+        let records = Records::with_capacity(plan.total_requests()).unwrap();
+        let engine = Engine::start_with::<Fake>(plan, records).unwrap();
+        assert!(engine.wait(Some(Duration::from_secs(30))));
+        match engine.take() {
+            Taken::Finished(finished) => finished,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn due_times_are_evenly_spaced() {
+        assert_eq!(due_offset(0, 1000.0), Duration::ZERO);
+        assert_eq!(due_offset(1, 1000.0), Duration::from_millis(1));
+        assert_eq!(due_offset(3, 4.0), Duration::from_millis(750));
+        assert_eq!(due_offset(1_000_000, 1e6), Duration::from_secs(1));
+        let mut last = Duration::ZERO;
+        for j in 0..10_000 {
+            let due = due_offset(j, 3333.3);
+            assert!(due >= last);
+            last = due;
+        }
+    }
+
+    #[test]
+    fn open_loop_never_sends_early_and_keeps_the_rate() {
+        let finished = run_fake(plan(101, 0, vec![step(4, 2, 300, 2000.0)]));
+        let r = &finished.records;
+        assert_eq!(r.len(), 300);
+        // sent >= due for every request: service time never exceeds latency.
+        assert!(r.latency_ns.iter().zip(&r.service_ns).all(|(l, s)| s <= l));
+        // Due times are start + j / rate exactly (0.5 ms apart).
+        let mut due = r.due_ns.clone();
+        due.sort_unstable();
+        for (j, d) in due.iter().enumerate() {
+            let expected = due[0] + j as i64 * 500_000;
+            assert!((d - expected).abs() <= 1, "request {j}: {d} vs {expected}");
+        }
+        assert_eq!(finished.stopped, "");
+    }
+
+    #[test]
+    fn open_loop_caps_in_flight_at_clients_and_times_from_due() {
+        // 5 clients, each request takes 20 ms: at most 250/s get through, so
+        // at 1000/s requests queue and their latency keeps growing.
+        let finished = run_fake(plan(102, 20, vec![step(5, 5, 60, 1000.0)]));
+        let seen = lock(&SEEN).remove(&102).unwrap();
+        assert!(seen[0].max_in_flight <= 5, "{}", seen[0].max_in_flight);
+        let r = &finished.records;
+        assert_eq!(r.len(), 60);
+        let worst = r.latency_ns.iter().max().unwrap();
+        let best_service = r.service_ns.iter().min().unwrap();
+        assert!(*worst > 100_000_000, "queueing not counted: {worst} ns");
+        assert!(*best_service >= 20_000_000);
+    }
+
+    #[test]
+    fn steps_take_their_share_of_request_numbers() {
+        let finished = run_fake(plan(
+            103,
+            0,
+            vec![
+                step(3, 1, 10, 0.0),
+                step(7, 3, 25, 0.0),
+                step(2, 2, 5, 500.0),
+            ],
+        ));
+        let r = &finished.records;
+        assert_eq!(r.len(), 40);
+        for (index, count) in [(0u16, 10), (1, 25), (2, 5)] {
+            assert_eq!(r.step.iter().filter(|s| **s == index).count(), count);
+        }
+        assert!(r.code.iter().all(|c| *c == 0));
+        assert_eq!(r.codes.names(), ["ok"]);
+        let seen = lock(&SEEN).remove(&103).unwrap();
+        let mut keys: Vec<(u16, Vec<u8>)> = seen.into_iter().flat_map(|s| s.keys).collect();
+        keys.sort();
+        let expected: Vec<(u16, Vec<u8>)> = (0..40u64)
+            .map(|n| {
+                let step = if n < 10 {
+                    0
+                } else if n < 35 {
+                    1
+                } else {
+                    2
+                };
+                (step, format!("k{n:07}").into_bytes())
+            })
+            .collect();
+        assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn stop_cancels_what_is_in_flight_after_the_grace_period() {
+        // Every request takes 10 s; stop after 100 ms.
+        let mut p = plan(
+            104,
+            10_000,
+            vec![step(4, 2, 1000, 0.0), step(4, 2, 10, 0.0)],
+        );
+        p.threads = 1;
+        let records = Records::with_capacity(p.total_requests()).unwrap();
+        let engine = Engine::start_with::<Fake>(p, records).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let stopped = Instant::now();
+        engine.stop();
+        assert!(engine.wait(Some(Duration::from_secs(5))));
+        let took = stopped.elapsed();
+        assert!(took >= GRACE && took < Duration::from_secs(1), "{took:?}");
+        let Taken::Finished(finished) = engine.take() else {
+            panic!("not finished")
+        };
+        assert_eq!(finished.stopped, "stopped");
+        let r = &finished.records;
+        // Only the four in flight are recorded: no rows for requests never sent.
+        assert_eq!(r.len(), 4);
+        assert!(
+            r.code
+                .iter()
+                .all(|c| r.codes.names()[*c as usize] == "cancelled")
+        );
+        assert!(r.step.iter().all(|s| *s == 0));
+        assert_eq!(engine.progress(), (4, 4, 0));
+        assert!(matches!(engine.take(), Taken::Gone));
+    }
+
+    #[test]
+    fn max_errors_stops_the_run() {
+        let mut p = plan(105, 1, vec![step(2, 1, 1000, 0.0)]);
+        p.operation = Operation::Read;
+        p.key_size = 1;
+        p.max_errors = Some(5);
+        let finished = run_fake(p);
+        assert_eq!(finished.stopped, "max-errors");
+        let r = &finished.records;
+        assert!(r.len() > 5 && r.len() < 20, "{}", r.len());
+        assert_eq!(r.codes.names(), ["ok", "wrong-value"]);
+        assert!(r.code.iter().all(|c| *c == 1));
+    }
+}

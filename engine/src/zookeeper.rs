@@ -1,0 +1,166 @@
+//! ZooKeeper through the zookeeper-client crate: one session (its own TCP
+//! connection) per connection; keys are znodes under /dbtester.
+
+use std::time::{Duration, Instant};
+
+use futures_util::future::{join_all, try_join_all};
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
+
+use crate::outcome::{EngineError, Outcome};
+use crate::plan::{Operation, Plan, Step};
+use crate::protocol::{Protocol, endpoint_for, within};
+
+const ROOT: &str = "/dbtester";
+/// How long closing waits for the server to end each session (short: a stop()
+/// must finish within a second even when the server has stopped answering).
+const CLOSE_WAIT: Duration = Duration::from_millis(250);
+
+fn create_options() -> CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+pub struct ZooKeeper {
+    clients: Vec<Client>,
+    value: Vec<u8>,
+    read: bool,
+    same_key: bool,
+}
+
+impl Protocol for ZooKeeper {
+    async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
+        let crate::plan::Protocol::ZooKeeper { session_timeout } = plan.protocol else {
+            unreachable!("zookeeper opened for another protocol");
+        };
+        let clients = try_join_all((0..step.connections).map(|c| {
+            let endpoint = &endpoint_for(plan, c).authority;
+            let what = move || format!("cannot establish a ZooKeeper session with {endpoint}");
+            within(plan.timeout, what, async move {
+                Client::connector()
+                    .with_session_timeout(session_timeout)
+                    // A refused connection fails now instead of retrying until the timeout.
+                    .with_fail_eagerly()
+                    .connect(endpoint)
+                    .await
+                    .map_err(|e| EngineError(format!("{}: {}", what(), e)))
+            })
+        }))
+        .await?;
+        let what = || format!("cannot create {ROOT}");
+        within(plan.timeout, what, async {
+            match clients[0].create(ROOT, &[], &create_options()).await {
+                Ok(_) | Err(Error::NodeExists) => Ok(()),
+                Err(e) => Err(EngineError(format!("{}: {}", what(), e))),
+            }
+        })
+        .await?;
+        Ok(ZooKeeper {
+            clients,
+            value: plan.value(),
+            read: plan.operation == Operation::Read,
+            same_key: plan.same_key,
+        })
+    }
+
+    async fn request(&self, conn: usize, key: &[u8], _sent: &mut Instant) -> Outcome {
+        let client = &self.clients[conn];
+        let mut path = String::with_capacity(ROOT.len() + 1 + key.len());
+        path.push_str(ROOT);
+        path.push('/');
+        // Keys are "k" and ASCII digits.
+        path.push_str(std::str::from_utf8(key).unwrap_or_default());
+        if self.read {
+            return match client.get_data(&path).await {
+                Ok((data, _)) if data == self.value => Outcome::Ok,
+                Ok(_) => Outcome::WrongValue,
+                Err(e) => outcome(&e),
+            };
+        }
+        if !self.same_key {
+            return match client.create(&path, &self.value, &create_options()).await {
+                Ok(_) => Outcome::Ok,
+                Err(e) => outcome(&e),
+            };
+        }
+        // One key for everyone: overwrite it, creating it the first time. Two
+        // clients may both find it missing; the one whose create loses then
+        // overwrites what the other created.
+        match client.set_data(&path, &self.value, None).await {
+            Ok(_) => return Outcome::Ok,
+            Err(Error::NoNode) => {}
+            Err(e) => return outcome(&e),
+        }
+        match client.create(&path, &self.value, &create_options()).await {
+            Ok(_) => Outcome::Ok,
+            Err(Error::NodeExists) => match client.set_data(&path, &self.value, None).await {
+                Ok(_) => Outcome::Ok,
+                Err(e) => outcome(&e),
+            },
+            Err(e) => outcome(&e),
+        }
+    }
+
+    async fn close(self) {
+        // Dropping a client's last handle makes its session send CloseSession;
+        // wait (briefly) for that so sessions do not linger on the server.
+        let watchers: Vec<_> = self.clients.iter().map(Client::state_watcher).collect();
+        drop(self.clients);
+        join_all(watchers.into_iter().map(|mut watcher| async move {
+            let closed = async {
+                while !watcher.state().is_terminated() {
+                    watcher.changed().await;
+                }
+            };
+            let _ = tokio::time::timeout(CLOSE_WAIT, closed).await;
+        }))
+        .await;
+    }
+}
+
+/// ZooKeeper's own error names, short and stable.
+fn outcome(error: &Error) -> Outcome {
+    Outcome::Named(match error {
+        Error::NoNode => "NoNode",
+        Error::NodeExists => "NodeExists",
+        Error::ConnectionLoss => "ConnectionLoss",
+        Error::SessionExpired => "SessionExpired",
+        Error::SessionMoved => "SessionMoved",
+        Error::ClientClosed => "ClientClosed",
+        Error::Timeout => "Timeout",
+        Error::NoHosts => "NoHosts",
+        Error::NoAuth => "NoAuth",
+        Error::AuthFailed => "AuthFailed",
+        Error::BadVersion => "BadVersion",
+        Error::NoChildrenForEphemerals => "NoChildrenForEphemerals",
+        Error::NotEmpty => "NotEmpty",
+        Error::InvalidAcl => "InvalidAcl",
+        Error::NotReadOnly => "NotReadOnly",
+        Error::NoWatcher => "NoWatcher",
+        Error::QuotaExceeded => "QuotaExceeded",
+        Error::Throttled => "Throttled",
+        Error::MarshallingError => "MarshallingError",
+        Error::Unimplemented => "Unimplemented",
+        Error::ReconfigDisabled => "ReconfigDisabled",
+        Error::RuntimeInconsistent => "RuntimeInconsistent",
+        Error::BadArguments(_) => "BadArguments",
+        Error::UnmarshalError { .. } => "UnmarshalError",
+        Error::UnexpectedError(_) => "UnexpectedError",
+        Error::UnexpectedErrorCode(_) => "UnexpectedErrorCode",
+        Error::Custom(_) => return Outcome::from_transport(error),
+        _ => "ZooKeeperError",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names() {
+        assert_eq!(outcome(&Error::NodeExists).name(), "NodeExists");
+        assert_eq!(
+            outcome(&Error::UnexpectedErrorCode(-42)).name(),
+            "UnexpectedErrorCode"
+        );
+        assert_eq!(outcome(&Error::ConnectionLoss).name(), "ConnectionLoss");
+    }
+}
