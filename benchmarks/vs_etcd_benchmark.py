@@ -1,12 +1,14 @@
-"""dbtester's load generator against etcd's own Go benchmark tool.
+"""dbtester's load engine against etcd's own Go benchmark tool.
 
 Both drive the same workload against a fresh single-member etcd on loopback,
-alternately, in the same minutes: puts of 256-byte keys and 1 KB values with
-1000 clients over 100 connections, then serializable ranges of one key. Prints
-each side's throughput, the ratio (dbtester / Go tool) and each side's client
-CPU in microseconds per request (user + system of the client processes).
+interleaved (Go, dbtester, dbtester, Go, ...) in the same minutes: puts of
+distinct 256-byte keys (the Go tool with --key-space-size, else it overwrites
+one key) and 1 KB values with 1000 clients over 100 connections, then
+serializable ranges of one key. Prints each run's throughput and client CPU in
+microseconds per request (user + system of the client process), then per
+operation the median over the pairs of each pair's ratio (dbtester / Go tool).
 
-    python benchmarks/vs_etcd_benchmark.py [--requests 100000] [--rounds 2]
+    python benchmarks/vs_etcd_benchmark.py [--requests 100000] [--rounds 3]
 
 The Go tool is built once through the Go module proxy into $DBTESTER_HOME
 (about a minute). On a 2-core machine client and server share the cores, so
@@ -18,45 +20,24 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.fresh import Figure, FreshServer
 from dbtester.config.model import Workload
-from dbtester.databases import get_kind
-from dbtester.databases.base import LoadSettings, MemberSpec, Peer
-from dbtester.databases.etcd import EtcdFlags
-from dbtester.install import GoBuild, Installed, ensure_installed
+from dbtester.databases.base import LoadSettings
+from dbtester.install import GoBuild, ensure_installed
 from dbtester.load.runner import run_load, seed_key
 from dbtester.results import DatabaseLayout
 from dbtester.util.keys import KeySpace
 from dbtester.util.progress import Reporter
-from tests.integration.agents import free_port
 
 KEY_SIZE, VALUE_SIZE, CLIENTS, CONNECTIONS = 256, 1024, 1000, 100
-
-
-@dataclass
-class Figure:
-    side: str
-    op: str
-    requests: int
-    seconds: float
-    cpu_s: float
-
-    @property
-    def rate(self) -> float:
-        return self.requests / self.seconds
-
-    @property
-    def us_per_request(self) -> float:
-        return 1e6 * self.cpu_s / self.requests
 
 
 def go_tool(version: str) -> Path:
@@ -76,37 +57,6 @@ def go_tool(version: str) -> Path:
     return tool.path("benchmark")
 
 
-class FreshEtcd:
-    """A single-member etcd in a temporary directory, stopped by PID."""
-
-    def __init__(self, installed: Installed) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="dbtester-bench-"))
-        self.peer = Peer("m0", "127.0.0.1", {"client": free_port(), "peer": free_port()})
-        spec = MemberSpec(0, (self.peer,), EtcdFlags(), self.dir, self.dir / "data", "bench")
-        plan = get_kind("etcd").launch(installed, spec)
-        self.log = (self.dir / "etcd.log").open("wb")
-        self.process = subprocess.Popen(plan.argv, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while not get_kind("etcd").serving(self.peer):
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise SystemExit(f"etcd did not start; see {self.dir / 'etcd.log'}")
-            time.sleep(0.1)
-
-    @property
-    def endpoint(self) -> str:
-        return self.peer.address("client")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 def run_go(tool: Path, endpoint: str, op: str, requests: int, key: bytes) -> Figure:
     common = [
         str(tool),
@@ -121,6 +71,7 @@ def run_go(tool: Path, endpoint: str, op: str, requests: int, key: bytes) -> Fig
             f"--key-size={KEY_SIZE}",
             f"--val-size={VALUE_SIZE}",
             f"--total={requests}",
+            f"--key-space-size={requests}",
             "--sequential-keys",
         ]
     else:
@@ -169,11 +120,10 @@ def seed(endpoint: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--version", default="3.5.17")
-    parser.add_argument("--workers", type=int, default=None, help="dbtester workers [cores]")
+    parser.add_argument("--workers", type=int, default=None, help="engine threads [1]")
     args = parser.parse_args()
-    installed = get_kind("etcd").install(args.version, Reporter())
     tool = go_tool(args.version)
     key = KeySpace(1, KEY_SIZE, same_key=True).key(0)
     figures: list[Figure] = []
@@ -183,7 +133,7 @@ def main() -> None:
                 # Alternate who goes first, each against a fresh server.
                 sides = ("go", "dbtester") if round_ % 2 == 0 else ("dbtester", "go")
                 for side in sides:
-                    server = FreshEtcd(installed)
+                    server = FreshServer("etcd", args.version, CONNECTIONS)
                     try:
                         if op == "range":
                             seed(server.endpoint)
@@ -204,16 +154,19 @@ def main() -> None:
                     )
     print()
     for op in ("put", "range"):
-        ours = [f for f in figures if f.op == op and f.side == "dbtester"]
-        go = [f for f in figures if f.op == op and f.side == "go"]
-        ours_rate = sum(f.rate for f in ours) / len(ours)
-        go_rate = sum(f.rate for f in go) / len(go)
-        ours_cpu = sum(f.us_per_request for f in ours) / len(ours)
-        go_cpu = sum(f.us_per_request for f in go) / len(go)
+        ours = [f for f in figures if f.op == op and f.who == "dbtester"]
+        go = [f for f in figures if f.op == op and f.who == "go"]
+        rate = statistics.median(a.rate / b.rate for a, b in zip(ours, go, strict=True))
+        cpu = statistics.median(
+            a.us_per_request / b.us_per_request for a, b in zip(ours, go, strict=True)
+        )
         print(
-            f"{op:5}: dbtester {ours_rate:,.0f} req/s, Go tool {go_rate:,.0f} req/s,"
-            f" ratio {ours_rate / go_rate:.2f}; client CPU {ours_cpu:.1f} vs {go_cpu:.1f}"
-            " us/request"
+            f"{op:5}: median of {len(ours)} pairs: throughput ratio {rate:.2f}"
+            f" (dbtester {statistics.median(f.rate for f in ours):,.0f} req/s,"
+            f" Go tool {statistics.median(f.rate for f in go):,.0f});"
+            f" client CPU ratio {cpu:.2f}"
+            f" ({statistics.median(f.us_per_request for f in ours):.1f} vs"
+            f" {statistics.median(f.us_per_request for f in go):.1f} us/request)"
         )
 
 

@@ -1,0 +1,124 @@
+"""What the load engine costs per request for each database kind, and its
+memory on a long run.
+
+For each kind: a fresh single-member server on loopback (the kind's own launch
+plan, run directly), then writes of distinct keys and reads of one key, with
+100 clients over 10 connections, 256-byte keys and 1 KB values. Prints
+throughput and the client's CPU in microseconds per request (user + system of
+this process while the load ran), and per kind the ratio to etcd's, so a
+cross-database table is seen to compare databases, not clients.
+
+    python benchmarks/engine_cost.py [--requests 20000] [--rounds 3] [--kinds etcd zookeeper consul]
+    python benchmarks/engine_cost.py --memory 3000000   # peak RSS of a 3M-request read run
+
+Run it alone on the machine: client and server share the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.fresh import Figure, FreshServer
+from dbtester.config.model import Workload
+from dbtester.databases.base import LoadSettings
+from dbtester.load import run_load, seed_key
+from dbtester.results import DatabaseLayout
+
+KEY_SIZE, VALUE_SIZE, CLIENTS, CONNECTIONS = 256, 1024, 100, 10
+VERSIONS = {"etcd": "3.5.17", "zookeeper": "3.8.0", "consul": "1.22.0"}
+
+
+def measure(kind: str, op: str, requests: int, out: Path) -> tuple[Figure, float]:
+    """One run's figures, and the process's peak RSS (MB) when the load was done."""
+    server = FreshServer(kind, VERSIONS[kind], CONNECTIONS)
+    try:
+        settings = LoadSettings((server.endpoint,), {}, KEY_SIZE, VALUE_SIZE, "serializable", 10.0)
+        if op == "read":
+            seed_key(kind, settings, KEY_SIZE)
+        workload = Workload(
+            type="write" if op == "write" else "read",
+            requests=requests,
+            key_size=KEY_SIZE,
+            value_size=VALUE_SIZE,
+            clients=CLIENTS,
+            connections=CONNECTIONS,
+            consistency="serializable",
+        )
+        result = run_load(kind, settings, workload, DatabaseLayout(out), progress=None)
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    finally:
+        server.stop()
+    if result.errors:
+        raise SystemExit(f"{kind} {op}: errors {result.records.counts()}")
+    records = result.records
+    # The last reply, a million at a time: no temporary as big as the records.
+    last = max(
+        int((records.due_ns[i : i + 1_000_000] + records.latency_ns[i : i + 1_000_000]).max())
+        for i in range(0, len(records), 1_000_000)
+    )
+    span = last - int(records.due_ns.min())
+    return Figure(kind, op, requests, span / 1e9, result.cpu_seconds), peak_mb
+
+
+def cost(kinds: list[str], requests: int, rounds: int) -> None:
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(rounds):
+            # Interleaved: every kind once per round, the order turning each round.
+            order = kinds[round_ % len(kinds) :] + kinds[: round_ % len(kinds)]
+            for kind in order:
+                for op in ("write", "read"):
+                    figure, _ = measure(kind, op, requests, Path(scratch) / f"{round_}-{kind}-{op}")
+                    figures.append(figure)
+                    print(
+                        f"round {round_ + 1} {kind:9} {op:5} {figure.rate:9,.0f} req/s"
+                        f"  {figure.us_per_request:6.1f} us CPU/request",
+                        flush=True,
+                    )
+    print()
+    for op in ("write", "read"):
+        base = statistics.median(
+            f.us_per_request for f in figures if f.op == op and f.who == "etcd"
+        )
+        for kind in kinds:
+            mine = [f for f in figures if f.op == op and f.who == kind]
+            us = statistics.median(f.us_per_request for f in mine)
+            rate = statistics.median(f.rate for f in mine)
+            versus = f", {us / base:.2f}x etcd's" if base else ""
+            print(f"{op:5} {kind:9}: {rate:9,.0f} req/s  {us:6.1f} us CPU/request{versus}")
+
+
+def memory(requests: int) -> None:
+    """A read run of ``requests`` against one etcd: this process's peak RSS."""
+    with tempfile.TemporaryDirectory() as scratch:
+        figure, peak_mb = measure("etcd", "read", requests, Path(scratch))
+    print(
+        f"{requests:,} reads: {figure.rate:,.0f} req/s, {figure.us_per_request:.1f} us"
+        f" CPU/request; peak RSS of the process through the load {peak_mb:,.0f} MB;"
+        f" records 27 bytes/request"
+        f" ({27 * requests / 1e6:,.0f} MB)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kinds", nargs="+", default=list(VERSIONS), choices=list(VERSIONS))
+    parser.add_argument("--memory", type=int, default=0, metavar="REQUESTS")
+    args = parser.parse_args()
+    if args.memory:
+        memory(args.memory)
+    else:
+        cost(args.kinds, args.requests, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
