@@ -41,7 +41,7 @@ def measure(kind: str, op: str, requests: int, out: Path) -> tuple[Figure, float
     try:
         settings = LoadSettings((server.endpoint,), {}, KEY_SIZE, VALUE_SIZE, "serializable", 10.0)
         if op == "read":
-            seed_key(kind, settings, KEY_SIZE)
+            seed_key(kind, settings)
         workload = Workload(
             type="write" if op == "write" else "read",
             requests=requests,

@@ -114,7 +114,7 @@ def run_ours(
 
 def seed(endpoint: str) -> None:
     settings = LoadSettings((endpoint,), {}, KEY_SIZE, VALUE_SIZE, "serializable", 30.0)
-    seed_key("etcd", settings, KEY_SIZE)
+    seed_key("etcd", settings)
 
 
 def main() -> None:

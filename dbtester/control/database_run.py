@@ -336,7 +336,7 @@ class DatabaseRun:
         if self.db.workload.type != "read":
             return
         try:
-            seed_key(self.db.kind, self._settings(), self.db.workload.key_size)
+            seed_key(self.db.kind, self._settings())
         except DbtesterError as exc:
             raise DbtesterError(f"{self.db.id}: {exc}") from None
 

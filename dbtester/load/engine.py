@@ -75,7 +75,10 @@ def start(load_plan: dict[str, Any]) -> Load:
             f"dbtester's load engine is not built ({exc}): reinstall dbtester from its"
             " source tree (`make setup`, or `pip install -e .` with Rust's cargo on PATH)"
         ) from None
-    return _engine.start(load_plan)
+    try:
+        return _engine.start(load_plan)
+    except ValueError as exc:  # the plan is built from a checked test case: a bug if so
+        raise DbtesterError(f"the load engine refused its plan: {exc}") from None
 
 
 def records_of(result: Mapping[str, Any]) -> Records:

@@ -104,20 +104,31 @@ def run_load(
     return LoadResult(records, started, ended, _cpu_seconds() - cpu_before, aborted, threads)
 
 
-def seed_key(kind: str, settings: LoadSettings, key_size: int) -> None:
+def seed_key(kind: str, settings: LoadSettings) -> None:
     """Write key 0 with the workload's value: what a read workload reads."""
     workload = Workload(
-        type="write", requests=1, key_size=key_size, clients=1, connections=1, same_key=True
+        type="write",
+        requests=1,
+        key_size=settings.key_size,
+        value_size=settings.value_size,
+        clients=1,
+        connections=1,
+        same_key=True,
     )
     load = engine.start(engine.plan(kind, settings, workload))
-    _drain(load)
-    records = engine.records_of(load.result())
+    while not load.wait(POLL_S):  # Ctrl-C raises here; the engine stops with its handle
+        pass
+    try:
+        records = engine.records_of(load.result())
+    except RuntimeError as exc:
+        raise DbtesterError(f"seeding the read key failed: {exc}") from None
     if records.counts() != {"ok": 1}:
         raise DbtesterError(f"seeding the read key failed: {records.counts()}")
 
 
 def _drain(load: Load) -> None:
-    """Wait for a stopped (or finishing) engine; a second Ctrl-C does not cut it short."""
+    """Wait for a stopped engine to hand back its records; a second Ctrl-C does
+    not cut that short."""
     deadline = time.monotonic() + STOP_GRACE_S
     while time.monotonic() < deadline:
         with contextlib.suppress(KeyboardInterrupt):

@@ -86,7 +86,7 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
         settings = settings_for(peers, consistency="serializable")
 
         def seed(value_size: int) -> None:
-            seed_key("etcd", settings_for(peers, value_size=value_size), 64)
+            seed_key("etcd", settings_for(peers, value_size=value_size))
 
         seed(256)
         workload = Workload(
