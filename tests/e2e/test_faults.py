@@ -47,12 +47,23 @@ def _start_run(
     env = {**os.environ, "DBTESTER_HOME": home, **env_extra}
     with log.open("wb") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(out)],
+            [sys.executable, "-c", _AS_FROM_A_TERMINAL, "run", str(config), "--out", str(out)],
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=env,
             start_new_session=True,
         )
+
+
+# `python -m dbtester` as started from a terminal: a shell's background job
+# (`nohup ... &`, as scripts run CI) starts with SIGINT ignored, and Python then
+# never turns Ctrl-C into KeyboardInterrupt.
+_AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys;"
+    " signal.signal(signal.SIGINT, signal.default_int_handler);"
+    " sys.argv[0] = 'dbtester';"
+    " runpy.run_module('dbtester', run_name='__main__')"
+)
 
 
 def _wait_for(log: Path, text: str, timeout: float = 120) -> None:
