@@ -25,8 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.fresh import Figure, FreshServer
-from dbtester.config.model import Workload
+from benchmarks.fresh import Figure, FreshServer, workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import run_load, seed_key
 from dbtester.results import DatabaseLayout
@@ -42,16 +41,8 @@ def measure(kind: str, op: str, requests: int, out: Path) -> tuple[Figure, float
         settings = LoadSettings((server.endpoint,), {}, KEY_SIZE, VALUE_SIZE, "serializable", 10.0)
         if op == "read":
             seed_key(kind, settings)
-        workload = Workload(
-            type="write" if op == "write" else "read",
-            requests=requests,
-            key_size=KEY_SIZE,
-            value_size=VALUE_SIZE,
-            clients=CLIENTS,
-            connections=CONNECTIONS,
-            consistency="serializable",
-        )
-        result = run_load(kind, settings, workload, DatabaseLayout(out), progress=None)
+        load = workload(op == "write", requests, (KEY_SIZE, VALUE_SIZE), CLIENTS, CONNECTIONS)
+        result = run_load(kind, settings, load, DatabaseLayout(out), progress=None)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     finally:
         server.stop()
@@ -84,9 +75,8 @@ def cost(kinds: list[str], requests: int, rounds: int) -> None:
                     )
     print()
     for op in ("write", "read"):
-        base = statistics.median(
-            f.us_per_request for f in figures if f.op == op and f.who == "etcd"
-        )
+        etcd = [f.us_per_request for f in figures if f.op == op and f.who == "etcd"]
+        base = statistics.median(etcd) if etcd else 0.0
         for kind in kinds:
             mine = [f for f in figures if f.op == op and f.who == kind]
             us = statistics.median(f.us_per_request for f in mine)

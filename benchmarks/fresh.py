@@ -14,10 +14,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dbtester.config.model import Workload
 from dbtester.databases import get_kind
 from dbtester.databases.base import MemberSpec, Peer
 from dbtester.util.net import free_port
 from dbtester.util.progress import Reporter
+
+
+def workload(
+    write: bool, requests: int, size: tuple[int, int], clients: int, conns: int
+) -> Workload:
+    """Writes of distinct keys or serializable reads of one key; ``size`` is
+    (key bytes, value bytes)."""
+    return Workload(
+        type="write" if write else "read",
+        requests=requests,
+        key_size=size[0],
+        value_size=size[1],
+        clients=clients,
+        connections=conns,
+        consistency="serializable",
+    )
 
 
 @dataclass

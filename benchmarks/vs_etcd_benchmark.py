@@ -28,8 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.fresh import Figure, FreshServer
-from dbtester.config.model import Workload
+from benchmarks.fresh import Figure, FreshServer, workload
 from dbtester.databases.base import LoadSettings
 from dbtester.install import GoBuild, ensure_installed
 from dbtester.load.runner import run_load, seed_key
@@ -92,18 +91,8 @@ def run_ours(
     settings = LoadSettings(
         (endpoint,), {"balancer": "pick_first"}, KEY_SIZE, VALUE_SIZE, "serializable", 30.0
     )
-    workload = Workload(
-        type="write" if op == "put" else "read",
-        requests=requests,
-        key_size=KEY_SIZE,
-        value_size=VALUE_SIZE,
-        clients=CLIENTS,
-        connections=CONNECTIONS,
-        consistency="serializable",
-    )
-    result = run_load(
-        "etcd", settings, workload, DatabaseLayout(out), progress=None, workers=workers
-    )
+    load = workload(op == "put", requests, (KEY_SIZE, VALUE_SIZE), CLIENTS, CONNECTIONS)
+    result = run_load("etcd", settings, load, DatabaseLayout(out), progress=None, workers=workers)
     if result.errors:
         raise SystemExit(f"dbtester saw errors: {result.records.counts()}")
     records = result.records

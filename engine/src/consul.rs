@@ -290,13 +290,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn clients_sharing_a_connection_take_turns() {
         let addr = serve_true().await;
-        let mut plan = crate::plan::parse(&crate::plan::Value::Dict(
-            crate::plan::tests::good()
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-        ))
-        .unwrap();
+        let mut plan = crate::plan::tests::good_plan();
         plan.protocol = Kind::Consul;
         plan.endpoints = vec![crate::plan::parse_endpoint(&addr.to_string()).unwrap()];
         let step = Step {

@@ -179,13 +179,7 @@ mod tests {
 
     #[test]
     fn request_numbers_map_to_keys() {
-        let mut plan = crate::plan::parse(&crate::plan::Value::Dict(
-            crate::plan::tests::good()
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-        ))
-        .unwrap();
+        let mut plan = crate::plan::tests::good_plan();
         plan.sequential_keys = true;
         let keys = Keys::new(&plan);
         let mut out = Vec::new();

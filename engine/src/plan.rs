@@ -576,6 +576,12 @@ pub(crate) mod tests {
         ])
     }
 
+    /// The plan `good()` describes, parsed: a starting point other modules'
+    /// tests change a field or two of.
+    pub(crate) fn good_plan() -> Plan {
+        parse(&dict(&good())).unwrap()
+    }
+
     pub(crate) fn good() -> Vec<(&'static str, Value)> {
         vec![
             ("protocol", s("etcd")),
