@@ -13,7 +13,7 @@ ENGINE := engine/Cargo.toml
 RUST_VERSION := 1.88
 CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system rust python demo gallery test unit lint types engine-test tox proto clean
+.PHONY: setup system rust python demo gallery test fuzz unit lint types engine-test tox proto clean
 
 setup: system python
 
@@ -53,6 +53,11 @@ engine-test: python
 	$(CARGO) test --quiet --manifest-path $(ENGINE)
 	$(CARGO) clippy --quiet --manifest-path $(ENGINE) --all-targets -- -D warnings
 	cargo fmt --manifest-path $(ENGINE) --check
+
+# The fuzz harnesses for FUZZ_SECONDS each (make test gives them 30 s each).
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	DBTESTER_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -m fuzz -q -s tests/fuzz
 
 unit: python
 	$(BIN)/pytest -m "not integration"

@@ -53,9 +53,8 @@ def main() -> None:
     except OSError as exc:
         # A file-system failure nobody anticipated (disk full, a file where a
         # directory should be): still one line naming the path, not a traceback.
-        if exc.filename is None:
-            raise
-        click.echo(f"dbtester: error: {exc.filename}: {exc.strerror}", err=True)
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        click.echo(f"dbtester: error: {where}{exc.strerror or exc}", err=True)
         sys.exit(EXIT_RUN_FAILED)
 
 
@@ -154,7 +153,10 @@ def convert(old: str, new: str, force: bool) -> None:
         header.append("# Conversion notes:")
         header += [f"#   line {w.line}: {w.message}" for w in loaded.warnings]
     body = yaml.dump(loaded.case.to_raw(), Dumper=_Dumper, sort_keys=False, width=100)
-    target.write_text("\n".join(header) + "\n" + body)
+    try:
+        target.write_text("\n".join(header) + "\n" + body)
+    except OSError as exc:  # a full disk reports no file name of its own
+        raise DbtesterError(f"{new}: cannot write: {exc.strerror or exc}") from None
     click.echo(
         f"wrote {new} ({len(loaded.case.databases)} databases, {len(loaded.warnings)} notes)"
     )

@@ -115,13 +115,23 @@ class Problem:
 
 
 class ConfigError(BadInputError):
-    """A test case (or another input file) is malformed; every problem found is listed."""
+    """A test case (or another input file) is malformed; every problem found is
+    kept in ``problems``. The message is the problem itself when there is one,
+    else a list (the first :attr:`SHOWN` of them, so that no input can make it
+    endless)."""
+
+    SHOWN = 25
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = sorted(problems)
         count = len(self.problems)
-        head = "1 error" if count == 1 else f"{count} errors"
-        super().__init__(f"{head} in test case:\n" + "\n".join(f"  {p}" for p in self.problems))
+        if count == 1:
+            super().__init__(str(self.problems[0]))
+            return
+        lines = [f"  {p}" for p in self.problems[: self.SHOWN]]
+        if count > self.SHOWN:
+            lines.append(f"  ... and {count - self.SHOWN} more")
+        super().__init__(f"{count} errors in test case:\n" + "\n".join(lines))
 
 
 class InstallError(BadInputError):

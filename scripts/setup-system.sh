@@ -12,6 +12,7 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q " installed" || need+=(zookeeper)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)   # TLS tests make certificates
+command -v strace >/dev/null 2>&1 || need+=(strace)     # the agent fuzz harness traces it
 # The multi-host test: sshd per namespace host, ssh-keygen, ip netns, venvs there.
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from dbtester.errors import DbtesterError
+from dbtester.errors import BadInputError, DbtesterError
 
 __all__ = ["is_agent", "pidfile"]
 
@@ -32,6 +32,8 @@ def pidfile(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
+    if not path.name or path.is_dir():
+        raise BadInputError(f"--pidfile {str(path)!r} must name a file")
     with contextlib.suppress(OSError, ValueError):
         other = int(path.read_text().strip())
         if other != os.getpid() and is_agent(other):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -35,8 +36,15 @@ __all__ = ["AgentService"]
 
 log = logging.getLogger(__name__)
 
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # always fullmatch: never a path
+CLUSTER_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,300}")
 CHUNK = 64 * 1024
+#: a kind's flags are a few keys; anything longer is not flags
+MAX_FLAGS_JSON = 64 * 1024
+#: bounds on the numbers a request sets (0 means "the agent's default")
+SAMPLE_INTERVAL_S = (0.1, 60.0)
+HEARTBEAT_TIMEOUT_S = (0.1, 86_400.0)
+GRACE_S = (0.0, 600.0)
 MemberKey = tuple[str, str, int]
 BUSY = ("new", "starting", "running")
 
@@ -92,6 +100,7 @@ class AgentService(pb_grpc.AgentServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
         kind = self._kind(request.kind, context)
         self._check_names(request, context)
+        self._check_numbers(request, context)
         installed = self._binary(kind, request.version, context)
         flags = self._flags(kind, request.flags_json, context)
         peers = self._peers(kind, request, context)
@@ -145,23 +154,38 @@ class AgentService(pb_grpc.AgentServicer):
         if kind is None:
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown kind {name!r}; allowed: {', '.join(KINDS)}",
+                f"unknown kind {_show(name)}; allowed: {', '.join(KINDS)}",
             )
         return kind
 
     def _check_names(self, request: pb.StartRequest, context: grpc.ServicerContext) -> None:
         for field in ("run_id", "database_id"):
             value = getattr(request, field)
-            if not SAFE_NAME.match(value):
+            if not SAFE_NAME.fullmatch(value):
                 context.abort(
                     grpc.StatusCode.INVALID_ARGUMENT,
-                    f"{field} {value!r} must be letters, digits, . _ - (no paths)",
+                    f"{field} {_show(value)} must be letters, digits, . _ - (no paths)",
                 )
-        if not re.match(VERSION_PATTERN, request.version):
+        if not re.fullmatch(VERSION_PATTERN, request.version):
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"version {request.version!r} is not a version (letters, digits, . _ + ~ -)",
+                f"version {_show(request.version)} is not a version (letters, digits, . _ + ~ -)",
             )
+        token = request.cluster_token
+        if token and not CLUSTER_TOKEN.fullmatch(token):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"cluster_token {_show(token)} must be 1-300 letters, digits, . _ -",
+            )
+
+    def _check_numbers(self, request: pb.StartRequest, context: grpc.ServicerContext) -> None:
+        for field, (low, high) in (
+            ("sample_interval_s", SAMPLE_INTERVAL_S),
+            ("heartbeat_timeout_s", HEARTBEAT_TIMEOUT_S),
+        ):
+            problem = _out_of_range(field, getattr(request, field), low, high)
+            if problem:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
 
     def _binary(self, kind: DatabaseKind, version: str, context: grpc.ServicerContext) -> Installed:
         allowed = self.config.binaries.get(kind.name, {})
@@ -189,10 +213,20 @@ class AgentService(pb_grpc.AgentServicer):
         raise AssertionError  # abort raises
 
     def _flags(self, kind: DatabaseKind, text: str, context: grpc.ServicerContext):  # type: ignore[no-untyped-def]
+        if len(text) > MAX_FLAGS_JSON:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"bad {kind.name} flags: {len(text):,} characters of JSON is not flags",
+            )
         try:
             return kind.flags_model.model_validate(json.loads(text or "{}"))
+        except RecursionError:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"bad {kind.name} flags: nested too deeply"
+            )
         except (ValueError, ValidationError) as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad {kind.name} flags: {exc}")
+            reason = str(exc)[:500]
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad {kind.name} flags: {reason}")
 
     def _peers(
         self, kind: DatabaseKind, request: pb.StartRequest, context: grpc.ServicerContext
@@ -205,18 +239,21 @@ class AgentService(pb_grpc.AgentServicer):
             problems.append("peer names must be unique")
         for peer in peers:
             # Hosts reach config files (zoo.cfg) and flags: an address, nothing else.
-            if not re.match(HOST_PATTERN, peer.host) or len(peer.host) > 255:
-                problems.append(f"peer {peer.name} host {peer.host!r} is not an address")
+            if not re.fullmatch(HOST_PATTERN, peer.host) or len(peer.host) > 255:
+                problems.append(
+                    f"peer {_show(peer.name)} host {_show(peer.host)} is not an address"
+                )
             bad = [p for p in peer.ports.values() if not 1 <= p <= 65535]
             if bad:
-                problems.append(f"peer {peer.name} has ports out of range: {bad}")
+                problems.append(f"peer {_show(peer.name)} has ports out of range: {bad[:5]}")
             missing = set(kind.default_ports) - set(peer.ports)
             if missing:
-                problems.append(f"peer {peer.name} lacks ports {sorted(missing)}")
-            if not SAFE_NAME.match(peer.name):
-                problems.append(f"peer name {peer.name!r} must be letters, digits, . _ -")
+                problems.append(f"peer {_show(peer.name)} lacks ports {sorted(missing)}")
+            if not SAFE_NAME.fullmatch(peer.name):
+                problems.append(f"peer name {_show(peer.name)} must be letters, digits, . _ -")
         if problems:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(problems))
+            more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(problems[:5]) + more)
         return peers
 
     # ------------------------------------------------------------------ stop, status
@@ -229,11 +266,14 @@ class AgentService(pb_grpc.AgentServicer):
         if member is None:
             context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"no member {index} of {database_id!r} in run {run_id!r} on this agent",
+                f"no member {index} of {_show(database_id)} in run {_show(run_id)} on this agent",
             )
         return member
 
     def Stop(self, request: pb.StopRequest, context: grpc.ServicerContext) -> pb.StopResponse:
+        problem = _out_of_range("grace_s", request.grace_s, *GRACE_S)
+        if problem:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         member = self._member(request.run_id, request.database_id, request.member_index, context)
         result = member.stop(
             failed=request.failed, grace=request.grace_s or self.config.stop_grace_s
@@ -290,7 +330,7 @@ class AgentService(pb_grpc.AgentServicer):
         if request.name not in FILE_NAMES:
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown file {request.name!r}; allowed: {', '.join(FILE_NAMES)}",
+                f"unknown file {_show(request.name)}; allowed: {', '.join(FILE_NAMES)}",
             )
         path = member.dir / request.name
         if not path.exists():
@@ -300,3 +340,15 @@ class AgentService(pb_grpc.AgentServicer):
             while chunk := handle.read(CHUNK):
                 yield pb.FileChunk(data=chunk, offset=offset)
                 offset += len(chunk)
+
+
+def _show(value: str, limit: int = 80) -> str:
+    """A name from a request, quoted and cut short, for an error message."""
+    return repr(value if len(value) <= limit else value[: limit - 3] + "...")
+
+
+def _out_of_range(field: str, value: float, low: float, high: float) -> str | None:
+    """Why ``value`` (0: the agent's default) is not a number of seconds in [low, high]."""
+    if value == 0 or (math.isfinite(value) and low <= value <= high):
+        return None
+    return f"{field} {value!r} must be 0 (the default) or from {low:g} to {high:g} seconds"

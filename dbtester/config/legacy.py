@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from dbtester.config.source import KeyPath, Position, SourceDoc
+from dbtester.config.source import KeyPath, Position, SourceDoc, quoted
 from dbtester.databases import KINDS
 from dbtester.errors import ConfigError, Problem
 
@@ -114,7 +114,7 @@ class _Converter:
                 self.errors.append(
                     self.old.problem(
                         (*old, key),
-                        f"unknown key '{key}' in the original dbtester format{hint}",
+                        f"unknown key {quoted(key)} in the original dbtester format{hint}",
                         key=True,
                     )
                 )
@@ -129,7 +129,7 @@ class _Converter:
             out["description"] = data["test_description"]
             self.put(("description",), ("test_description",))
         publish = self.client_section(data.get(CLIENT, {}))
-        ids = data.get("all_database_id_list") or []
+        ids = self.database_ids(data.get("all_database_id_list"))
         control = self.check_keys((CONTROL,), data.get(CONTROL, {}), ids)
         databases: list[dict[str, Any]] = []
         workloads: list[dict[str, Any]] = []
@@ -137,7 +137,8 @@ class _Converter:
             if old_id not in control:
                 self.errors.append(
                     self.old.problem(
-                        ("all_database_id_list", i), f"'{old_id}' has no entry under {CONTROL}"
+                        ("all_database_id_list", i),
+                        f"{quoted(old_id)} has no entry under {CONTROL}",
                     )
                 )
                 continue
@@ -167,6 +168,26 @@ class _Converter:
                     " README to a fixed results layout",
                 )
         return out
+
+    def database_ids(self, value: Any) -> list[str]:
+        """The ids in ``all_database_id_list``; anything but a list of text is an error."""
+        if not value:
+            return []
+        where: KeyPath = ("all_database_id_list",)
+        if not isinstance(value, list):
+            self.errors.append(self.old.problem(where, "expected a list of database ids"))
+            return []
+        ids = []
+        for i, item in enumerate(value):
+            if isinstance(item, str) and item:
+                ids.append(item)
+            else:
+                self.errors.append(
+                    self.old.problem(
+                        (*where, i), f"expected a database id such as etcd__v3_5, got {item!r}"
+                    )
+                )
+        return ids
 
     def client_section(self, section: Any) -> str | None:
         values = self.check_keys((CLIENT,), section, CLIENT_KEYS)
@@ -219,8 +240,11 @@ class _Converter:
         if hosts:
             db["hosts"] = hosts
         kind = KINDS.get(kind_name)
-        if old_id in values and kind is not None:
-            flags, notes = kind.convert_legacy_flags(values[old_id] or {})
+        block = values.get(old_id) or {}
+        if not isinstance(block, dict):
+            self.errors.append(self.old.problem((*where, old_id), "expected a mapping of keys"))
+        elif kind is not None:
+            flags, notes = kind.convert_legacy_flags(block)
             for key, note in notes:
                 self.warn((*where, old_id, key), note)
             if flags:
@@ -257,7 +281,7 @@ class _Converter:
         if found:
             return found.group(1)
         tail = old_id.split("__", 1)[-1].lstrip("vr").replace("_", ".")
-        self.warn(where, f"no version in the description; using '{tail}' from the id")
+        self.warn(where, f"no version in the description; using {quoted(tail)} from the id")
         return tail
 
     def hosts(self, i: int, where: KeyPath, values: dict[str, Any]) -> list[dict[str, Any]]:

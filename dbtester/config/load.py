@@ -24,7 +24,7 @@ from dbtester.config.model import (
     TestCase,
     version_hint,
 )
-from dbtester.config.source import KeyPath, SourceDoc, load_yaml_file, load_yaml_text
+from dbtester.config.source import KeyPath, SourceDoc, load_yaml_file, load_yaml_text, quoted
 from dbtester.databases import KINDS
 from dbtester.errors import ConfigError, Problem
 
@@ -178,14 +178,15 @@ def _unknown_key(key: str, raw: dict[str, Any], parent: KeyPath) -> str:
     allowed = _allowed_keys(raw, parent)
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""
-    return f"unknown key '{key}'{hint} (allowed here: {', '.join(allowed)})"
+    return f"unknown key {quoted(key)}{hint} (allowed here: {', '.join(allowed)})"
 
 
 def _allowed_keys(raw: dict[str, Any], parent: KeyPath) -> list[str]:
     section = _section(parent)
     if section in ("flags", "client") and len(parent) >= 2:
         entry = raw["databases"][parent[1]]
-        kind = KINDS.get(entry.get("kind", ""))
+        name = entry.get("kind") if isinstance(entry, dict) else None
+        kind = KINDS.get(name) if isinstance(name, str) else None
         if kind is not None:
             model = kind.flags_model if section == "flags" else kind.client_model
             return list(model.model_fields)

@@ -47,6 +47,12 @@ WRITE_ONLY = ("sequential_keys", "same_key")
 READ_ONLY = ("consistency",)
 
 
+#: a run's requests: their records take 27 bytes each in the controller's memory
+MAX_REQUESTS = 1_000_000_000
+#: distinct keys in random order (the engine's bound: 4 bytes of memory each)
+MAX_RANDOM_ORDER = 1 << 28
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -55,7 +61,7 @@ class Workload(_Model):
     """What the load generator does; shared by every database unless overridden."""
 
     type: Literal["write", "read"]
-    requests: int = Field(gt=0)
+    requests: int = Field(gt=0, le=MAX_REQUESTS)
     key_size: int = Field(256, ge=1, le=1 << 20)
     value_size: int = Field(1024, ge=0, le=64 << 20)
     sequential_keys: bool = True
@@ -87,6 +93,12 @@ class Workload(_Model):
             raise ValueError(
                 f"requests ({self.requests}) must be at least the number of client_steps"
                 f" ({len(self.client_steps)}): the requests are shared across the steps"
+            )
+        random_order = self.type == "write" and not (self.same_key or self.sequential_keys)
+        if random_order and self.requests > MAX_RANDOM_ORDER:
+            raise ValueError(
+                f"requests ({self.requests:,}) must be at most {MAX_RANDOM_ORDER:,} with"
+                " sequential_keys: false (the random order is held in memory, 4 bytes a key)"
             )
         if self.type == "write" and not self.same_key:
             # Keys are "k" + the request number, zero-padded to key_size bytes.

@@ -79,6 +79,8 @@ def start(load_plan: dict[str, Any]) -> Load:
         return _engine.start(load_plan)
     except ValueError as exc:  # the plan is built from a checked test case: a bug if so
         raise DbtesterError(f"the load engine refused its plan: {exc}") from None
+    except MemoryError as exc:  # the records of every request are reserved up front
+        raise DbtesterError(f"not enough memory for this load: {exc}") from None
 
 
 def records_of(result: Mapping[str, Any]) -> Records:

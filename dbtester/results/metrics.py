@@ -9,12 +9,14 @@ sampler (:data:`CLIENT_COLUMNS`).
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from dbtester.errors import ResultsError
+from dbtester.results.files import check_regular_file
 
 __all__ = ["CLIENT_COLUMNS", "SERVER_COLUMNS", "read_metrics"]
 
@@ -53,20 +55,26 @@ CLIENT_COLUMNS = (
 def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
     """The samples in ``path``; None when it is missing or holds none (a member
     that died at once). ResultsError, naming the file, when it is corrupt."""
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.is_symlink() and not path.exists():
+        return None
+    if check_regular_file(path) == 0:
         return None
     try:
         frame = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         return None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsError(path, f"not a metrics CSV: {str(exc).strip()[:200]}") from None
+    except MemoryError:
+        raise ResultsError(path, "too large to load into this machine's memory") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OverflowError, csv.Error) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise ResultsError(path, f"not a metrics CSV: {reason}") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ResultsError(path, f"missing columns: {', '.join(missing)}")
     if not len(frame):
         return None
     for column in columns:
-        if not pd.api.types.is_numeric_dtype(frame[column]):
+        values = frame[column]
+        if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
             raise ResultsError(path, f"column {column} holds values that are not numbers")
     return frame

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dbtester.errors import ResultsError
+from dbtester.results.files import check_regular_file, check_unicode
 
 __all__ = ["OK", "Records"]
 
@@ -67,20 +68,33 @@ class Records:
     @classmethod
     def load(cls, path: Path) -> Records:
         """The records saved at ``path``; ResultsError (naming it) if they cannot be."""
+        check_regular_file(path)
         try:
+            _check_declared_sizes(path)
             with np.load(path, allow_pickle=False) as data:
                 arrays = {name: data[name] for name in _ARRAYS}
-                codes = [str(c) for c in data["codes"]]
+                table = data["codes"]
         except KeyError as exc:
             raise ResultsError(path, f"no {exc.args[0]} array: not dbtester's records") from None
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise ResultsError(path, f"cannot read the records: {exc}") from None
-        lengths = {len(a) for a in arrays.values()}
-        if len(lengths) > 1 or any(a.ndim != 1 for a in arrays.values()):
+        except ResultsError:
+            raise
+        except MemoryError:
+            raise ResultsError(path, "too large to load into this machine's memory") from None
+        except Exception as exc:  # numpy and zipfile fail in many ways on damaged bytes
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise ResultsError(path, f"cannot read the records: {reason}") from None
+        for name, array in arrays.items():
+            if array.ndim != 1:
+                raise ResultsError(path, f"{name} is not a list of values (shape {array.shape})")
+        if len({len(a) for a in arrays.values()}) > 1:
             raise ResultsError(path, "the record arrays differ in length")
         for name, dtype in _ARRAYS.items():
             if arrays[name].dtype != dtype:
                 raise ResultsError(path, f"{name} is {arrays[name].dtype}, expected {dtype}")
+        if table.ndim != 1 or table.dtype.kind != "U":
+            raise ResultsError(path, "the outcome table is not a list of names")
+        codes = [str(c) for c in table]
+        check_unicode(path, codes)
         if not codes or codes[0] != OK:
             raise ResultsError(path, "the outcome table does not start with 'ok'")
         if len(arrays["code"]) and int(arrays["code"].max()) >= len(codes):
@@ -97,3 +111,29 @@ class Records:
     def counts(self) -> dict[str, int]:
         found = np.bincount(self.code, minlength=len(self.codes))
         return {name: int(n) for name, n in zip(self.codes, found, strict=False) if n}
+
+
+def _check_declared_sizes(path: Path) -> None:
+    """Every array in the archive holds the bytes its header declares: numpy
+    allocates what a header declares before it reads, so a forged header (an
+    array of 2**40 values in a file of a few bytes) must never reach it."""
+    if not zipfile.is_zipfile(path):
+        return  # np.load says what it is instead
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            if not member.filename.endswith(".npy"):
+                continue
+            with archive.open(member) as handle:
+                version = np.lib.format.read_magic(handle)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+                else:
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+                header = handle.tell()
+            declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            held = max(0, member.file_size - header)
+            if declared > held:
+                raise ResultsError(
+                    path,
+                    f"{member.filename} declares {declared:,} bytes of data but holds {held:,}",
+                )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dbtester.errors import ResultsError
+from dbtester.results.files import check_unicode, read_regular_file
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.records import DatabaseRecord, RunSummary
@@ -98,32 +100,44 @@ class ResultsDir:
         path = self.layout.config
         if not path.is_file():
             raise ResultsError(self.root, "not a dbtester results directory (no config.yaml)")
-        try:
-            raw = yaml.safe_load(_read_text(path)) or {}
-        except yaml.YAMLError as exc:
-            raise ResultsError(path, f"not valid YAML: {_first_line(exc)}") from None
+        raw = _read_yaml(path) or {}
         if not isinstance(raw, dict) or not isinstance(raw.get("databases", []), list):
             raise ResultsError(path, "not a test case (expected a mapping with databases)")
         databases = []
         for entry in raw.get("databases", []):
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
                 raise ResultsError(path, "a database entry has no id")
+            if not _DATABASE_ID.fullmatch(entry["id"]):
+                # It names a directory: never a path out of this one.
+                raise ResultsError(path, f"database id {entry['id'][:80]!r} is not an id")
             label = entry.get("description") or entry["id"]
             databases.append((entry["id"], str(label)))
+        if len({db_id for db_id, _ in databases}) != len(databases):
+            raise ResultsError(path, "two databases have the same id")
         title, description = str(raw.get("title", "")), str(raw.get("description", ""))
         return CaseInfo(title, description, tuple(databases))
 
+    def _check_rendered_paths(self) -> None:
+        """What rendering writes can be written: a directory where a file goes
+        (or a file where the charts go) is named before anything is computed."""
+        layout = self.layout
+        for path in (layout.summary, layout.table, layout.table_csv, layout.readme):
+            if path.is_dir():
+                raise ResultsError(path, "a directory where dbtester writes a file")
+        if layout.charts.exists() and not layout.charts.is_dir():
+            raise ResultsError(layout.charts, "not a directory: the charts go in it")
+
     def read_summary(self) -> RunSummary | None:
         path = self.layout.summary
-        return _read_record(path, RunSummary) if path.exists() else None
+        return _read_record(path, RunSummary) if _present(path) else None
 
     def read_record(self, db_id: str) -> DatabaseRecord | None:
         path = self.database(db_id).record
-        return _read_record(path, DatabaseRecord) if path.exists() else None
+        return _read_record(path, DatabaseRecord) if _present(path) else None
 
     def read_requests(self, db_id: str) -> Records | None:
         path = self.database(db_id).requests
-        return Records.load(path) if path.exists() else None
+        return Records.load(path) if _present(path) else None
 
     def read_database(self, db_id: str, label: str) -> DatabaseResults | None:
         """One database's saved data; None when it never ran (no run.json)."""
@@ -148,6 +162,7 @@ class ResultsDir:
     def load(self) -> RunResults:
         """The whole directory: every database that ran, in the test case's order."""
         case = self.read_case()
+        self._check_rendered_paths()
         summary = self.read_summary()
         databases = [self.read_database(db_id, label) for db_id, label in case.databases]
         found = tuple(db for db in databases if db is not None)
@@ -156,22 +171,86 @@ class ResultsDir:
         return RunResults(self.root, case, summary, found)
 
 
-def _read_text(path: Path) -> str:
+#: what a database id may be in a results directory (it names a directory in it)
+_DATABASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: dbtester writes a few KB into config.yaml and the JSON files; far larger ones
+#: are not its files, and reading them whole would only cost memory
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_JSON_BYTES = 64 * 1024 * 1024
+_YAML_MAX_DEPTH = 64
+_YAML_MAX_NODES = 100_000
+
+
+def _present(path: Path) -> bool:
+    """Whether anything is at ``path``: a symbolic link that leads nowhere (or
+    in a loop) is there, and reading it says why it cannot be read."""
+    return path.is_symlink() or path.exists()
+
+
+def _read_text(path: Path, limit: int) -> str:
+    data = read_regular_file(path, limit)
     try:
-        return path.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ResultsError(path, "not UTF-8 text") from None
-    except OSError as exc:
-        raise ResultsError(path, f"cannot read: {exc.strerror}") from None
+
+
+def _read_yaml(path: Path) -> Any:
+    """config.yaml as plain data. dbtester writes it with ``yaml.safe_dump``:
+    no anchors, aliases or tags, a few levels deep. Anything else is refused
+    before it is built, so that no file can recurse or expand (aliases of
+    aliases grow exponentially when printed)."""
+    text = _read_text(path, MAX_CONFIG_BYTES)
+    try:
+        _check_yaml_events(text, path)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ResultsError(path, f"not valid YAML: {_first_line(exc)}") from None
+    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError) as exc:
+        # a scalar its implicit type cannot read (a date such as 2001-13-45)
+        raise ResultsError(path, f"not valid YAML: {_first_line(exc)}") from None
+    check_unicode(path, data)
+    return data
+
+
+def _check_yaml_events(text: str, path: Path) -> None:
+    loader: Any = yaml.SafeLoader(text)  # PyYAML's parser is untyped
+    depth = nodes = 0
+    try:
+        while loader.check_event():
+            event: Any = loader.get_event()
+            if isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            nodes += 1
+            mark: Any = event.start_mark
+            line = mark.line + 1
+            if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+                raise ResultsError(
+                    path, f"line {line}: YAML anchors and aliases are not dbtester's"
+                )
+            if getattr(event, "tag", None) not in (None, "!"):
+                raise ResultsError(path, f"line {line}: YAML tags are not dbtester's")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > _YAML_MAX_DEPTH:
+                    raise ResultsError(path, f"line {line}: nested too deeply")
+            if nodes > _YAML_MAX_NODES:
+                raise ResultsError(path, f"line {line}: too many values")
+    finally:
+        loader.dispose()
 
 
 def _read_record(path: Path, model: type[R]) -> R:
     try:
-        data = json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise ResultsError(path, f"not valid JSON: {exc}") from None
+        data = json.loads(_read_text(path, MAX_JSON_BYTES))
     except RecursionError:
         raise ResultsError(path, "not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of too many digits
+        raise ResultsError(path, f"not valid JSON: {_first_line(exc)}") from None
+    check_unicode(path, data)
     current = upgrade(data, path)
     try:
         return model.model_validate(current)
@@ -190,6 +269,9 @@ def _first_line(exc: BaseException) -> str:
 def _write_text(path: Path, text: str) -> None:
     """Write ``text`` whole or not at all: a reader never finds half a file."""
     temporary = path.with_name(f".{path.name}.tmp")
+    for target in (path, temporary):
+        if target.is_dir():
+            raise ResultsError(target, "a directory where dbtester writes a file")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
 

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::consul::Consul;
 use crate::etcd::Etcd;
+use crate::keys::Keys;
 use crate::outcome::EngineError;
 use crate::plan::{self, Plan};
 use crate::protocol::Protocol;
@@ -138,18 +139,22 @@ pub struct Engine {
 
 impl Engine {
     /// Starts the protocol the plan names.
-    pub fn start(plan: Plan, records: Records) -> Result<Engine, EngineError> {
+    pub fn start(plan: Plan, keys: Keys, records: Records) -> Result<Engine, EngineError> {
         match plan.protocol {
-            plan::Protocol::Etcd { .. } => Engine::start_with::<Etcd>(plan, records),
+            plan::Protocol::Etcd { .. } => Engine::start_with::<Etcd>(plan, keys, records),
             plan::Protocol::ZooKeeper { .. } => {
-                Engine::start_with::<crate::zookeeper::ZooKeeper>(plan, records)
+                Engine::start_with::<crate::zookeeper::ZooKeeper>(plan, keys, records)
             }
-            plan::Protocol::Consul => Engine::start_with::<Consul>(plan, records),
+            plan::Protocol::Consul => Engine::start_with::<Consul>(plan, keys, records),
         }
     }
 
     /// Spawns the engine thread and returns at once.
-    pub fn start_with<P: Protocol>(plan: Plan, records: Records) -> Result<Engine, EngineError> {
+    pub fn start_with<P: Protocol>(
+        plan: Plan,
+        keys: Keys,
+        records: Records,
+    ) -> Result<Engine, EngineError> {
         // The one anchor between wall clock and monotonic time for the whole run.
         let clock = Clock::new();
         let control = Arc::new(Control::new(plan.max_errors));
@@ -162,7 +167,8 @@ impl Engine {
         std::thread::Builder::new()
             .name("dbtester-engine".into())
             .spawn(move || {
-                let (result, runtime) = drive::<P>(plan, thread_control.clone(), records, clock);
+                let (result, runtime) =
+                    drive::<P>(plan, thread_control.clone(), keys, records, clock);
                 let state = match result {
                     Ok(records) => State::Finished(Finished {
                         records,
@@ -247,6 +253,7 @@ impl Drop for Engine {
 fn drive<P: Protocol>(
     plan: Plan,
     control: Arc<Control>,
+    keys: Keys,
     records: Records,
     clock: Clock,
 ) -> (
@@ -267,7 +274,13 @@ fn drive<P: Protocol>(
     };
     // Spawned, not run in block_on, so it runs on the worker threads like
     // everything it spawns (block_on would add this thread as one more).
-    let run = runtime.spawn(schedule::run::<P>(Arc::new(plan), control, records, clock));
+    let run = runtime.spawn(schedule::run::<P>(
+        Arc::new(plan),
+        control,
+        keys,
+        records,
+        clock,
+    ));
     let result = match runtime.block_on(run) {
         Ok(result) => result,
         Err(e) => Err(EngineError(format!("the engine crashed: {e}"))),
@@ -340,7 +353,8 @@ mod tests {
         for operation in ["write", "read"] {
             let plan = plan(operation);
             let records = Records::with_capacity(plan.total_requests()).unwrap();
-            let engine = Engine::start(plan, records).unwrap();
+            let keys = Keys::new(&plan).unwrap();
+            let engine = Engine::start(plan, keys, records).unwrap();
             assert!(engine.wait(Some(Duration::from_secs(120))));
             let finished = match engine.take() {
                 Taken::Finished(finished) => finished,

@@ -4,6 +4,7 @@
 //! prefix a verifier can count.
 
 use crate::plan::Plan;
+use std::collections::TryReserveError;
 
 pub const PREFIX: u8 = b'k';
 
@@ -51,19 +52,20 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// Builds the run's key order (the permutation costs 4 bytes per key).
-    pub fn new(plan: &Plan) -> Self {
+    /// Builds the run's key order (the permutation costs 4 bytes per key);
+    /// an error when this machine cannot hold it, never an abort.
+    pub fn new(plan: &Plan) -> Result<Self, TryReserveError> {
         let order = if !plan.distinct_keys() {
             Order::Same
         } else if plan.sequential_keys {
             Order::Sequential
         } else {
-            Order::Permuted(permutation(plan.key_space, plan.seed))
+            Order::Permuted(permutation(plan.key_space, plan.seed)?)
         };
-        Keys {
+        Ok(Keys {
             key_size: plan.key_size,
             order,
-        }
+        })
     }
 
     /// The key number request `r` (counted across the whole run) uses.
@@ -91,15 +93,17 @@ impl Keys {
 /// A permutation of 0..len, the same for the same seed on every platform and
 /// release: Fisher-Yates driven by SplitMix64, both fully specified here.
 /// `len` must be at most 2^32 (plan validation ensures it).
-pub fn permutation(len: u64, seed: u64) -> Vec<u32> {
+pub fn permutation(len: u64, seed: u64) -> Result<Vec<u32>, TryReserveError> {
     assert!(len <= 1 << 32, "permutation of {len} does not fit u32");
-    let mut perm: Vec<u32> = (0..len).map(|i| i as u32).collect();
+    let mut perm: Vec<u32> = Vec::new();
+    perm.try_reserve_exact(len as usize)?;
+    perm.extend((0..len).map(|i| i as u32));
     let mut rng = SplitMix64(seed);
     for i in (1..perm.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;
         perm.swap(i, j);
     }
-    perm
+    Ok(perm)
 }
 
 /// SplitMix64 (Steele, Lea and Flood, 2014): tiny, fast, and good enough to
@@ -156,7 +160,7 @@ mod tests {
     #[test]
     fn permutation_is_a_permutation() {
         for len in [0u64, 1, 2, 3, 10, 1000, 65_537] {
-            let mut perm = permutation(len, 99);
+            let mut perm = permutation(len, 99).unwrap();
             assert_eq!(perm.len() as u64, len);
             perm.sort_unstable();
             assert!(perm.iter().enumerate().all(|(i, &p)| p as usize == i));
@@ -165,9 +169,9 @@ mod tests {
 
     #[test]
     fn permutation_is_deterministic_per_seed() {
-        let a = permutation(10_000, 1);
-        assert_eq!(a, permutation(10_000, 1));
-        assert_ne!(a, permutation(10_000, 2));
+        let a = permutation(10_000, 1).unwrap();
+        assert_eq!(a, permutation(10_000, 1).unwrap());
+        assert_ne!(a, permutation(10_000, 2).unwrap());
         // Actually shuffled: few keys stay where they were.
         let fixed = a
             .iter()
@@ -181,23 +185,23 @@ mod tests {
     fn request_numbers_map_to_keys() {
         let mut plan = crate::plan::tests::good_plan();
         plan.sequential_keys = true;
-        let keys = Keys::new(&plan);
+        let keys = Keys::new(&plan).unwrap();
         let mut out = Vec::new();
         keys.key_into(123, &mut out);
         assert_eq!(out, b"k0000123");
 
         plan.sequential_keys = false;
-        let keys = Keys::new(&plan);
-        let perm = permutation(plan.key_space, plan.seed);
+        let keys = Keys::new(&plan).unwrap();
+        let perm = permutation(plan.key_space, plan.seed).unwrap();
         assert_eq!(keys.number(5), u64::from(perm[5]));
 
         plan.same_key = true;
-        let keys = Keys::new(&plan);
+        let keys = Keys::new(&plan).unwrap();
         keys.key_into(777, &mut out);
         assert_eq!(out, b"k0000000");
 
         plan.same_key = false;
         plan.operation = crate::plan::Operation::Read;
-        assert_eq!(Keys::new(&plan).number(777), 0);
+        assert_eq!(Keys::new(&plan).unwrap().number(777), 0);
     }
 }

@@ -23,6 +23,7 @@ use pyo3::sync::MutexExt;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 
 use crate::engine::{Engine, Taken};
+use crate::keys::Keys;
 use crate::plan::Value;
 use crate::records::Records;
 
@@ -140,7 +141,7 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
 /// Validates `plan`, starts the engine on its own thread and returns at once.
 #[pyfunction]
 fn start(plan: &Bound<'_, PyAny>) -> PyResult<Load> {
-    let value = to_value(plan, "plan")?;
+    let value = to_value(plan, "plan", 0)?;
     let plan = plan::parse(&value).map_err(|e| PyValueError::new_err(e.0))?;
     // Reserve every record slot now: a run too big for memory fails here,
     // not halfway through. (Reserving does not touch the pages.)
@@ -148,17 +149,32 @@ fn start(plan: &Bound<'_, PyAny>) -> PyResult<Load> {
     let records = Records::with_capacity(total).map_err(|_| {
         PyMemoryError::new_err(format!("cannot reserve records for {total} requests"))
     })?;
-    let engine = Engine::start(plan, records).map_err(|e| PyRuntimeError::new_err(e.0))?;
+    let keys = Keys::new(&plan).map_err(|_| {
+        PyMemoryError::new_err(format!(
+            "cannot hold the random order of {} keys (4 bytes each)",
+            plan.key_space
+        ))
+    })?;
+    let engine = Engine::start(plan, keys, records).map_err(|e| PyRuntimeError::new_err(e.0))?;
     Ok(Load {
         engine,
         result: Mutex::new(None),
     })
 }
 
+/// A plan is three levels deep (plan, steps, a step); a deeper value is not a
+/// plan, and a list that holds itself must not recurse until the stack ends.
+const MAX_DEPTH: usize = 8;
+
 /// Python values to the plan's neutral tree. bool is checked before int
 /// (bool is an int in Python), and ints go through __index__ so numpy
 /// integers work too.
-fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
+fn to_value(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value> {
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "{path} is nested more than {MAX_DEPTH} levels deep: not part of a plan"
+        )));
+    }
     if obj.is_none() {
         return Ok(Value::None);
     }
@@ -181,7 +197,7 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
                 )));
             };
             let name = name.to_str()?.to_owned();
-            let value = to_value(&value, &format!("{path}[{name:?}]"))?;
+            let value = to_value(&value, &format!("{path}[{name:?}]"), depth + 1)?;
             entries.push((name, value));
         }
         return Ok(Value::Dict(entries));
@@ -189,7 +205,7 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
     if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
         let mut items = Vec::new();
         for (i, item) in obj.try_iter()?.enumerate() {
-            items.push(to_value(&item?, &format!("{path}[{i}]"))?);
+            items.push(to_value(&item?, &format!("{path}[{i}]"), depth + 1)?);
         }
         return Ok(Value::List(items));
     }

@@ -140,13 +140,16 @@ impl Plan {
 const MAX_KEY_SIZE: i64 = 1 << 20;
 const MAX_VALUE_SIZE: i64 = 1 << 30;
 const MAX_THREADS: i64 = 1024;
+/// Clients and connections per step; test cases allow 100,000.
+const MAX_CLIENTS: i64 = 1 << 20;
 const MAX_TIMEOUT_S: f64 = 1e6;
 /// Far beyond any server; keeps 1 / rate a positive number of nanoseconds.
 const MAX_RATE: f64 = 1e9;
 /// A step's index is stored as uint16.
 const MAX_STEPS: usize = 1 << 16;
-/// The random order is stored as u32 key numbers (4 bytes per key, not 8).
-const MAX_PERMUTED_KEY_SPACE: u64 = 1 << 32;
+/// The random order is stored as u32 key numbers (4 bytes per key, not 8),
+/// built before the first request: at most 1 GB of it.
+const MAX_PERMUTED_KEY_SPACE: u64 = 1 << 28;
 
 const TOP_KEYS: &[&str] = &[
     "protocol",
@@ -495,8 +498,8 @@ fn parse_steps(top: &Fields<'_>) -> Result<Vec<Step>> {
     let mut steps = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let step = Fields::new(format!("{name}[{i}]"), item, STEP_KEYS)?;
-        let clients = step.int("clients", 1, i64::from(u32::MAX))? as usize;
-        let connections = step.int("connections", 1, i64::from(u32::MAX))? as usize;
+        let clients = step.int("clients", 1, MAX_CLIENTS)? as usize;
+        let connections = step.int("connections", 1, MAX_CLIENTS)? as usize;
         if connections > clients {
             return Err(PlanError(format!(
                 "{} must be from 1 to clients ({clients}), got {connections}",
@@ -741,6 +744,10 @@ pub(crate) mod tests {
             (
                 with("steps", Value::List(vec![step(0, 1, 5, 0.0)])),
                 r#"plan["steps"][0]["clients"] must be an int from 1 to"#,
+            ),
+            (
+                with("steps", Value::List(vec![step(1 << 32, 1, 5, 0.0)])),
+                r#"plan["steps"][0]["clients"] must be an int from 1 to 1048576, got 4294967296"#,
             ),
             (
                 with("steps", Value::List(vec![step(2, 3, 5, 0.0)])),

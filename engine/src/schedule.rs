@@ -27,10 +27,11 @@ pub const GRACE: Duration = Duration::from_millis(500);
 pub async fn run<P: Protocol>(
     plan: Arc<Plan>,
     control: Arc<Control>,
+    keys: Keys,
     records: Records,
     clock: Clock,
 ) -> Result<Records, EngineError> {
-    let keys = Arc::new(Keys::new(&plan));
+    let keys = Arc::new(keys);
     let records = Arc::new(Mutex::new(records));
     // Fires GRACE after a stop: whatever is still in flight is then cancelled.
     let cancel = CancellationToken::new();
@@ -162,7 +163,7 @@ impl<P: Protocol> StepRun<P> {
 async fn closed_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(), EngineError> {
     let next = Arc::new(AtomicU64::new(0));
     let mut clients = JoinSet::new();
-    for client in 0..step.clients {
+    for client in 0..working_clients(step) {
         let run = run.clone();
         let next = next.clone();
         let requests = step.requests;
@@ -193,7 +194,7 @@ async fn open_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(),
     let stop = run.shared.control.stop_token().clone();
     // Free clients by number (client c uses connection c % connections).
     let (free_tx, mut free_rx) = mpsc::unbounded_channel();
-    for client in 0..step.clients {
+    for client in 0..working_clients(step) {
         let _ = free_tx.send(client);
     }
     let mut in_flight = JoinSet::new();
@@ -228,6 +229,12 @@ async fn open_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(),
         check(joined)?;
     }
     Ok(())
+}
+
+/// The clients that can have work: more clients than requests would idle,
+/// and each costs a task (or a queue slot) before it finds none.
+fn working_clients(step: &Step) -> usize {
+    usize::try_from(step.requests).map_or(step.clients, |requests| step.clients.min(requests))
 }
 
 /// When request `j` of an open-loop step at `rate` per second is due,
@@ -365,12 +372,23 @@ mod tests {
 
     fn run_fake(plan: Plan) -> crate::engine::Finished {
         let records = Records::with_capacity(plan.total_requests()).unwrap();
-        let engine = Engine::start_with::<Fake>(plan, records).unwrap();
+        let keys = Keys::new(&plan).unwrap();
+        let engine = Engine::start_with::<Fake>(plan, keys, records).unwrap();
         assert!(engine.wait(Some(Duration::from_secs(30))));
         match engine.take() {
             Taken::Finished(finished) => finished,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn clients_beyond_the_requests_are_never_started() {
+        assert_eq!(working_clients(&step(1 << 20, 1, 10, 0.0)), 10);
+        assert_eq!(working_clients(&step(4, 1, 10, 0.0)), 4);
+        assert_eq!(working_clients(&step(4, 1, 0, 0.0)), 0);
+        assert_eq!(working_clients(&step(4, 1, u64::MAX, 0.0)), 4);
+        let finished = run_fake(plan(106, 0, vec![step(1 << 20, 1, 3, 0.0)]));
+        assert_eq!(finished.records.len(), 3);
     }
 
     #[test]
@@ -465,7 +483,8 @@ mod tests {
         );
         p.threads = 1;
         let records = Records::with_capacity(p.total_requests()).unwrap();
-        let engine = Engine::start_with::<Fake>(p, records).unwrap();
+        let keys = Keys::new(&p).unwrap();
+        let engine = Engine::start_with::<Fake>(p, keys, records).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let stopped = Instant::now();
         engine.stop();

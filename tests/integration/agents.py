@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -79,14 +80,24 @@ def stop_agent(agent: RunningAgent) -> None:
     for client in agent.clients:
         client.close()
     leftovers = agent.descendants()
-    if agent.process.poll() is None:
-        agent.process.send_signal(signal.SIGTERM)
+    terminate(agent.process)
+    kill_groups(leftovers)
+
+
+def terminate(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM, 30 s to exit, then SIGKILL: one process, by its PID."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
         try:
-            agent.process.wait(30)
+            process.wait(30)
         except subprocess.TimeoutExpired:
-            agent.process.kill()
-            agent.process.wait()
-    for pid in leftovers:
+            process.kill()
+            process.wait()
+
+
+def kill_groups(leaders: list[int]) -> None:
+    """SIGKILL the process groups these PIDs lead (a database and what it started)."""
+    for pid in leaders:
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
 

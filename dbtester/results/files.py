@@ -1,0 +1,66 @@
+"""Opening a results directory's files defensively: a directory may come from
+anywhere (a colleague's upload, a bucket), so a reader only ever opens a
+regular file, never a FIFO that blocks it or a device that never ends, and
+never reads more than a file of that kind can hold."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from dbtester.errors import ResultsError
+
+__all__ = ["check_regular_file", "check_unicode", "read_regular_file"]
+
+
+def check_regular_file(path: Path) -> int:
+    """The size of ``path``, a regular file (symbolic links followed);
+    ResultsError naming it when it is anything else or cannot be read."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ResultsError(path, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL in the name
+        raise ResultsError(path, "cannot read: not a usable file name") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ResultsError(path, "not a regular file")
+    return info.st_size
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes."""
+    size = check_regular_file(path)
+    if size > limit:
+        raise ResultsError(path, f"{size:,} bytes: larger than dbtester writes ({limit:,})")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, should it change
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ResultsError(path, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise ResultsError(path, f"larger than dbtester writes ({limit:,} bytes)")
+    return data
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(path: Path, data: Any) -> None:
+    """ResultsError unless every string in ``data`` (parsed JSON or YAML) is
+    text a file or a terminal can take: JSON's and YAML's "\ud800" escapes
+    decode to half a character, which writing the README would choke on."""
+    todo = [data]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            if half := _SURROGATE.search(value):
+                raise ResultsError(path, f"holds {half[0]!r}: half of a UTF-16 pair, not text")
+        elif isinstance(value, dict):
+            todo.extend(value.keys())
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)

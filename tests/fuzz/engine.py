@@ -1,0 +1,102 @@
+"""A time budget for Hypothesis: run a property in batches until the seconds
+given to the harness are spent.
+
+Hypothesis counts examples, not seconds; each batch here is a complete
+Hypothesis run (generation, then shrinking if an example fails), sized from
+how long the previous examples took, so a harness stops close to its budget.
+``DBTESTER_FUZZ_SECONDS`` is the budget of one harness (one test module),
+shared by its fuzz functions; the default keeps ``make test`` short.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import given as _given
+from hypothesis.strategies import SearchStrategy
+
+__all__ = ["DEFAULT_SECONDS", "Stats", "budget", "fuzz"]
+
+DEFAULT_SECONDS = 30.0
+#: a Hypothesis run holds this many examples, or fewer
+MAX_BATCH = 500
+MIN_BATCH = 10
+
+BASE = settings(
+    deadline=None,
+    database=None,
+    max_examples=10,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+
+
+def budget(share: float = 1.0) -> float:
+    """Seconds for one fuzz function: its share of the harness's budget."""
+    seconds = float(os.environ.get("DBTESTER_FUZZ_SECONDS") or DEFAULT_SECONDS)
+    return max(1.0, seconds * share)
+
+
+@dataclass
+class Stats:
+    name: str
+    examples: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        rate = self.examples / self.seconds if self.seconds else 0.0
+        return (
+            f"[fuzz] {self.name}: {self.examples} examples in {self.seconds:.0f} s"
+            f" ({rate:.1f}/s, {self.batches} Hypothesis runs), 0 failures"
+        )
+
+
+def stats_mean(stats: Stats, begin: float) -> float:
+    return (time.monotonic() - begin) / stats.examples if stats.examples else 0.0
+
+
+def fuzz(
+    name: str,
+    strategy: SearchStrategy[Any],
+    check: Callable[[Any], None],
+    seconds: float,
+) -> Stats:
+    """Run ``check(example)`` on examples of ``strategy`` for about ``seconds``.
+    A failing example is shrunk by Hypothesis and its exception propagates."""
+    stats = Stats(name)
+    begin = time.monotonic()
+    end = begin + seconds
+    slowest = 0.0  # the longest example so far: a batch never outlasts the budget by more
+
+    def body(example: Any) -> None:
+        nonlocal slowest
+        stats.examples += 1
+        started = time.monotonic()
+        try:
+            check(example)
+        finally:
+            slowest = max(slowest, time.monotonic() - started)
+
+    while (left := end - time.monotonic()) > 0:
+        # Half of what fits, at a pace between the mean and the slowest example so
+        # far; at least MIN_BATCH, since each run starts with Hypothesis's
+        # simplest example.
+        pace = max(stats_mean(stats, begin), slowest / 2)
+        batch = int(min(MAX_BATCH, max(MIN_BATCH, left / pace / 2))) if pace else MIN_BATCH
+        run = settings(BASE, max_examples=batch)(_given(strategy)(body))
+        run()
+        stats.batches += 1
+    stats.seconds = time.monotonic() - begin
+    line = stats.line()
+    print(line)
+    log = os.environ.get("DBTESTER_FUZZ_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+    return stats
