@@ -19,6 +19,7 @@ from dbtester.config.model import (
     ENDPOINT_PATTERN,
     HOST_PATTERN,
     ID_PATTERN,
+    READ_ONLY,
     SCHEMA_KEYS,
     WRITE_ONLY,
     TestCase,
@@ -279,18 +280,20 @@ def _show(value: Any) -> str:
 
 
 def _read_workload_warnings(doc: SourceDoc, case: TestCase) -> list[Problem]:
-    """Keys that mean nothing for a read workload are flagged, never silently dropped."""
+    """Keys that mean nothing for a workload's type (a read's ``same_key``, a
+    write's ``consistency``) are flagged, never silently dropped."""
     found = []
     for i, db in enumerate(case.databases):
-        if db.workload.type != "read":
-            continue
-        for key in WRITE_ONLY:
+        reads = db.workload.type == "read"
+        keys, only = (WRITE_ONLY, "write") if reads else (READ_ONLY, "read")
+        for key in keys:
             for path in (("databases", i, "workload", key), ("workload", key)):
                 if path in doc.values:
                     found.append(
                         doc.problem(
                             path,
-                            f"'{key}' applies to write workloads only; ignored for reads",
+                            f"'{key}' applies to {only} workloads only;"
+                            f" ignored for {db.workload.type}s",
                             key=True,
                         )
                     )

@@ -12,7 +12,15 @@ import itertools
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
@@ -74,6 +82,18 @@ class Workload(_Model):
     request_timeout_s: float = Field(10.0, gt=0, le=600)
     #: the share of requests that may fail before the run stops and fails
     max_error_rate: float = Field(0.01, ge=0, le=1)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ignore_other_types_keys(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """A read's write-only keys (and a write's read-only ones) are checked,
+        then not kept: they mean nothing for it, the loader warns of them, and
+        the workload is then what runs (and what `convert` writes back)."""
+        workload = handler(data)
+        ignored = WRITE_ONLY if workload.type == "read" else READ_ONLY
+        if not isinstance(data, dict) or not set(ignored) & workload.model_fields_set:
+            return workload
+        return handler({k: v for k, v in data.items() if k not in ignored})
 
     @field_validator("client_steps")
     @classmethod

@@ -13,6 +13,7 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dbtester.errors import ResultsError
@@ -77,4 +78,7 @@ def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
         values = frame[column]
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
             raise ResultsError(path, f"column {column} holds values that are not numbers")
+        if not np.isfinite(values.to_numpy(dtype=float)).all():
+            # an empty cell (NaN) or inf: the samplers write neither
+            raise ResultsError(path, f"column {column} holds a value that is not a finite number")
     return frame

@@ -367,6 +367,20 @@ def test_a_directory_where_the_metrics_should_be(run: Path) -> None:
         ResultsDir(run).load()
 
 
+@pytest.mark.parametrize(("column", "cell"), [("rss_bytes", "inf"), ("cpu_percent", "")])
+def test_metrics_that_are_not_finite_numbers(run: Path, column: str, cell: str) -> None:
+    """Found by the results harness: an infinite rss_bytes reached int() in the
+    analysis (OverflowError); an empty cell, NaN, would have too (ValueError)."""
+    path = run / "etcd-v3.5/server-0-metrics.csv"
+    lines = path.read_text().splitlines()
+    at = lines[0].split(",").index(column)
+    cells = lines[1].split(",")
+    cells[at] = cell
+    path.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    with pytest.raises(ResultsError, match=rf"server-0-metrics\.csv: column {column} holds a"):
+        ResultsDir(run).load()
+
+
 def test_a_device_is_not_read(run: Path, alarm: None) -> None:
     (run / "etcd-v3.5/run.json").unlink()
     (run / "etcd-v3.5/run.json").symlink_to("/dev/zero")
@@ -535,4 +549,34 @@ def test_a_test_case_too_big_for_memory_is_refused_when_validated(tmp_path: Path
     path = tmp_path / "big.yaml"
     path.write_text(case)
     with pytest.raises(ConfigError, match=r"requests.*1000000000"):
+        load_test_case(path)
+
+
+def test_keys_a_workload_type_ignores_are_not_kept(tmp_path: Path) -> None:
+    """Found by the loader harness (a legacy case with two lines swapped): a
+    read's `same_key: true` was warned as ignored but kept, so what `convert`
+    wrote back (without it) loaded as a different test case."""
+    import yaml
+
+    from dbtester.config.load import load_test_case_text
+
+    case = GOOD.replace("  type: write", "  type: read\n  same_key: true").replace(
+        "  sequential_keys: true", "  sequential_keys: false"
+    )
+    assert case != GOOD
+    path = tmp_path / "read.yaml"
+    path.write_text(case)
+    loaded = load_test_case(path)
+    workload = loaded.case.workload
+    assert (workload.same_key, workload.sequential_keys) == (False, True)  # the defaults
+    messages = [w.message for w in loaded.warnings]
+    assert "'same_key' applies to write workloads only; ignored for reads" in messages
+    again = load_test_case_text(yaml.safe_dump(loaded.case.to_raw()), "again")
+    assert again.case == loaded.case
+    # a write's consistency likewise, and a bad value is still an error
+    path.write_text(GOOD.replace("  type: write", "  type: write\n  consistency: serializable"))
+    warned = [w.message for w in load_test_case(path).warnings]
+    assert "'consistency' applies to read workloads only; ignored for writes" in warned
+    path.write_text(GOOD.replace("  type: write", "  type: write\n  consistency: strong"))
+    with pytest.raises(ConfigError, match="strong"):
         load_test_case(path)
