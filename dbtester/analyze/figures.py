@@ -115,7 +115,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
         return
     done_s = (records.due_ns + records.latency_ns) / 1e9 - data.load_start
     first_due = records.due_ns.min() / 1e9 - data.load_start
-    total = float(done_s.max() - first_due)
+    total = records.span_s(data.load_start)
     ok = records.code == 0
     # Latency figures are of answered requests: a refused connection answers in
     # microseconds and would make a failing database look fast.
@@ -125,7 +125,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     per_second = _per_second(done_s[ok] - first_due)
     full = per_second[:-1] if len(per_second) > 1 else per_second  # the last second is partial
     v["MAX-THROUGHPUT"] = int(full.max()) if len(full) else 0
-    v["AVG-THROUGHPUT"] = float(ok.sum() / total) if total > 0 else 0.0
+    v["AVG-THROUGHPUT"] = records.throughput(data.load_start)
     v["MIN-THROUGHPUT"] = int(full.min()) if len(full) else 0
     v["CLIENT-ERROR-COUNT"] = int((~ok).sum())
     if len(latency_ms):
