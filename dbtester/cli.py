@@ -24,6 +24,7 @@ from dbtester.errors import (
     EXIT_RUN_FAILED,
     DbtesterError,
     InstallError,
+    RegressionError,
     RemoteError,
     RunFailedError,
 )
@@ -335,8 +336,19 @@ def _agent_logging(root: Path) -> None:
     type=click.IntRange(1, 256),
     help="Load engine threads [1: on a 2-core machine one measured best].",
 )
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 100),
+    help="Trials per database, interleaved, each on a fresh cluster [the test case's"
+    " `repeat`, else 1].",
+)
 def run(
-    config: str, out: Path | None, only: tuple[str, ...], local: bool, workers: int | None
+    config: str,
+    out: Path | None,
+    only: tuple[str, ...],
+    local: bool,
+    workers: int | None,
+    repeat: int | None,
 ) -> None:
     """Run a test case: each database in turn, then the table, charts and README.
 
@@ -350,7 +362,7 @@ def run(
 
     loaded = _load(config)
     loaded = Loaded(select(loaded.case, only, local), loaded.source, loaded.legacy, loaded.warnings)
-    outcome = run_case(loaded, out or default_out(loaded.case), workers=workers)
+    outcome = run_case(loaded, out or default_out(loaded.case), workers=workers, repeat=repeat)
     target = loaded.case.publish
     if target is None:
         print_outcome(outcome)
@@ -374,14 +386,13 @@ def run(
 def print_outcome(outcome: RunOutcome) -> None:
     """The table on stdout, where the results are on stderr; RunFailedError
     (exit 1) naming every database that failed."""
-    click.echo(outcome.table, nl=False)
-    _print_notes(outcome.notes)
+    _print_rendered(outcome.table, outcome.comparison, outcome.notes)
     click.echo(f"results: {outcome.out}", err=True)
     failed = outcome.failed
     if failed:
         lines = "\n".join(f"  {k}: {v}" for k, v in failed.items())
         raise RunFailedError(
-            f"{len(failed)} of {len(outcome.records)}"
+            f"{len(failed)} of {len(outcome.databases)}"
             f" databases failed (results kept in {outcome.out}):\n{lines}"
         )
 
@@ -393,14 +404,58 @@ def analyze_command(directory: Path) -> None:
     from dbtester.render import render
 
     rendered = render(directory)
-    click.echo(rendered.table, nl=False)
-    _print_notes(rendered.analysis.notes)
+    _print_rendered(rendered.table, rendered.comparison, rendered.analysis.notes)
 
 
-def _print_notes(notes: Sequence[str]) -> None:
-    """Notes go under the table on stderr: stdout stays the table as saved."""
+def _print_rendered(table: str, comparison: str, notes: Sequence[str]) -> None:
+    """The table and the comparison on stdout, as saved (summary.txt, then
+    comparison.txt); notes under them on stderr."""
+    click.echo(table, nl=False)
+    if comparison:
+        click.echo()
+        click.echo(comparison, nl=False)
     for note in notes:
         click.echo(f"note: {note}", err=True)
+
+
+@cli.command("compare")
+@click.argument("dir_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("dir_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, min_open=False),
+    default=5.0,
+    show_default=True,
+    help="A significant change for the worse larger than this many % is a regression.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME",
+    help="A table row to compare (repeatable) [AVG-THROUGHPUT, Latency p50, Latency p99,"
+    " SERVER-MAX-CPU-USAGE, SERVER-MAX-MEMORY-USAGE].",
+)
+def compare_command(dir_a: Path, dir_b: Path, threshold: float, metrics: tuple[str, ...]) -> None:
+    """Compare two results directories, database by database (matched by id).
+
+    Exit 0 when no metric got significantly worse in DIR_B by more than the
+    threshold, 1 when one did (a regression gate for CI), 2 for bad input.
+    """
+    from dbtester.compare import compare_directories
+
+    comparison = compare_directories(dir_a, dir_b, threshold_pct=threshold, metrics=metrics)
+    click.echo(comparison.render(), nl=False)
+    regressions = comparison.regressions
+    if regressions:
+        lines = "\n".join(
+            f"  {c.database} {c.change.metric.row}: {c.change.change_pct:+.1f}%"
+            f" ({c.change.verdict}, p={c.change.p_value:.3f})"
+            for c in regressions
+        )
+        raise RegressionError(
+            f"{len(regressions)} regression(s) beyond {threshold:g}% in {dir_b}:\n{lines}"
+        )
 
 
 @cli.command("publish")

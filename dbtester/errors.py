@@ -9,6 +9,7 @@ The hierarchy::
 
     DbtesterError                 exit 1   an error the user can act on
     ├── RunFailedError            exit 1   a database or agent failed; results kept
+    ├── RegressionError           exit 1   `compare`: a metric got significantly worse
     ├── AgentError                exit 1   a call to an agent failed (names the agent)
     ├── MemberError               exit 1   an agent could not start/stop a member
     ├── RemoteError               exit 1   SSH deployment on a host failed (names it)
@@ -21,8 +22,8 @@ The hierarchy::
     ├── PublishError              exit 3   upload failed; the local results are complete
     └── InterruptedRunError       exit 130 Ctrl-C; partial results kept
 
-Exit codes: 0 success, 1 the run failed, 2 bad input, 3 publishing failed,
-130 interrupted.
+Exit codes: 0 success, 1 the run failed (or `compare` found a regression),
+2 bad input, 3 publishing failed, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "Problem",
     "PublishError",
     "PublishInputError",
+    "RegressionError",
     "RemoteError",
     "ResultsError",
     "RunFailedError",
@@ -67,6 +69,11 @@ class DbtesterError(Exception):
 
 class RunFailedError(DbtesterError):
     """Some database failed; its results and the others' are still on disk."""
+
+
+class RegressionError(DbtesterError):
+    """``dbtester compare``: a metric got significantly worse by more than the
+    threshold; the comparison itself was printed."""
 
 
 class InterruptedRunError(DbtesterError):

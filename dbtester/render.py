@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbtester.analyze import Analysis, analyze
-from dbtester.report import render_charts, render_csv, render_readme, render_table
+from dbtester.report import (
+    drawn,
+    render_charts,
+    render_comparisons,
+    render_csv,
+    render_readme,
+    render_table,
+)
 from dbtester.results import Environment, ResultsDir, RunSummary
 
 __all__ = ["Rendered", "render"]
@@ -20,6 +27,7 @@ __all__ = ["Rendered", "render"]
 class Rendered:
     analysis: Analysis
     table: str
+    comparison: str  # each database against the first ("" for one database)
     summary: RunSummary
 
 
@@ -28,7 +36,13 @@ def render(directory: Path) -> Rendered:
     store = ResultsDir(directory)
     analysis = analyze(store.load())
     labels, figures = analysis.labels, analysis.figures
-    table = render_table(labels, figures)
+    table = render_table(labels, figures, analysis.estimates)
+    comparison = render_comparisons(
+        {db.id: db.label for db in analysis.databases},
+        [db.id for db in analysis.databases],
+        analysis.comparisons,
+        analysis.repeat,
+    )
     layout = store.layout
     render_charts(layout.chart, labels, figures)
     started = analysis.results.summary or RunSummary(
@@ -44,6 +58,8 @@ def render(directory: Path) -> Rendered:
         analysis.notes,
         summary.environment.summary(),
         chart_base=layout.relative(layout.charts),
+        comparison=comparison,
+        charts=drawn(figures),
     )
-    store.write_rendered(table, render_csv(labels, figures), readme)
-    return Rendered(analysis, table, summary)
+    store.write_rendered(table, render_csv(labels, figures), readme, comparison)
+    return Rendered(analysis, table, comparison, summary)

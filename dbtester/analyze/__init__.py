@@ -1,32 +1,108 @@
 """Analysis: what a results directory holds -> figures (table rows, chart
-series, notes). Pure: it reads nothing and writes nothing; ``dbtester.results``
-loads the data and ``dbtester.report`` renders the figures."""
+series, notes, comparisons). Pure: it reads nothing and writes nothing;
+``dbtester.results`` loads the data and ``dbtester.report`` renders the figures."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbtester import __version__
 from dbtester.analyze.data import DatabaseData, prepare
 from dbtester.analyze.figures import ROWS, Figures, compute, table_rows
-from dbtester.results import DatabaseSummary, RunResults, RunSummary
+from dbtester.analyze.stats import DEFAULT_METRICS, METRICS, Change, Estimate, compare
+from dbtester.analyze.trials import combine
+from dbtester.results import (
+    ComparisonRecord,
+    DatabaseResults,
+    DatabaseSummary,
+    RunResults,
+    RunSummary,
+)
 
-__all__ = ["ROWS", "Analysis", "DatabaseData", "Figures", "analyze", "table_rows"]
+__all__ = [
+    "ROWS",
+    "Analysis",
+    "Compared",
+    "DatabaseAnalysis",
+    "DatabaseData",
+    "Figures",
+    "analyze",
+    "compare_databases",
+    "table_rows",
+]
+
+
+@dataclass(frozen=True)
+class DatabaseAnalysis:
+    """One column: a database's trials and what they add up to."""
+
+    id: str
+    label: str
+    trials: tuple[DatabaseData, ...]
+    trial_figures: tuple[Figures, ...]
+    figures: Figures  # the one trial's, or the trials' means
+    estimates: dict[str, Estimate]  # numeric rows, with 2+ trials
+
+    @property
+    def passed(self) -> bool:
+        return all(t.record.passed for t in self.trials)
+
+    def values(self, row: str) -> list[float]:
+        """``row`` in every trial that has it, as numbers."""
+        found = (f.values.get(row) for f in self.trial_figures)
+        return [float(v) for v in found if isinstance(v, int | float)]
+
+
+@dataclass(frozen=True)
+class Compared:
+    """``database`` against ``baseline`` on one metric."""
+
+    baseline: str  # database ids
+    database: str
+    change: Change
+
+    def record(self) -> ComparisonRecord:
+        c = self.change
+        return ComparisonRecord(
+            baseline=self.baseline,
+            database=self.database,
+            row=c.metric.row,
+            change_pct=_finite(c.change_pct),
+            low_pct=c.low_pct,
+            high_pct=c.high_pct,
+            p_value=c.p_value,
+            verdict=c.verdict,
+        )
 
 
 @dataclass(frozen=True)
 class Analysis:
     results: RunResults
-    databases: tuple[DatabaseData, ...]
-    figures: tuple[Figures, ...]
+    databases: tuple[DatabaseAnalysis, ...]
+    comparisons: tuple[Compared, ...]
 
     @property
     def labels(self) -> list[str]:
         return [db.label for db in self.databases]
 
     @property
+    def figures(self) -> tuple[Figures, ...]:
+        return tuple(db.figures for db in self.databases)
+
+    @property
+    def estimates(self) -> tuple[dict[str, Estimate], ...]:
+        return tuple(db.estimates for db in self.databases)
+
+    @property
+    def repeat(self) -> int:
+        """The most trials any database has."""
+        return max((len(db.trials) for db in self.databases), default=1)
+
+    @property
     def notes(self) -> list[str]:
-        return [note for f in self.figures for note in f.notes]
+        return [note for db in self.databases for note in db.figures.notes]
 
     def summary(self, started: RunSummary) -> RunSummary:
         """``started`` (what the run wrote when it began) with the analysis added."""
@@ -34,31 +110,61 @@ class Analysis:
             update={
                 "analyzed_by": __version__,
                 "title": self.results.case.title,
-                "databases": tuple(
-                    _database_summary(db, f)
-                    for db, f in zip(self.databases, self.figures, strict=True)
-                ),
+                "repeat": self.repeat,
+                "databases": tuple(_database_summary(db) for db in self.databases),
+                "comparisons": tuple(c.record() for c in self.comparisons),
             }
         )
 
 
-def _database_summary(db: DatabaseData, figures: Figures) -> DatabaseSummary:
-    record = db.record
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _database_summary(db: DatabaseAnalysis) -> DatabaseSummary:
+    record = db.trials[0].record
+    rows = table_rows([db.figures])
+    several = len(db.trials) > 1
     return DatabaseSummary(
         id=db.id,
         label=db.label,
         kind=record.kind,
         version=record.version,
-        passed=record.passed,
-        error=record.error or None,
-        verification=record.verification,
-        figures={row: figures.values.get(row) for row in table_rows([figures])},
-        notes=tuple(figures.notes),
+        passed=db.passed,
+        error=next((t.record.error for t in db.trials if t.record.error), None),
+        verification=None if several else record.verification,
+        figures={row: db.figures.values.get(row) for row in rows},
+        notes=tuple(db.figures.notes),
+        trials=len(db.trials),
+        intervals={
+            row: e.half_width for row, e in db.estimates.items() if e.half_width is not None
+        },
+        trial_figures=tuple(dict(f.values) for f in db.trial_figures) if several else (),
     )
+
+
+def _database(db: DatabaseResults, cores: int | None) -> DatabaseAnalysis:
+    trials = tuple(prepare(db.id, db.label, t, cores) for t in db.trials)
+    figures = tuple(compute(t) for t in trials)
+    combined, estimates = combine(figures, [t.trial for t in trials])
+    return DatabaseAnalysis(db.id, db.label, trials, figures, combined, estimates)
+
+
+def compare_databases(
+    baseline: DatabaseAnalysis, other: DatabaseAnalysis, metrics: Sequence[str] = DEFAULT_METRICS
+) -> list[Compared]:
+    """``other`` against ``baseline`` on each metric both have values for."""
+    found = []
+    for row in metrics:
+        a, b = baseline.values(row), other.values(row)
+        if a and b:
+            found.append(Compared(baseline.id, other.id, compare(METRICS[row], a, b)))
+    return found
 
 
 def analyze(results: RunResults) -> Analysis:
     # The controller ran the load: its machine's cores are the client's.
     cores = results.summary.environment.cores if results.summary else None
-    databases = tuple(prepare(db, cores) for db in results.databases)
-    return Analysis(results, databases, tuple(compute(db) for db in databases))
+    databases = tuple(_database(db, cores) for db in results.databases)
+    comparisons = tuple(c for db in databases[1:] for c in compare_databases(databases[0], db))
+    return Analysis(results, databases, comparisons)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dbtester.results import DatabaseRecord, DatabaseResults, Records
+from dbtester.results import DatabaseRecord, Records, TrialResults
 
 __all__ = ["DatabaseData", "prepare"]
 
@@ -22,6 +22,7 @@ class DatabaseData:
     client: pd.DataFrame | None  # client samples, with t (seconds since the load start)
     servers: list[pd.DataFrame]  # server samples per member, with t and member
     client_cores: int | None = None  # cores of the machine the load ran on
+    trial: int = 1
 
     @property
     def load_start(self) -> float:
@@ -33,7 +34,10 @@ class DatabaseData:
         return self.record.embedded
 
 
-def prepare(db: DatabaseResults, client_cores: int | None = None) -> DatabaseData:
+def prepare(
+    db_id: str, label: str, db: TrialResults, client_cores: int | None = None
+) -> DatabaseData:
+    """One run of a database, ready for :func:`dbtester.analyze.figures.compute`."""
     start = db.record.load_start
     offsets = {m.index: m.clock_offset_s for m in db.record.members}
     servers = []
@@ -47,4 +51,6 @@ def prepare(db: DatabaseResults, client_cores: int | None = None) -> DatabaseDat
     if db.client is not None:
         client = db.client.copy()
         client["t"] = client["unix_ms"] / 1000.0 - start
-    return DatabaseData(db.id, db.label, db.record, db.requests, client, servers, client_cores)
+    return DatabaseData(
+        db_id, label, db.record, db.requests, client, servers, client_cores, db.trial
+    )

@@ -17,7 +17,7 @@ import pandas as pd
 
 from dbtester.analyze.data import DatabaseData
 
-__all__ = ["PERCENTILES", "ROWS", "Figures", "Series", "compute", "table_rows"]
+__all__ = ["CV_ROW", "PERCENTILES", "ROWS", "Figures", "Series", "compute", "table_rows"]
 
 PERCENTILES = (10, 25, 50, 75, 90, 95, 99, 99.9, 99.99)
 
@@ -59,16 +59,23 @@ ROWS = (
 )
 
 
+#: repeated runs only: AVG-THROUGHPUT's coefficient of variation across trials, in %
+CV_ROW = "THROUGHPUT-CV"
+
 _PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
 
 
 def table_rows(figures: Sequence[Figures]) -> list[str]:
-    """ROWS, with per-server network rows (multi-host runs only) after the totals."""
+    """ROWS, with per-server network rows (multi-host runs only) after the
+    totals, and THROUGHPUT-CV (repeated runs only) after AVG-THROUGHPUT."""
     extra = {row for f in figures for row in f.values if _PER_SERVER.match(row)}
     ordered = sorted(extra, key=lambda r: (len(r), r))  # SERVER-2-... before SERVER-10-...
     rows = list(ROWS)
     at = rows.index("SERVER-TOTAL-NETWORK-TX-DATA-SUM") + 1
-    return rows[:at] + ordered + rows[at:]
+    rows = rows[:at] + ordered + rows[at:]
+    if any(CV_ROW in f.values for f in figures):
+        rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
+    return rows
 
 
 @dataclass
@@ -77,6 +84,8 @@ class Series:
     y: npt.NDArray[np.float64]
     low: npt.NDArray[np.float64] | None = None  # error points (min per bucket)
     high: npt.NDArray[np.float64] | None = None  # error points (max per bucket)
+    #: the lowest and highest trial at each x (repeated runs only)
+    band: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None
 
 
 @dataclass
@@ -106,7 +115,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
         return
     done_s = (records.due_ns + records.latency_ns) / 1e9 - data.load_start
     first_due = records.due_ns.min() / 1e9 - data.load_start
-    total = float(done_s.max() - first_due)
+    total = records.span_s(data.load_start)
     ok = records.code == 0
     # Latency figures are of answered requests: a refused connection answers in
     # microseconds and would make a failing database look fast.
@@ -116,7 +125,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     per_second = _per_second(done_s[ok] - first_due)
     full = per_second[:-1] if len(per_second) > 1 else per_second  # the last second is partial
     v["MAX-THROUGHPUT"] = int(full.max()) if len(full) else 0
-    v["AVG-THROUGHPUT"] = float(ok.sum() / total) if total > 0 else 0.0
+    v["AVG-THROUGHPUT"] = records.throughput(data.load_start)
     v["MIN-THROUGHPUT"] = int(full.min()) if len(full) else 0
     v["CLIENT-ERROR-COUNT"] = int((~ok).sum())
     if len(latency_ms):

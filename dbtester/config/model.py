@@ -59,6 +59,8 @@ READ_ONLY = ("consistency",)
 MAX_REQUESTS = 1_000_000_000
 #: distinct keys in random order (the engine's bound: 4 bytes of memory each)
 MAX_RANDOM_ORDER = 1 << 28
+#: trials per database
+MAX_REPEAT = 100
 
 
 class _Model(BaseModel):
@@ -275,6 +277,8 @@ class TestCase(_Model):
     description: str = ""
     workload: Workload
     databases: Annotated[tuple[AnySpec, ...], Field(strict=False, min_length=1)]
+    #: trials per database, interleaved (A1 B1 A2 B2 ...), each on a fresh cluster
+    repeat: int = Field(1, ge=1, le=MAX_REPEAT)
     publish: Publish | None = None
 
     @model_validator(mode="after")

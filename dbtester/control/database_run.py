@@ -77,10 +77,13 @@ def run_database(
     scratch: Path,
     workers: int | None = None,
     reporter: Reporter | None = None,
+    trial: int | None = None,
 ) -> DatabaseRecord:
-    """Run ``db`` and return the record written into ``store``; a failure is in
-    its ``error``. KeyboardInterrupt propagates once the partial record is written."""
-    return DatabaseRun(db, run_id, store, scratch, workers, reporter or Reporter()).run()
+    """Run ``db`` (``trial`` k of a repeated run: a fresh cluster of its own)
+    and return the record written into ``store``; a failure is in its
+    ``error``. KeyboardInterrupt propagates once the partial record is written."""
+    run = DatabaseRun(db, run_id, store, scratch, workers, reporter or Reporter(), trial)
+    return run.run()
 
 
 class DatabaseRun:
@@ -94,12 +97,16 @@ class DatabaseRun:
         scratch: Path,
         workers: int | None,
         reporter: Reporter,
+        trial: int | None = None,
     ) -> None:
         self.db = db
         self.run_id = run_id
+        self.trial = trial
+        # Agents keep each trial's members apart: a fresh data dir every time.
+        self.agent_run_id = run_id if trial is None else f"{run_id}-t{trial}"
         self.store = store
-        self.out = store.database(db.id)
-        self.scratch = scratch
+        self.out = store.database(db.id, trial)
+        self.scratch = scratch if trial is None else scratch / f"trial-{trial}"
         self.workers = workers
         self.reporter = reporter
         self.members: list[MemberRecord] = []
@@ -225,7 +232,7 @@ class DatabaseRun:
         )
         for i, client in enumerate(self._clients):
             reply = client.start(
-                run_id=self.run_id,
+                run_id=self.agent_run_id,
                 database_id=self.db.id,
                 kind=self.db.kind,
                 version=self.db.version,
@@ -233,7 +240,7 @@ class DatabaseRun:
                 peers=peers,
                 flags=flags,
                 heartbeat_timeout_s=AGENT_WATCHDOG_S,
-                cluster_token=f"{self.run_id}-{self.db.id}",
+                cluster_token=f"{self.agent_run_id}-{self.db.id}",
             )
             self.members[i] = self.members[i].model_copy(update={"pid": reply.pid})
         self.endpoints = [p.address("client") for p in peers]
@@ -256,7 +263,7 @@ class DatabaseRun:
 
     def _mine(self, member: Any) -> bool:
         """A member of this run and database (an agent may hold older ones)."""
-        return bool(member.run_id == self.run_id and member.database_id == self.db.id)
+        return bool(member.run_id == self.agent_run_id and member.database_id == self.db.id)
 
     def _check_members(self) -> None:
         for i, client in enumerate(self._clients):
@@ -314,7 +321,7 @@ class DatabaseRun:
             problems += [
                 f"member {i} on {client.address} {m.error}"
                 for m in reply.members
-                if m.database_id == self.db.id and m.state == "exited"
+                if self._mine(m) and m.state == "exited"
             ]
         return "; ".join(problems)
 
@@ -400,7 +407,7 @@ class DatabaseRun:
         failed = failed or bool(self.error) or bool(self.health.problem)
         for i, client in enumerate(self._clients):
             try:
-                reply = client.stop(self.run_id, self.db.id, i, failed=failed)
+                reply = client.stop(self.agent_run_id, self.db.id, i, failed=failed)
             except AgentError as exc:
                 self.error = self.error or str(exc)
                 continue
@@ -432,7 +439,7 @@ class DatabaseRun:
         }
         for name, target in targets.items():
             try:
-                client.fetch(self.run_id, self.db.id, index, name, target)
+                client.fetch(self.agent_run_id, self.db.id, index, name, target)
             except AgentError as exc:
                 self.error = self.error or f"fetching {name} from {client.address}: {exc}"
 
@@ -457,6 +464,7 @@ class DatabaseRun:
             error=self.error,
             verification=self.verification,
             load=load,
+            trial=self.trial,
         )
 
     def _write_record(self) -> DatabaseRecord:

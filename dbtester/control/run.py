@@ -31,17 +31,29 @@ __all__ = ["RunOutcome", "default_out", "run_case", "select"]
 @dataclass(frozen=True)
 class RunOutcome:
     out: Path
-    records: tuple[DatabaseRecord, ...]  # every database that ran, in order
+    records: tuple[DatabaseRecord, ...]  # every database (and trial) that ran, in order
     table: str
     notes: tuple[str, ...] = ()  # what the table alone does not say
+    comparison: str = ""  # each database against the first
 
     @property
-    def passed(self) -> list[str]:
-        return [r.id for r in self.records if r.passed]
+    def databases(self) -> list[str]:
+        """The ids that ran, in order."""
+        return list(dict.fromkeys(r.id for r in self.records))
 
     @property
     def failed(self) -> dict[str, str]:
-        return {r.id: r.error for r in self.records if not r.passed}
+        """Each database that failed in any trial, with its first error."""
+        found: dict[str, str] = {}
+        for r in self.records:
+            if not r.passed and r.id not in found:
+                found[r.id] = r.error if r.trial is None else f"trial {r.trial}: {r.error}"
+        return found
+
+    @property
+    def passed(self) -> list[str]:
+        failed = self.failed
+        return [db_id for db_id in self.databases if db_id not in failed]
 
 
 def default_out(case: TestCase) -> Path:
@@ -70,9 +82,18 @@ def select(case: TestCase, only: tuple[str, ...], local: bool) -> TestCase:
 
 
 def run_case(
-    loaded: Loaded, out: Path, *, workers: int | None = None, reporter: Reporter | None = None
+    loaded: Loaded,
+    out: Path,
+    *,
+    workers: int | None = None,
+    reporter: Reporter | None = None,
+    repeat: int | None = None,
 ) -> RunOutcome:
+    """Run every database of the test case, ``repeat`` times (default: the
+    case's ``repeat``) interleaved, then render the results."""
     case = loaded.case
+    if repeat is not None:
+        case = case.model_copy(update={"repeat": repeat})
     reporter = reporter or Reporter()
     # Disk trouble is found here, before anything starts, not mid-run.
     ensure_writable(dbtester_home(), "$DBTESTER_HOME")
@@ -98,24 +119,30 @@ def run_case(
     records: list[DatabaseRecord] = []
     interrupted = False
     try:
-        for db in case.databases:
-            reporter.say(f"== {db.id}: {db.kind} {db.version}")
-            record = run_database(db, run_id, store, scratch, workers, reporter)
-            records.append(record)
-            if not record.passed:
-                reporter.say(f"{db.id}: FAILED: {record.error}")
+        # Trials interleaved (A1 B1 A2 B2 ...): drift on the machine over the
+        # minutes of a run falls on every database alike.
+        for number in range(1, case.repeat + 1):
+            trial = number if case.repeat > 1 else None
+            for db in case.databases:
+                of = f" (trial {number} of {case.repeat})" if trial else ""
+                reporter.say(f"== {db.id}: {db.kind} {db.version}{of}")
+                record = run_database(db, run_id, store, scratch, workers, reporter, trial)
+                records.append(record)
+                if not record.passed:
+                    reporter.say(f"{db.id}{of}: FAILED: {record.error}")
     except KeyboardInterrupt:
         interrupted = True
-    table = ""
+    table, comparison = "", ""
     notes: tuple[str, ...] = ()
     try:
         rendered = render(out)
         table, notes = rendered.table, tuple(rendered.analysis.notes)
+        comparison = rendered.comparison
     except DbtesterError as exc:
         reporter.say(f"analysis: {exc}")
     if interrupted:
         raise InterruptedRunError(f"interrupted; partial results kept in {out}")
-    outcome = RunOutcome(out, tuple(records), table, notes)
+    outcome = RunOutcome(out, tuple(records), table, notes, comparison)
     if not outcome.failed:
         # Agent logs were fetched into the results; failed runs keep their scratch
         # (and the archived data dirs in it) for a post-mortem.

@@ -90,9 +90,11 @@ def run_load(
     )
     sampler.start()
     aborted = ""
+    bar = Progress(progress, workload.requests, label)
     try:
-        aborted = _watch(load, workload.requests, limit, progress, label, health)
+        aborted = _watch(load, limit, bar, health)
     except KeyboardInterrupt:
+        bar.abandon()
         load.stop()
         _drain(load)
         raise
@@ -101,6 +103,7 @@ def run_load(
         # Whatever happened, the requests that were made are kept.
         records = _collect(load, out)
     ended = time.time()
+    bar.finish(_summary(records, started, label))
     return LoadResult(records, started, ended, _cpu_seconds() - cpu_before, aborted, threads)
 
 
@@ -153,14 +156,12 @@ def _collect(load: Load, out: DatabaseLayout) -> Records:
 
 def _watch(
     load: Load,
-    total: int,
     limit: float,
-    stream: TextIO | None,
-    label: str,
+    bar: Progress,
     health: Callable[[], str] | None,
 ) -> str:
     """Progress until the engine finishes; why it stopped early, or ""."""
-    bar = Progress(stream, total, label)
+    total = int(bar.total)
     aborted = ""
     while not load.wait(POLL_S):
         done, errors, _step = load.progress()
@@ -172,12 +173,17 @@ def _watch(
     done, errors, _step = load.progress()
     if not aborted and errors > limit:
         aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"
-    seconds = bar.elapsed
-    bar.finish(
-        f"{label + ' ' if label else ''}{done:,} requests in {seconds:.1f} s"
-        f" ({done / max(seconds, 1e-9):,.0f} req/s), {errors:,} errors"
-    )
     return aborted
+
+
+def _summary(records: Records, started: float, label: str) -> str:
+    """The load in one line, in the table's terms: TOTAL-SECONDS and AVG-THROUGHPUT."""
+    errors = len(records) - int((records.code == 0).sum())
+    seconds, rate = records.span_s(started), records.throughput(started)
+    return (
+        f"{label + ' ' if label else ''}{len(records):,} requests in {seconds:.2f} s"
+        f" ({rate:,.0f} req/s answered), {errors:,} errors"
+    )
 
 
 def _describe(done: int, total: int, errors: int) -> Callable[[float], str]:

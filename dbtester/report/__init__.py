@@ -1,7 +1,17 @@
-"""Rendering: the ASCII/CSV table, the SVG charts and the results README."""
+"""Rendering: the ASCII/CSV table, the comparison, the SVG charts and the results README."""
 
-from dbtester.report.charts import CHARTS, render_charts
+from dbtester.report.charts import CHARTS, drawn, render_charts
+from dbtester.report.comparison import render_comparisons
 from dbtester.report.readme import render_readme
 from dbtester.report.table import format_value, render_csv, render_table
 
-__all__ = ["CHARTS", "format_value", "render_charts", "render_csv", "render_readme", "render_table"]
+__all__ = [
+    "CHARTS",
+    "drawn",
+    "format_value",
+    "render_charts",
+    "render_comparisons",
+    "render_csv",
+    "render_readme",
+    "render_table",
+]

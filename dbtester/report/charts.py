@@ -11,10 +11,11 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from dbtester.analyze.figures import Figures
 
-__all__ = ["CHARTS", "STYLE", "Chart", "render_charts"]
+__all__ = ["CHARTS", "STANDARD", "STYLE", "Chart", "drawn", "render_charts"]
 
 STYLE = Path(__file__).with_name("dbtester.mplstyle")
 SECONDS = "Seconds since the load started"
@@ -28,6 +29,9 @@ class Chart:
     x_label: str
     y_label: str
     error_points: bool = False
+    #: drawn only when some database has its series (repeated runs' charts)
+    optional: bool = False
+    markers: bool = False
 
 
 CHARTS = (
@@ -64,6 +68,14 @@ CHARTS = (
         "Resident memory (MB)",
         error_points=True,
     ),
+    Chart(
+        "THROUGHPUT-BY-TRIAL",
+        "Throughput of each trial",
+        "Trial",
+        "Requests per second",
+        optional=True,
+        markers=True,
+    ),
     Chart("AVG-READS-COMPLETED-DELTA", "Disk reads completed", SECONDS, "Reads per second"),
     Chart("AVG-SECTORS-READ-DELTA", "Disk sectors read", SECONDS, "Sectors per second"),
     Chart("AVG-WRITES-COMPLETED-DELTA", "Disk writes completed", SECONDS, "Writes per second"),
@@ -95,15 +107,25 @@ CHARTS = (
 )
 
 
+#: the charts every run has
+STANDARD = tuple(c for c in CHARTS if not c.optional)
+
+
+def drawn(figures: Sequence[Figures]) -> list[Chart]:
+    """The charts for these databases: every one, and the optional ones with data."""
+    return [c for c in CHARTS if not c.optional or any(c.name in f.series for f in figures)]
+
+
 def render_charts(
     path_for: Callable[[str], Path], labels: Sequence[str], figures: Sequence[Figures]
 ) -> list[Path]:
     """Write every chart to ``path_for(name)`` (an .svg path); a database without
     data for a chart is listed in its legend as '(no data)' rather than silently
-    missing."""
+    missing. With repeated trials each line is the trials' mean and a shaded
+    band spans the lowest to the highest trial."""
     written = []
     with plt.style.context(str(STYLE)):
-        for chart in CHARTS:
+        for chart in drawn(figures):
             path = path_for(chart.name)
             path.parent.mkdir(parents=True, exist_ok=True)
             _draw(chart, labels, figures, path)
@@ -132,9 +154,14 @@ def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path:
                     label=label,
                 )
             else:
-                ax.plot(series.x, series.y, label=label)
+                (line,) = ax.plot(series.x, series.y, "o-" if chart.markers else "-", label=label)
+                if series.band is not None:
+                    low, high = series.band
+                    ax.fill_between(series.x, low, high, color=line.get_color(), alpha=0.2)
         ax.set_title(chart.title)
         ax.set_xlabel(chart.x_label)
+        if chart.markers:  # trial numbers: whole ones only
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(chart.y_label)
         ax.legend(loc="best")
         fig.savefig(path)  # the format follows the suffix (.svg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dbtester.report.charts import CHARTS
+from dbtester.report.charts import STANDARD, Chart
 
 __all__ = ["render_readme"]
 
@@ -16,9 +16,13 @@ def render_readme(
     notes: Sequence[str],
     machine: str,
     chart_base: str = "charts",
+    *,
+    comparison: str = "",
+    charts: Sequence[Chart] = STANDARD,
 ) -> str:
     """``machine`` is the environment in one line ('' for none); ``chart_base``
-    prefixes chart links: relative locally, a bucket's public URL once published."""
+    prefixes chart links: relative locally, a bucket's public URL once published;
+    ``comparison`` follows the table; ``charts`` are those drawn."""
     lines = [f"# {title}", ""]
     if description.strip():
         lines += [description.strip(), ""]
@@ -27,6 +31,8 @@ def render_readme(
     if notes:
         lines += [f"- **Note**: {note}" for note in notes] + [""]
     lines += ["```", table.rstrip("\n"), "```", ""]
-    for chart in CHARTS:
+    if comparison:
+        lines += ["```", comparison.rstrip("\n"), "```", ""]
+    for chart in charts:
         lines += [f"## {chart.title}", "", f"![{chart.name}]({chart_base}/{chart.name}.svg)", ""]
     return "\n".join(lines)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from dbtester.analyze.figures import Figures, table_rows
+from dbtester.analyze.figures import CV_ROW, Figures, table_rows
+from dbtester.analyze.stats import Estimate
 
 __all__ = ["format_value", "render_csv", "render_table"]
 
@@ -32,6 +33,8 @@ def format_value(row: str, value: float | int | str | None) -> str:
         return NO_DATA
     if isinstance(value, str):
         return value
+    if row == CV_ROW:
+        return f"{value:.1f} %"
     if row == "TOTAL-SECONDS":
         return f"{value:.4f} sec"
     if row.endswith("THROUGHPUT"):
@@ -49,9 +52,31 @@ def format_value(row: str, value: float | int | str | None) -> str:
     return f"{value:,.0f}"
 
 
-def render_table(labels: Sequence[str], figures: Sequence[Figures]) -> str:
+def format_cell(row: str, value: float | int | str | None, found: Estimate | None) -> str:
+    """The value, and with 2+ trials the 95% interval's half-width in % of it."""
+    text = format_value(row, value)
+    relative = found.relative_half_width if found is not None else None
+    if relative is None or value is None:
+        return text
+    return f"{text} ±{100 * relative:.1f}%"
+
+
+def render_table(
+    labels: Sequence[str],
+    figures: Sequence[Figures],
+    estimates: Sequence[Mapping[str, Estimate]] = (),
+) -> str:
+    """The combined table; ``estimates`` (per database: row -> estimate, from
+    repeated trials) add each mean's interval to its cell."""
     rows = table_rows(figures)
-    cells = [[format_value(row, f.values.get(row)) for f in figures] for row in rows]
+    found = list(estimates) or [{} for _ in figures]
+    cells = [
+        [
+            format_cell(row, f.values.get(row), e.get(row))
+            for f, e in zip(figures, found, strict=True)
+        ]
+        for row in rows
+    ]
     widths = [max(len(r) for r in rows)]
     widths += [max(len(labels[c]), *(len(row[c]) for row in cells)) for c in range(len(labels))]
     rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"

@@ -10,6 +10,7 @@ from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.records import (
     KNOWN_REFUSALS,
+    ComparisonRecord,
     DatabaseRecord,
     DatabaseSummary,
     Environment,
@@ -22,7 +23,13 @@ from dbtester.results.records import (
 )
 from dbtester.results.requests import OK, Records
 from dbtester.results.schema import SCHEMA_VERSION, upgrade
-from dbtester.results.store import CaseInfo, DatabaseResults, ResultsDir, RunResults
+from dbtester.results.store import (
+    CaseInfo,
+    DatabaseResults,
+    ResultsDir,
+    RunResults,
+    TrialResults,
+)
 
 __all__ = [
     "CLIENT_COLUMNS",
@@ -31,6 +38,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SERVER_COLUMNS",
     "CaseInfo",
+    "ComparisonRecord",
     "DatabaseLayout",
     "DatabaseRecord",
     "DatabaseResults",
@@ -44,6 +52,7 @@ __all__ = [
     "ResultsLayout",
     "RunResults",
     "RunSummary",
+    "TrialResults",
     "Verification",
     "account",
     "read_metrics",

@@ -6,12 +6,16 @@ here, and no other module spells a results file name.
     DIR/config.yaml                  the resolved test case that ran
     DIR/result.json                  the summary (RunSummary), schema-versioned
     DIR/summary.txt, summary.csv     the combined table
+    DIR/comparison.txt               each database against the first (2+ databases)
     DIR/README.md                    title, notes, table, charts
     DIR/charts/<NAME>.svg            one chart per metric
     DIR/<db-id>/run.json             one database's record (DatabaseRecord)
     DIR/<db-id>/client-latency.npz   every request (Records)
     DIR/<db-id>/client-metrics.csv   the load generator's own resource use
     DIR/<db-id>/server-<i>-metrics.csv, -database.log, -agent.log   per member
+
+With ``repeat: N`` (N > 1) each trial of a database keeps the files above
+that sit in ``DIR/<db-id>/`` in ``DIR/<db-id>/trial-<k>/`` instead (k = 1..N).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 __all__ = ["DatabaseLayout", "ResultsLayout"]
 
 _SERVER_FILE = re.compile(r"^server-(\d+)-metrics\.csv$")
+_TRIAL_DIR = re.compile(r"^trial-([1-9][0-9]{0,5})$")
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,20 @@ class DatabaseLayout:
         """A load worker's records before they are merged (removed afterwards)."""
         return self.root / f".worker-{worker}.npz"
 
+    def trial(self, number: int) -> DatabaseLayout:
+        """Trial ``number`` of a repeated run (``DIR/<db-id>/trial-<k>/``)."""
+        return DatabaseLayout(self.root / f"trial-{number}")
+
+    def trial_numbers(self) -> list[int]:
+        """The trials present below this database's directory, in order."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for path in self.root.iterdir():
+            if (match := _TRIAL_DIR.match(path.name)) and path.is_dir():
+                found.append(int(match[1]))
+        return sorted(found)
+
     def server_metric_files(self) -> list[tuple[int, Path]]:
         """(member index, path) of every server metrics file present, by index."""
         found = []
@@ -88,6 +107,10 @@ class ResultsLayout:
         return self.root / "summary.csv"
 
     @property
+    def comparison(self) -> Path:
+        return self.root / "comparison.txt"
+
+    @property
     def readme(self) -> Path:
         return self.root / "README.md"
 
@@ -98,8 +121,10 @@ class ResultsLayout:
     def chart(self, name: str) -> Path:
         return self.charts / f"{name}.svg"
 
-    def database(self, db_id: str) -> DatabaseLayout:
-        return DatabaseLayout(self.root / db_id)
+    def database(self, db_id: str, trial: int | None = None) -> DatabaseLayout:
+        """A database's files; with ``trial``, those of that trial of a repeated run."""
+        layout = DatabaseLayout(self.root / db_id)
+        return layout if trial is None else layout.trial(trial)
 
     @property
     def index_files(self) -> tuple[str, ...]:

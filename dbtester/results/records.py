@@ -18,6 +18,7 @@ from dbtester.results.schema import SCHEMA_VERSION
 
 __all__ = [
     "KNOWN_REFUSALS",
+    "ComparisonRecord",
     "DatabaseRecord",
     "DatabaseSummary",
     "Environment",
@@ -149,6 +150,8 @@ class DatabaseRecord(_Versioned):
     error: str = ""
     verification: Verification | None = None
     load: LoadWindow | None = None
+    #: which trial of a repeated run (None: the database ran once)
+    trial: int | None = None
 
     @property
     def id(self) -> str:
@@ -209,8 +212,26 @@ class DatabaseSummary(_Record):
     passed: bool
     error: str | None = None
     verification: Verification | None = None
-    figures: dict[str, FigureValue] = Field(default_factory=dict)
+    figures: dict[str, FigureValue] = Field(default_factory=dict)  # trials' means
     notes: tuple[str, ...] = ()
+    trials: int = 1
+    #: row -> half-width of the 95% interval of its mean (rows with 2+ trials)
+    intervals: dict[str, float] = Field(default_factory=dict)
+    #: every trial's figures, in trial order (2+ trials only)
+    trial_figures: tuple[dict[str, FigureValue], ...] = ()
+
+
+class ComparisonRecord(_Record):
+    """One database against the baseline (the first) on one row."""
+
+    baseline: str  # database ids
+    database: str
+    row: str
+    change_pct: float | None
+    low_pct: float | None  # the 95% interval of the change
+    high_pct: float | None
+    p_value: float | None
+    verdict: str  # faster slower more less ~ ?
 
 
 class RunSummary(_Versioned):
@@ -222,4 +243,6 @@ class RunSummary(_Versioned):
     environment: Environment
     title: str = ""
     analyzed_by: str | None = None
+    repeat: int = 1
     databases: tuple[DatabaseSummary, ...] = ()
+    comparisons: tuple[ComparisonRecord, ...] = ()

@@ -112,6 +112,23 @@ class Records:
         found = np.bincount(self.code, minlength=len(self.codes))
         return {name: int(n) for name, n in zip(self.codes, found, strict=False) if n}
 
+    def span_s(self, origin_s: float = 0.0) -> float:
+        """Seconds from the first request's due time to the last completion:
+        the load's duration (TOTAL-SECONDS). Both ends are taken in seconds
+        since ``origin_s`` (the load's start), as the charts' axis is, so the
+        figure is the same to the last digit wherever it is computed."""
+        if len(self) == 0:
+            return 0.0
+        done = (self.due_ns + self.latency_ns) / 1e9 - origin_s
+        first = self.due_ns.min() / 1e9 - origin_s
+        return float(done.max() - first)
+
+    def throughput(self, origin_s: float = 0.0) -> float:
+        """Answered requests per second over :meth:`span_s`: AVG-THROUGHPUT,
+        the one definition the table, the console and comparisons use."""
+        span = self.span_s(origin_s)
+        return float((self.code == 0).sum() / span) if span > 0 else 0.0
+
 
 def _check_declared_sizes(path: Path) -> None:
     """Every array in the archive holds the bytes its header declares: numpy

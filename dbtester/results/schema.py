@@ -16,6 +16,12 @@ History (add a line and an upgrade step whenever what a file holds changes):
    ``"schema"``). ``result.json`` always has every field of ``RunSummary``:
    ``title`` empty and ``databases`` an empty list until the analysis fills
    them. Nothing was removed: a version 1 file upgrades by renaming its key.
+3. Repeated trials. ``run.json`` has ``trial`` (null for a database's only
+   trial, kept in ``<db-id>/``; k for ``<db-id>/trial-<k>/``).
+   ``result.json`` has ``repeat`` and ``comparisons`` (each database against
+   the first), and per database ``trials``, ``intervals`` (the 95% interval's
+   half-width per row) and ``trial_figures`` (every trial's rows). Only keys
+   were added, with defaults that describe a version 2 run: it upgrades as it is.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: the key a file of each version names its version by
 _VERSION_KEYS = ("schema_version", "schema")
@@ -43,8 +49,12 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 3}
+
+
 #: version N -> the step that turns a version N file into version N + 1
-UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2}
+UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def version_of(data: Mapping[str, Any], path: Path) -> int:

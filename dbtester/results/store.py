@@ -28,7 +28,7 @@ from dbtester.results.records import DatabaseRecord, RunSummary
 from dbtester.results.requests import Records
 from dbtester.results.schema import upgrade
 
-__all__ = ["CaseInfo", "DatabaseResults", "ResultsDir", "RunResults"]
+__all__ = ["CaseInfo", "DatabaseResults", "ResultsDir", "RunResults", "TrialResults"]
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -44,15 +44,31 @@ class CaseInfo:
 
 
 @dataclass(frozen=True)
-class DatabaseResults:
-    """Everything saved for one database (None / empty where nothing was)."""
+class TrialResults:
+    """Everything saved for one run of one database (None / empty where
+    nothing was): its only run, or one trial of a repeated one."""
 
-    id: str
-    label: str
     record: DatabaseRecord
     requests: Records | None
     client: pd.DataFrame | None  # client-metrics.csv
     servers: tuple[tuple[int, pd.DataFrame], ...]  # (member index, server metrics)
+
+    @property
+    def trial(self) -> int:
+        return self.record.trial or 1
+
+
+@dataclass(frozen=True)
+class DatabaseResults:
+    """One database: every trial that ran, in order (one unless repeated)."""
+
+    id: str
+    label: str
+    trials: tuple[TrialResults, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(t.record.passed for t in self.trials)
 
 
 @dataclass(frozen=True)
@@ -73,8 +89,8 @@ class ResultsDir:
     def root(self) -> Path:
         return self.layout.root
 
-    def database(self, db_id: str) -> DatabaseLayout:
-        return self.layout.database(db_id)
+    def database(self, db_id: str, trial: int | None = None) -> DatabaseLayout:
+        return self.layout.database(db_id, trial)
 
     # ------------------------------------------------------------------ writing
 
@@ -85,14 +101,18 @@ class ResultsDir:
         _write_json(self.layout.summary, summary.to_json())
 
     def write_record(self, record: DatabaseRecord) -> None:
-        path = self.database(record.id).record
+        path = self.database(record.id, record.trial).record
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_json(path, record.to_json())
 
-    def write_rendered(self, table: str, table_csv: str, readme: str) -> None:
+    def write_rendered(self, table: str, table_csv: str, readme: str, comparison: str) -> None:
         _write_text(self.layout.table, table)
         _write_text(self.layout.table_csv, table_csv)
         _write_text(self.layout.readme, readme)
+        if comparison:
+            _write_text(self.layout.comparison, comparison)
+        else:
+            self.layout.comparison.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ reading
 
@@ -121,7 +141,13 @@ class ResultsDir:
         """What rendering writes can be written: a directory where a file goes
         (or a file where the charts go) is named before anything is computed."""
         layout = self.layout
-        for path in (layout.summary, layout.table, layout.table_csv, layout.readme):
+        for path in (
+            layout.summary,
+            layout.table,
+            layout.table_csv,
+            layout.readme,
+            layout.comparison,
+        ):
             if path.is_dir():
                 raise ResultsError(path, "a directory where dbtester writes a file")
         if layout.charts.exists() and not layout.charts.is_dir():
@@ -131,33 +157,49 @@ class ResultsDir:
         path = self.layout.summary
         return _read_record(path, RunSummary) if _present(path) else None
 
-    def read_record(self, db_id: str) -> DatabaseRecord | None:
-        path = self.database(db_id).record
-        return _read_record(path, DatabaseRecord) if _present(path) else None
+    def read_record(self, db_id: str, trial: int | None = None) -> DatabaseRecord | None:
+        path = self.database(db_id, trial).record
+        if not _present(path):
+            return None
+        record = _read_record(path, DatabaseRecord)
+        if record.trial != trial:
+            raise ResultsError(path, f"says it is trial {record.trial}, found as trial {trial}")
+        return record
 
-    def read_requests(self, db_id: str) -> Records | None:
-        path = self.database(db_id).requests
+    def read_requests(self, db_id: str, trial: int | None = None) -> Records | None:
+        path = self.database(db_id, trial).requests
         return Records.load(path) if _present(path) else None
 
-    def read_database(self, db_id: str, label: str) -> DatabaseResults | None:
-        """One database's saved data; None when it never ran (no run.json)."""
-        record = self.read_record(db_id)
+    def trial_numbers(self, db_id: str) -> list[int | None]:
+        """The trials saved for ``db_id``: ``[None]`` for a database that ran
+        once (its files in ``<db-id>/``), else the numbers of its trial dirs."""
+        if _present(self.database(db_id).record):
+            return [None]
+        return list(self.database(db_id).trial_numbers())
+
+    def read_trial(self, db_id: str, trial: int | None = None) -> TrialResults | None:
+        """One run of one database; None when it never ran (no run.json)."""
+        record = self.read_record(db_id, trial)
         if record is None:
             return None
-        layout = self.database(db_id)
+        layout = self.database(db_id, trial)
         servers = []
         for index, path in layout.server_metric_files():
             frame = read_metrics(path, SERVER_COLUMNS)
             if frame is not None:
                 servers.append((index, frame))
-        return DatabaseResults(
-            db_id,
-            label,
+        return TrialResults(
             record,
-            self.read_requests(db_id),
+            self.read_requests(db_id, trial),
             read_metrics(layout.client_metrics, CLIENT_COLUMNS),
             tuple(servers),
         )
+
+    def read_database(self, db_id: str, label: str) -> DatabaseResults | None:
+        """One database's saved trials; None when none ran."""
+        trials = [self.read_trial(db_id, k) for k in self.trial_numbers(db_id)]
+        found = tuple(t for t in trials if t is not None)
+        return DatabaseResults(db_id, label, found) if found else None
 
     def load(self) -> RunResults:
         """The whole directory: every database that ran, in the test case's order."""

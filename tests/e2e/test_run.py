@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from dbtester.analyze.figures import ROWS
-from dbtester.report.charts import CHARTS
+from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.results import SCHEMA_VERSION
 from tests.integration.agents import alive
 from tests.integration.test_agent_cluster import VERSIONS
@@ -77,7 +77,9 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     table = (out / "summary.txt").read_text()
-    assert result.stdout == table
+    comparison = (out / "comparison.txt").read_text()
+    assert result.stdout == table + "\n" + comparison
+    assert "differences cannot be judged from one trial each" in comparison
 
     # every row, a value in every column
     lines = {

@@ -129,7 +129,8 @@ def test_a_key_with_a_newline_is_shown_on_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_test_case(path)
     assert [p.message for p in caught.value.problems] == [
-        "unknown key 'a\\nb' (allowed here: title, description, workload, databases, publish)"
+        "unknown key 'a\\nb' (allowed here:"
+        " title, description, workload, databases, repeat, publish)"
     ]
 
 

@@ -105,8 +105,11 @@ def test_no_part_of_the_package_depends_on_a_part_that_depends_on_it() -> None:
     [
         ("util", {"results", "config", "databases", "load", "agent", "control", "analyze"}),
         ("results", {"config", "databases", "load", "agent", "control", "analyze", "report"}),
-        ("analyze", {"report", "render", "control", "load", "agent", "config", "databases"}),
-        ("report", {"render", "control", "load", "agent"}),
+        (
+            "analyze",
+            {"report", "render", "compare", "control", "load", "agent", "config", "databases"},
+        ),
+        ("report", {"render", "compare", "control", "load", "agent"}),
         ("publish", {"config", "control", "analyze", "report", "cli"}),
     ],
 )

@@ -30,7 +30,7 @@ from dbtester.publish import (
     retry_command,
     sanitize,
 )
-from dbtester.report.charts import CHARTS
+from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.report.readme import render_readme
 
 DATABASES = ("etcd-v3.5", "etcd-v3.6")
@@ -341,7 +341,7 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         config.write_text(CASE.replace("TARGET", str(target)))
         out = tmp_path / "out"
 
-        def run_case(loaded, out_dir, *, workers=None):
+        def run_case(loaded, out_dir, *, workers=None, repeat=None):
             make_results(out_dir)
             records = tuple(
                 DatabaseRecord(

@@ -1,0 +1,209 @@
+"""Statistics over repeated trials: how sure a figure is, and whether two
+databases differ.
+
+The sample is one value per trial: the figure a trial's table row shows (its
+throughput, its p99, its server's peak CPU). Trials are independent runs on
+fresh clusters, so their values are what varies from run to run.
+
+* **An estimate** of a row is the mean of its trial values with the 95%
+  confidence interval of that mean from Student's t distribution
+  (n - 1 degrees of freedom), shown as a half-width relative to the mean
+  (``2,645 ±3.1%``), and the coefficient of variation (sample standard
+  deviation / mean).
+* **A comparison** of a database B against a baseline A is Welch's t-test on
+  the two sets of trial values (unequal variances): the change of B's mean
+  against A's in %, the 95% confidence interval of the difference of means as a
+  share of A's mean, and the two-sided p-value. Significant means p < 0.05;
+  then the verdict says which way (``faster``/``slower`` for throughput and
+  latency, ``more``/``less`` for resources); otherwise it is ``~``.
+
+Pure: numbers in, numbers out (scipy computes the t quantiles and the test).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+__all__ = [
+    "ALPHA",
+    "CONFIDENCE",
+    "DEFAULT_METRICS",
+    "METRICS",
+    "Change",
+    "Estimate",
+    "Metric",
+    "compare",
+    "estimate",
+]
+
+CONFIDENCE = 0.95
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A table row that can be compared: which way is better, and the words
+    for a significant change up or down."""
+
+    row: str
+    better: Literal["higher", "lower"]
+    up: str  # the verdict when B's mean is significantly above A's
+    down: str
+
+    def worse(self, change_pct: float) -> bool:
+        return change_pct < 0 if self.better == "higher" else change_pct > 0
+
+
+def _speed(row: str, better: Literal["higher", "lower"]) -> Metric:
+    # Higher throughput is faster; higher latency is slower.
+    return Metric(
+        row, better, *(("faster", "slower") if better == "higher" else ("slower", "faster"))
+    )
+
+
+def _resource(row: str) -> Metric:
+    return Metric(row, "lower", "more", "less")
+
+
+#: every row that can be compared, by name
+METRICS: Mapping[str, Metric] = {
+    m.row: m
+    for m in (
+        _speed("AVG-THROUGHPUT", "higher"),
+        _speed("MAX-THROUGHPUT", "higher"),
+        _speed("MIN-THROUGHPUT", "higher"),
+        _speed("TOTAL-SECONDS", "lower"),
+        _speed("FASTEST-LATENCY", "lower"),
+        _speed("AVG-LATENCY", "lower"),
+        _speed("SLOWEST-LATENCY", "lower"),
+        *(
+            _speed(f"Latency p{p}", "lower")
+            for p in ("10", "25", "50", "75", "90", "95", "99", "99.9", "99.99")
+        ),
+        _resource("SERVER-MAX-CPU-USAGE"),
+        _resource("SERVER-MAX-MEMORY-USAGE"),
+        _resource("SERVER-TOTAL-NETWORK-RX-DATA-SUM"),
+        _resource("SERVER-TOTAL-NETWORK-TX-DATA-SUM"),
+        _resource("SERVER-AVG-DISK-SPACE-USAGE"),
+        _resource("SERVER-AVG-WRITES-COMPLETED-DELTA-SUM"),
+        _resource("SERVER-AVG-SECTORS-WRITTEN-DELTA-SUM"),
+        _resource("CLIENT-MAX-CPU-USAGE"),
+        _resource("CLIENT-MAX-MEMORY-USAGE"),
+        _resource("CLIENT-ERROR-COUNT"),
+        _resource("CLIENT-CPU-SECONDS-PER-10K-REQUESTS"),
+    )
+}
+
+#: what a comparison shows unless told otherwise
+DEFAULT_METRICS = (
+    "AVG-THROUGHPUT",
+    "Latency p50",
+    "Latency p99",
+    "SERVER-MAX-CPU-USAGE",
+    "SERVER-MAX-MEMORY-USAGE",
+)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A row's value over n trials."""
+
+    n: int
+    mean: float
+    sd: float  # sample standard deviation (n - 1); 0 for one trial
+    half_width: float | None  # of the 95% interval of the mean; None for one trial
+
+    @property
+    def relative_half_width(self) -> float | None:
+        """The half-width as a share of the mean (0.031 for ±3.1%)."""
+        if self.half_width is None or self.mean == 0:
+            return None
+        return self.half_width / abs(self.mean)
+
+    @property
+    def cv(self) -> float | None:
+        """Coefficient of variation: sd / mean; None for one trial."""
+        if self.n < 2 or self.mean == 0:
+            return None
+        return self.sd / abs(self.mean)
+
+
+def estimate(values: Sequence[float]) -> Estimate:
+    """The mean of ``values`` (one per trial) and its 95% interval."""
+    if not values:
+        raise ValueError("no values to estimate from")
+    data = np.asarray(values, dtype=float)
+    n = len(data)
+    mean = float(data.mean())
+    if n < 2:
+        return Estimate(n, mean, 0.0, None)
+    sd = float(data.std(ddof=1))
+    t = float(scipy_stats.t.ppf((1 + CONFIDENCE) / 2, n - 1))
+    return Estimate(n, mean, sd, t * sd / math.sqrt(n))
+
+
+@dataclass(frozen=True)
+class Change:
+    """B against the baseline A on one metric."""
+
+    metric: Metric
+    baseline: Estimate
+    other: Estimate
+    change_pct: float  # (B - A) / A, in %
+    low_pct: float | None  # the 95% interval of B - A, as % of A's mean
+    high_pct: float | None
+    p_value: float | None  # None when either side has fewer than 2 trials
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value is not None and self.p_value < ALPHA
+
+    @property
+    def verdict(self) -> str:
+        """faster/slower/more/less when significant, ``~`` when not, ``?``
+        when it cannot be judged (fewer than 2 trials on a side)."""
+        if self.p_value is None:
+            return "?"
+        if not self.significant:
+            return "~"
+        return self.metric.up if self.change_pct > 0 else self.metric.down
+
+    @property
+    def worse(self) -> bool:
+        """Significantly worse (in the metric's bad direction)."""
+        return self.significant and self.metric.worse(self.change_pct)
+
+
+def compare(metric: Metric, baseline: Sequence[float], other: Sequence[float]) -> Change:
+    """Welch's t-test of ``other``'s trials against ``baseline``'s on ``metric``."""
+    a, b = estimate(baseline), estimate(other)
+    scale = 100.0 / abs(a.mean) if a.mean else math.nan
+    change = (b.mean - a.mean) * scale if a.mean else math.nan
+    if a.n < 2 or b.n < 2:
+        return Change(metric, a, b, change, None, None, None)
+    if a.sd == 0 and b.sd == 0:
+        # No spread at all (a count that never varies): any difference is real.
+        p = 1.0 if a.mean == b.mean else 0.0
+        diff = (b.mean - a.mean) * scale
+        return Change(metric, a, b, change, diff, diff, p)
+    with warnings.catch_warnings():
+        # scipy warns of precision loss when values are nearly identical
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = scipy_stats.ttest_ind(other, baseline, equal_var=False)
+        interval = result.confidence_interval(CONFIDENCE)
+    return Change(
+        metric,
+        a,
+        b,
+        change,
+        float(interval.low) * scale,
+        float(interval.high) * scale,
+        float(result.pvalue),
+    )

@@ -1,0 +1,115 @@
+"""Many trials of one database made into one column: each numeric row's mean
+with its 95% interval, one series per chart (the trials' mean, with their
+spread as a band), and a THROUGHPUT-BY-TRIAL series that shows drift. One
+trial is passed through as it is, so a run without ``repeat`` reads exactly
+as before. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from dbtester.analyze.figures import CV_ROW, Figures, Series
+from dbtester.analyze.stats import Estimate, estimate
+
+__all__ = ["BY_TRIAL", "combine"]
+
+#: each trial's AVG-THROUGHPUT against its number
+BY_TRIAL = "THROUGHPUT-BY-TRIAL"
+
+
+def combine(
+    trials: Sequence[Figures], numbers: Sequence[int]
+) -> tuple[Figures, dict[str, Estimate]]:
+    """The column for trials ``numbers`` (in order) and each numeric row's estimate."""
+    if len(trials) == 1:
+        return trials[0], {}
+    combined = Figures()
+    estimates: dict[str, Estimate] = {}
+    rows = dict.fromkeys(row for f in trials for row in f.values)
+    for row in rows:
+        values = [f.values.get(row) for f in trials]
+        numbers_only = [float(v) for v in values if isinstance(v, int | float)]
+        if numbers_only and len(numbers_only) == sum(v is not None for v in values):
+            estimates[row] = estimate(numbers_only)
+            combined.values[row] = estimates[row].mean
+        else:
+            combined.values[row] = _words(values)
+    throughput = estimates.get("AVG-THROUGHPUT")
+    if throughput is not None and throughput.cv is not None:
+        combined.values[CV_ROW] = 100.0 * throughput.cv
+    charts = dict.fromkeys(name for f in trials for name in f.series)
+    for name in charts:
+        series = [f.series[name] for f in trials if name in f.series]
+        combined.series[name] = _mean_series(series)
+    by_trial = [
+        (n, float(v))
+        for n, f in zip(numbers, trials, strict=True)
+        if isinstance(v := f.values.get("AVG-THROUGHPUT"), int | float)
+    ]
+    if by_trial:
+        x, y = zip(*by_trial, strict=True)
+        combined.series[BY_TRIAL] = Series(np.array(x, dtype=float), np.array(y, dtype=float))
+    combined.notes = _notes(trials, numbers)
+    return combined, estimates
+
+
+def _notes(trials: Sequence[Figures], numbers: Sequence[int]) -> list[str]:
+    """Each note once: as it is when every trial has it, else with the trials'."""
+    where: dict[str, list[int]] = {}
+    for number, figures in zip(numbers, trials, strict=True):
+        for note in figures.notes:
+            where.setdefault(note, []).append(number)
+    return [
+        note if len(found) == len(trials) else f"trial {', '.join(map(str, found))}: {note}"
+        for note, found in where.items()
+    ]
+
+
+def _words(values: Sequence[object]) -> str | None:
+    """A text row across trials: the one value all share, or how many say OK."""
+    texts = [str(v) for v in values if v is not None]
+    if not texts:
+        return None
+    if len(set(texts)) == 1 and len(texts) == len(values):
+        return texts[0]
+    ok = sum(t.endswith(" OK") for t in texts)
+    return f"OK in {ok} of {len(values)} trials"
+
+
+def _mean_series(series: Sequence[Series]) -> Series:
+    """The trials' series on a shared x (seconds and keys rounded to whole
+    ones): the mean, the lowest and highest trial as its band, and the
+    min-max error points (where the series have them) across all trials."""
+    points = all(s.low is not None and s.high is not None for s in series)
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "x": np.round(s.x),
+                    "y": s.y,
+                    "low": s.low if s.low is not None else s.y,
+                    "high": s.high if s.high is not None else s.y,
+                }
+            )
+            for s in series
+        ],
+        ignore_index=True,
+    )
+    grouped = frame.groupby("x").agg(
+        y=("y", "mean"),
+        band_low=("y", "min"),
+        band_high=("y", "max"),
+        low=("low", "min"),
+        high=("high", "max"),
+    )
+    column = {name: grouped[name].to_numpy(dtype=float) for name in grouped.columns}
+    return Series(
+        grouped.index.to_numpy(dtype=float),
+        column["y"],
+        column["low"] if points else None,
+        column["high"] if points else None,
+        band=(column["band_low"], column["band_high"]),
+    )

@@ -1,0 +1,98 @@
+"""``dbtester compare DIR_A DIR_B``: the same databases in two results
+directories, metric by metric — B's trials against A's with Welch's t-test —
+and a verdict a CI job can gate on: a regression is a metric significantly
+worse in B by more than a threshold."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dbtester.analyze import Compared, DatabaseAnalysis, analyze, compare_databases
+from dbtester.analyze.stats import DEFAULT_METRICS, METRICS
+from dbtester.errors import BadInputError
+from dbtester.report.table import format_cell
+from dbtester.results import ResultsDir
+
+__all__ = ["Comparison", "check_metrics", "compare_directories"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: Path
+    b: Path
+    threshold_pct: float
+    compared: tuple[tuple[DatabaseAnalysis, DatabaseAnalysis, tuple[Compared, ...]], ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+
+    @property
+    def regressions(self) -> list[Compared]:
+        """Significantly worse in B by more than the threshold."""
+        return [
+            c
+            for _, _, found in self.compared
+            for c in found
+            if c.change.worse and abs(c.change.change_pct) > self.threshold_pct
+        ]
+
+    def render(self) -> str:
+        lines = [f"A: {self.a}", f"B: {self.b}", ""]
+        for a, b, found in self.compared:
+            lines.append(f"{a.id}  ({len(a.trials)} trial(s) in A, {len(b.trials)} in B)")
+            width = max((len(c.change.metric.row) for c in found), default=0)
+            for item in found:
+                c, row = item.change, item.change.metric.row
+                before = format_cell(row, c.baseline.mean, c.baseline)
+                after = format_cell(row, c.other.mean, c.other)
+                interval = (
+                    f"[{c.low_pct:+.1f}%, {c.high_pct:+.1f}%]"
+                    if c.low_pct is not None and c.high_pct is not None
+                    else ""
+                )
+                p = f"p={c.p_value:.3f}" if c.p_value is not None else "p=?"
+                lines.append(
+                    f"  {row:<{width}}  {before:>22} -> {after:<22}"
+                    f" {c.change_pct:+7.1f}%  {interval:<18}  {p:<8}  {c.verdict}"
+                )
+            if not found:
+                lines.append("  (no metric with values on both sides)")
+        for side, ids in (("A", self.only_a), ("B", self.only_b)):
+            if ids:
+                lines.append(f"only in {side}: {', '.join(ids)}")
+        if any(len(a.trials) < 2 or len(b.trials) < 2 for a, b, _ in self.compared):
+            lines.append(
+                "with one trial on a side a difference cannot be judged (?):"
+                " run with `repeat: 5` to get verdicts"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def check_metrics(names: Sequence[str]) -> tuple[str, ...]:
+    """The metrics to compare (the default set when none are named)."""
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        raise BadInputError(f"unknown metric {', '.join(unknown)}; allowed: {', '.join(METRICS)}")
+    return tuple(names) or DEFAULT_METRICS
+
+
+def compare_directories(
+    a: Path, b: Path, *, threshold_pct: float = 5.0, metrics: Sequence[str] = ()
+) -> Comparison:
+    """Every database both directories hold (matched by id), B against A."""
+    rows = check_metrics(metrics)
+    first = {db.id: db for db in analyze(ResultsDir(a).load()).databases}
+    second = {db.id: db for db in analyze(ResultsDir(b).load()).databases}
+    both = [i for i in first if i in second]
+    compared = tuple(
+        (first[i], second[i], tuple(compare_databases(first[i], second[i], rows))) for i in both
+    )
+    return Comparison(
+        a,
+        b,
+        threshold_pct,
+        compared,
+        tuple(i for i in first if i not in second),
+        tuple(i for i in second if i not in first),
+    )

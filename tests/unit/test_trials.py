@@ -1,0 +1,134 @@
+"""Repeated trials, end to end from the files: a results directory of three
+trials per database (made from the real v1 fixture, with each trial's request
+times stretched by a known factor) renders means with intervals, a
+THROUGHPUT-CV row, a comparison with verdicts, the trial chart and the
+schema-3 summary; ``dbtester compare`` gates on it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dbtester.results import Records, ResultsDir
+from tests.conftest import ROOT
+
+V1 = ROOT / "tests" / "fixtures" / "results-v1"
+IDS = ("etcd-v3.5", "etcd-v3.6")
+
+
+def stretch(path: Path, factor: float) -> None:
+    """Every request due ``factor`` times as far from the first: throughput / factor."""
+    records = Records.load(path)
+    start = records.due_ns.min()
+    due = start + ((records.due_ns - start) * factor).astype(np.int64)
+    Records(
+        due, records.latency_ns, records.service_ns, records.code, records.step, records.codes
+    ).save(path)
+
+
+def make_trials(root: Path, factors: dict[str, list[float]]) -> Path:
+    """A results directory with ``len(factors[id])`` trials of each database,
+    every one made from the fixture's etcd 3.5 run: they differ only by the
+    stretch."""
+    root.mkdir()
+    for name in ("config.yaml", "result.json"):
+        shutil.copy(V1 / name, root / name)
+    for db_id, stretches in factors.items():
+        for k, factor in enumerate(stretches, start=1):
+            trial = root / db_id / f"trial-{k}"
+            shutil.copytree(V1 / IDS[0], trial)
+            record = json.loads((trial / "run.json").read_text())
+            database = {**record["database"], "id": db_id}
+            (trial / "run.json").write_text(
+                json.dumps({**record, "database": database, "trial": k})
+            )
+            stretch(trial / "client-latency.npz", factor)
+    return root
+
+
+@pytest.fixture
+def slower(tmp_path: Path) -> Path:
+    """3.6's trials take 30% longer than 3.5's (each trial a little different)."""
+    return make_trials(tmp_path / "run", {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.3, 1.32, 1.28]})
+
+
+def test_trials_render_means_intervals_and_verdicts(run_cli: Any, slower: Path) -> None:
+    result = run_cli("analyze", str(slower))
+    assert result.code == 0, result.err
+    table = (slower / "summary.txt").read_text()
+    comparison = (slower / "comparison.txt").read_text()
+    assert result.out == table + "\n" + comparison
+    throughput = next(line for line in table.splitlines() if " AVG-THROUGHPUT |" in line)
+    assert throughput.count("req/sec ±") == 2, throughput
+    cv = next(line for line in table.splitlines() if " THROUGHPUT-CV |" in line)
+    assert cv.count(" %") == 2
+    assert "Compared with etcd v3.5.17 (3 trials each" in comparison
+    verdicts = {
+        line.split()[0] + (" " + line.split()[1] if line.split()[0] == "Latency" else ""): line
+        for line in comparison.splitlines()
+        if line.startswith("    ")
+    }
+    assert verdicts["AVG-THROUGHPUT"].rstrip().endswith("slower")
+    assert " -23." in verdicts["AVG-THROUGHPUT"]  # 1 / 1.3
+    # the servers' samples are the same files in every trial: no difference
+    assert verdicts["SERVER-MAX-CPU-USAGE"].rstrip().endswith("~")
+    assert (slower / "charts" / "THROUGHPUT-BY-TRIAL.svg").exists()
+    readme = (slower / "README.md").read_text()
+    assert comparison.strip() in readme and "THROUGHPUT-BY-TRIAL.svg" in readme
+
+
+def test_the_summary_keeps_every_trial(slower: Path, run_cli: Any) -> None:
+    assert run_cli("analyze", str(slower)).code == 0
+    summary = ResultsDir(slower).read_summary()
+    assert summary is not None and summary.repeat == 3
+    first = summary.databases[0]
+    assert first.trials == 3 and len(first.trial_figures) == 3
+    values = [f["AVG-THROUGHPUT"] for f in first.trial_figures]
+    assert isinstance(first.figures["AVG-THROUGHPUT"], float)
+    assert first.figures["AVG-THROUGHPUT"] == pytest.approx(np.mean(values))  # type: ignore[arg-type]
+    assert first.intervals["AVG-THROUGHPUT"] > 0
+    verdicts = {(c.database, c.row): c.verdict for c in summary.comparisons}
+    assert verdicts[(IDS[1], "AVG-THROUGHPUT")] == "slower"
+
+
+def test_compare_gates_on_a_regression(tmp_path: Path, run_cli: Any) -> None:
+    same = {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]}
+    a = make_trials(tmp_path / "a", same)
+    b = make_trials(tmp_path / "b", {**same, IDS[1]: [1.3, 1.32, 1.28]})
+    # A against itself: nothing changed
+    result = run_cli("compare", str(a), str(a))
+    assert result.code == 0, result.err
+    assert "regression" not in result.err
+    # 3.6 in B is about 23% slower: worse than 5%, exit 1 naming it
+    result = run_cli("compare", str(a), str(b), "--threshold", "5")
+    assert result.code == 1, result.out + result.err
+    assert "etcd-v3.6 AVG-THROUGHPUT" in result.err and "slower" in result.err
+    # a threshold above the change lets it pass
+    assert run_cli("compare", str(a), str(b), "--threshold", "40").code == 0
+
+
+def test_compare_bad_input_exits_2(tmp_path: Path, run_cli: Any) -> None:
+    a = make_trials(tmp_path / "a", {IDS[0]: [1.0, 1.1]})
+    result = run_cli("compare", str(a), str(a), "--metric", "SPEED")
+    assert result.code == 2 and "unknown metric SPEED; allowed: AVG-THROUGHPUT" in result.err
+    result = run_cli("compare", str(a), str(tmp_path / "missing"))
+    assert result.code == 2 and "missing" in result.err
+    newer = tmp_path / "newer"
+    shutil.copytree(a, newer)
+    summary = json.loads((newer / "result.json").read_text())
+    (newer / "result.json").write_text(json.dumps({**summary, "schema_version": 99}))
+    result = run_cli("compare", str(a), str(newer))
+    assert result.code == 2 and "99" in result.err and result.err.count("\n") == 1
+
+
+def test_databases_in_one_directory_only_are_listed(tmp_path: Path, run_cli: Any) -> None:
+    a = make_trials(tmp_path / "a", {IDS[0]: [1.0, 1.1], IDS[1]: [1.0, 1.1]})
+    b = make_trials(tmp_path / "b", {IDS[0]: [1.0, 1.1]})
+    result = run_cli("compare", str(a), str(b))
+    assert result.code == 0, result.err
+    assert "only in A: etcd-v3.6" in result.out
