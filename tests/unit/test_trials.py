@@ -132,3 +132,17 @@ def test_databases_in_one_directory_only_are_listed(tmp_path: Path, run_cli: Any
     result = run_cli("compare", str(a), str(b))
     assert result.code == 0, result.err
     assert "only in A: etcd-v3.6" in result.out
+
+
+def test_a_trial_in_the_wrong_directory_is_named(tmp_path: Path) -> None:
+    from dbtester.errors import ResultsError
+
+    root = make_trials(tmp_path / "run", {IDS[0]: [1.0, 1.1]})
+    record = root / IDS[0] / "trial-2" / "run.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "trial": 1}))
+    with pytest.raises(ResultsError, match=r"trial-2/run\.json: says it is trial 1"):
+        ResultsDir(root).load()
+    # a trial directory without its run.json is a trial that never ran
+    record.unlink()
+    loaded = ResultsDir(root).load()
+    assert [t.trial for t in loaded.databases[0].trials] == [1]
