@@ -265,6 +265,9 @@ def _array_variant(draw: st.DataObject, array: Any) -> Any:
         ),
         label="array variant",
     )
+    # A variant of a variant: what an earlier mutation made 0-d or 2-d is
+    # flattened first, so that every variant applies to any array.
+    array = np.asarray(array).reshape(-1)
     if how == "short":
         return array[: draw.draw(st.integers(0, max(0, len(array) - 1)), label="length")]
     if how == "empty":
