@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use bytes::{BufMut, Bytes, BytesMut};
 use h2::RecvStream;
 use h2::client::SendRequest;
-use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue, TE};
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, TE};
 use http::uri::{Authority, PathAndQuery, Scheme, Uri};
 use http::{Method, Request, Response, StatusCode};
 use tokio::net::TcpStream;
@@ -283,8 +283,10 @@ async fn read_reply<T>(
 }
 
 fn status_in(headers: &HeaderMap) -> Option<Code> {
+    // A HeaderName, not a str: looking a str up parses it as a name first.
+    const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
     headers
-        .get("grpc-status")
+        .get(GRPC_STATUS)
         .map(|value| Code::parse(value.as_bytes()))
 }
 
