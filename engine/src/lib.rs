@@ -2,6 +2,7 @@
 //! only the boundary (plan in, counters and records out); the engine itself
 //! runs on its own thread and never touches Python.
 
+mod coalesce;
 mod consul;
 mod engine;
 mod etcd;
