@@ -1,17 +1,16 @@
-//! etcd over gRPC: one tonic channel (its own HTTP/2 connection) per
-//! connection, hand-written prost messages carrying only the fields used
-//! (field numbers from dbtester/proto/etcd.proto; prost skips the rest).
+//! etcd over gRPC: one HTTP/2 connection per connection (see grpc.rs),
+//! hand-written prost messages carrying only the fields used, and the Range
+//! and Put replies read where they lie rather than decoded into structs
+//! (field numbers from dbtester/proto/etcd.proto).
 
 use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
-use http::uri::PathAndQuery;
-use tonic::client::Grpc;
-use tonic::transport::{Channel, Endpoint as TonicEndpoint};
-use tonic::{Code, Request, Status};
-use tonic_prost::ProstCodec;
+use http::Uri;
+use prost::Message;
 
+use crate::grpc::{Conn, Failure, frame};
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Balancer, Consistency, Endpoint, Operation, Plan, Step};
 use crate::protocol::{Protocol, endpoint_for, within};
@@ -28,10 +27,6 @@ pub struct PutRequest {
     pub value: Bytes,
 }
 
-/// Its header is not needed: a reply that decodes is a success.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PutResponse {}
-
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RangeRequest {
     #[prost(bytes = "bytes", tag = "1")]
@@ -40,18 +35,6 @@ pub struct RangeRequest {
     pub serializable: bool,
     #[prost(bool, tag = "9")]
     pub count_only: bool,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RangeResponse {
-    #[prost(message, repeated, tag = "2")]
-    pub kvs: Vec<KeyValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct KeyValue {
-    #[prost(bytes = "bytes", tag = "5")]
-    pub value: Bytes,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -71,8 +54,14 @@ pub struct ResponseHeader {
     pub member_id: u64,
 }
 
+/// A connection and the URI of the step's one method on it.
+struct Target {
+    conn: Conn,
+    uri: Uri,
+}
+
 pub struct Etcd {
-    conns: Vec<Grpc<Channel>>,
+    targets: Vec<Target>,
     value: Bytes,
     read: bool,
     serializable: bool,
@@ -87,91 +76,104 @@ impl Protocol for Etcd {
         else {
             unreachable!("etcd opened for another protocol");
         };
-        // A Channel queues calls in a buffer before its connection takes them;
-        // leave room for every client so none waits there instead of on the server.
-        let buffer = step.clients.max(1024);
         let leader = if *balancer == Balancer::Leader {
             Some(leader(plan).await?)
         } else {
             None
         };
-        let conns = try_join_all((0..step.connections).map(|c| {
+        let read = plan.operation == Operation::Read;
+        let targets = try_join_all((0..step.connections).map(|c| {
             let target = match (balancer, &leader) {
                 (Balancer::Leader, Some(leader)) => leader,
                 (Balancer::PickFirst, _) => &plan.endpoints[0],
                 _ => endpoint_for(plan, c),
             };
             async move {
-                let channel = connect(plan, target, buffer).await?;
-                let grpc = Grpc::new(channel).max_decoding_message_size(usize::MAX);
-                probe(plan, target, grpc.clone()).await?;
-                Ok::<_, EngineError>(grpc)
+                let conn = connect(plan, target).await?;
+                probe(plan, target, &conn).await?;
+                let uri = conn.uri(if read { RANGE } else { PUT });
+                Ok::<_, EngineError>(Target { conn, uri })
             }
         }))
         .await?;
         Ok(Etcd {
-            conns,
+            targets,
             value: Bytes::from(plan.value()),
-            read: plan.operation == Operation::Read,
+            read,
             serializable: plan.consistency == Consistency::Serializable,
         })
     }
 
     async fn request(&self, conn: usize, key: &[u8], _sent: &mut Instant) -> Outcome {
-        // Clones share the channel (its connection); unary() needs its own handle.
-        let mut grpc = self.conns[conn].clone();
-        if grpc.ready().await.is_err() {
-            // The channel cannot reach the member: gRPC's UNAVAILABLE.
-            return Outcome::Named("UNAVAILABLE");
-        }
+        let Target { conn, uri } = &self.targets[conn];
         let key = Bytes::copy_from_slice(key);
         if self.read {
-            let request = RangeRequest {
+            let request = frame(&RangeRequest {
                 key,
                 serializable: self.serializable,
                 count_only: false,
-            };
-            let path = PathAndQuery::from_static(RANGE);
-            let codec = ProstCodec::<RangeRequest, RangeResponse>::default();
-            match grpc.unary(Request::new(request), path, codec).await {
-                Ok(reply) => match reply.get_ref().kvs.first() {
-                    Some(kv) if kv.value == self.value => Outcome::Ok,
-                    _ => Outcome::WrongValue,
-                },
-                Err(status) => status_outcome(&status),
-            }
+            });
+            let reply = conn.unary(uri, request, |reply| holds(reply, &self.value));
+            range_outcome(reply.await)
         } else {
-            let request = PutRequest {
+            let request = frame(&PutRequest {
                 key,
                 value: self.value.clone(),
-            };
-            let path = PathAndQuery::from_static(PUT);
-            let codec = ProstCodec::<PutRequest, PutResponse>::default();
-            match grpc.unary(Request::new(request), path, codec).await {
-                Ok(_) => Outcome::Ok,
-                Err(status) => status_outcome(&status),
+            });
+            // Its header is not needed: a reply that decodes is a success.
+            let decodes = |reply: &[u8]| well_formed(reply).then_some(());
+            match conn.unary(uri, request, decodes).await {
+                Ok(()) => Outcome::Ok,
+                Err(failure) => failure_outcome(&failure),
             }
         }
     }
 
     async fn close(self) {
-        // Dropping the last handle to a channel closes its connection.
-        drop(self.conns);
+        // Dropping a connection closes its socket.
+        drop(self.targets);
     }
 }
 
-async fn connect(plan: &Plan, target: &Endpoint, buffer: usize) -> Result<Channel, EngineError> {
+/// Whether a RangeResponse's first key-value holds `value` (no key-value:
+/// it does not); None if it is not a RangeResponse.
+fn holds(reply: &[u8], value: &[u8]) -> Option<bool> {
+    let first = first_value(reply).ok()?;
+    Some(first == Some(value))
+}
+
+fn range_outcome(reply: Result<bool, Failure>) -> Outcome {
+    match reply {
+        Ok(true) => Outcome::Ok,
+        Ok(false) => Outcome::WrongValue,
+        Err(failure) => failure_outcome(&failure),
+    }
+}
+
+/// gRPC calls a server it cannot reach UNAVAILABLE, and so do etcd's own
+/// tools: a call that got no reply is named the same way here.
+fn failure_outcome(failure: &Failure) -> Outcome {
+    match failure {
+        Failure::Transport(_) => Outcome::Named("UNAVAILABLE"),
+        Failure::Status(code) => Outcome::Named(code.name()),
+    }
+}
+
+/// A failure for a message: its outcome name and its cause.
+fn describe(failure: &Failure) -> String {
+    let name = failure_outcome(failure).name();
+    match failure {
+        Failure::Transport(cause) => format!("{name}: {}", chain(cause.as_ref())),
+        Failure::Status(_) => name.into_owned(),
+    }
+}
+
+async fn connect(plan: &Plan, target: &Endpoint) -> Result<Conn, EngineError> {
     let what = || format!("cannot connect to etcd at {}", target.authority);
-    let endpoint = TonicEndpoint::from_shared(format!("http://{}", target.authority))
-        .map_err(|e| EngineError(format!("{}: {}", what(), chain(&e))))?
-        .tcp_nodelay(true)
-        .connect_timeout(plan.timeout)
-        .buffer_size(buffer);
     within(plan.timeout, what, async {
-        endpoint
-            .connect()
+        Conn::open(target)
             .await
-            .map_err(|e| EngineError(format!("{}: {}", what(), chain(&e))))
+            .map_err(|e| EngineError(format!("{}: {}", what(), chain(e.as_ref()))))
     })
     .await
 }
@@ -179,38 +181,23 @@ async fn connect(plan: &Plan, target: &Endpoint, buffer: usize) -> Result<Channe
 /// A TCP connection (even an HTTP/2 one) proves little: one harmless call
 /// (counting keys under a prefix nothing uses; serializable, so it needs no
 /// leader) shows an etcd answers on it before the step counts on it.
-async fn probe(plan: &Plan, target: &Endpoint, mut grpc: Grpc<Channel>) -> Result<(), EngineError> {
+async fn probe(plan: &Plan, target: &Endpoint, conn: &Conn) -> Result<(), EngineError> {
     let what = || format!("etcd at {} did not answer a probe", target.authority);
     within(plan.timeout, what, async {
-        grpc.ready()
-            .await
-            .map_err(|e| EngineError(format!("{}: {}", what(), chain(&e))))?;
-        let request = RangeRequest {
+        let request = frame(&RangeRequest {
             key: Bytes::from_static(b"\0dbtester-probe"),
             serializable: true,
             count_only: true,
-        };
-        let codec = ProstCodec::<RangeRequest, RangeResponse>::default();
-        let path = PathAndQuery::from_static(RANGE);
-        match grpc.unary(Request::new(request), path, codec).await {
-            Ok(_) => Ok(()),
+        });
+        match conn.unary(&conn.uri(RANGE), request, |_| Some(())).await {
+            Ok(()) => Ok(()),
             // Any status the server itself sent (UNIMPLEMENTED from a stand-in
             // that serves only Put, an auth error) proves a gRPC server is there.
-            Err(status) if std::error::Error::source(&status).is_none() => Ok(()),
-            Err(status) => Err(EngineError(format!("{}: {}", what(), describe(&status)))),
+            Err(Failure::Status(_)) => Ok(()),
+            Err(failure) => Err(EngineError(format!("{}: {}", what(), describe(&failure)))),
         }
     })
     .await
-}
-
-/// A status for a message: its outcome name and what the server said.
-fn describe(status: &Status) -> String {
-    let name = status_outcome(status).name();
-    match std::error::Error::source(status) {
-        Some(cause) => format!("{name}: {}", chain(cause)),
-        None if status.message().is_empty() => name.into_owned(),
-        None => format!("{name}: {}", status.message()),
-    }
 }
 
 /// The endpoint whose member is the leader: Maintenance.Status on each,
@@ -241,68 +228,192 @@ async fn leader(plan: &Plan) -> Result<Endpoint, EngineError> {
 }
 
 async fn status(plan: &Plan, endpoint: &Endpoint) -> Result<StatusResponse, EngineError> {
-    let channel = connect(plan, endpoint, 16).await?;
-    let mut grpc = Grpc::new(channel);
+    let conn = connect(plan, endpoint).await?;
     let what = || format!("etcd at {}: Maintenance.Status", endpoint.authority);
     within(plan.timeout, what, async {
-        grpc.ready()
+        let request = frame(&StatusRequest {});
+        let decode = |reply: &[u8]| StatusResponse::decode(reply).ok();
+        conn.unary(&conn.uri(STATUS), request, decode)
             .await
-            .map_err(|e| EngineError(format!("{}: {}", what(), chain(&e))))?;
-        let codec = ProstCodec::<StatusRequest, StatusResponse>::default();
-        let path = PathAndQuery::from_static(STATUS);
-        match grpc
-            .unary(Request::new(StatusRequest {}), path, codec)
-            .await
-        {
-            Ok(reply) => Ok(reply.into_inner()),
-            Err(status) => Err(EngineError(format!(
-                "{}: {}",
-                what(),
-                status_outcome(&status).name()
-            ))),
-        }
+            .map_err(|failure| {
+                EngineError(format!("{}: {}", what(), failure_outcome(&failure).name()))
+            })
     })
     .await
 }
 
-/// A status the server sent carries no source; one tonic made from a local
-/// transport error does. gRPC calls a server it cannot reach UNAVAILABLE, and
-/// so do etcd's own tools: the outcome is named the same way here.
-fn status_outcome(status: &Status) -> Outcome {
-    match std::error::Error::source(status) {
-        Some(_) => Outcome::Named("UNAVAILABLE"),
-        None => Outcome::Named(code_name(status.code())),
+/// A reply that is not well-formed protobuf, or not shaped as expected.
+#[derive(Debug, PartialEq, Eq)]
+struct Malformed;
+
+/// What a field holds, as far as reading a reply needs to know.
+#[derive(Debug, PartialEq, Eq)]
+enum Wire<'a> {
+    /// Length-delimited: bytes, a string or a message.
+    Bytes(&'a [u8]),
+    /// A number or a (skipped) group.
+    Other,
+}
+
+/// How deep groups may nest (prost's limit): a hostile reply cannot
+/// exhaust the stack.
+const MAX_DEPTH: u32 = 100;
+
+/// The value of a RangeResponse's first key-value (None: no key-values),
+/// read in place rather than decoded into owned structs. It checks what
+/// decoding with prost into `{kvs: [{value}]}` checked: every field well
+/// formed, kvs (2) and value (5) length-delimited, other fields skipped; the
+/// last value in a key-value counts, a key-value without one has an empty value.
+fn first_value(message: &[u8]) -> Result<Option<&[u8]>, Malformed> {
+    let mut first = None;
+    let mut rest = message;
+    while !rest.is_empty() {
+        match field(&mut rest, MAX_DEPTH)? {
+            (2, Wire::Bytes(kv)) => {
+                let value = value_of(kv)?;
+                first.get_or_insert(value);
+            }
+            (2, Wire::Other) => return Err(Malformed),
+            _ => {}
+        }
+    }
+    Ok(first)
+}
+
+/// A KeyValue's value (5).
+fn value_of(kv: &[u8]) -> Result<&[u8], Malformed> {
+    let mut value: &[u8] = &[];
+    let mut rest = kv;
+    while !rest.is_empty() {
+        match field(&mut rest, MAX_DEPTH)? {
+            (5, Wire::Bytes(bytes)) => value = bytes,
+            (5, Wire::Other) => return Err(Malformed),
+            _ => {}
+        }
+    }
+    Ok(value)
+}
+
+/// Whether `message` is well-formed protobuf (what decoding a PutResponse
+/// without fields checked).
+fn well_formed(message: &[u8]) -> bool {
+    let mut rest = message;
+    while !rest.is_empty() {
+        if field(&mut rest, MAX_DEPTH).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Reads the field at the start of `rest` and moves past it: its number and
+/// what it holds.
+fn field<'a>(rest: &mut &'a [u8], depth: u32) -> Result<(u32, Wire<'a>), Malformed> {
+    let (number, wire_type) = key(rest)?;
+    let wire = match wire_type {
+        0 => {
+            varint(rest)?;
+            Wire::Other
+        }
+        1 => {
+            take(rest, 8)?;
+            Wire::Other
+        }
+        2 => {
+            let len = usize::try_from(varint(rest)?).map_err(|_| Malformed)?;
+            Wire::Bytes(take(rest, len)?)
+        }
+        3 => {
+            skip_group(rest, number, depth)?;
+            Wire::Other
+        }
+        5 => {
+            take(rest, 4)?;
+            Wire::Other
+        }
+        // 4 ends a group none started; 6 and 7 are not wire types.
+        _ => return Err(Malformed),
+    };
+    Ok((number, wire))
+}
+
+/// A field's key: its number (at least 1) and wire type.
+fn key(rest: &mut &[u8]) -> Result<(u32, u32), Malformed> {
+    let key = u32::try_from(varint(rest)?).map_err(|_| Malformed)?;
+    match (key >> 3, key & 7) {
+        (0, _) => Err(Malformed),
+        field => Ok(field),
     }
 }
 
-/// gRPC's own names for its status codes.
-fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
+/// Skips a group's fields, through its end (wire type 4, the same number).
+fn skip_group(rest: &mut &[u8], number: u32, depth: u32) -> Result<(), Malformed> {
+    let depth = depth.checked_sub(1).ok_or(Malformed)?;
+    loop {
+        let mut after = *rest;
+        match key(&mut after)? {
+            (end, 4) if end == number => {
+                *rest = after;
+                return Ok(());
+            }
+            (_, 4) => return Err(Malformed),
+            _ => {
+                field(rest, depth)?;
+            }
+        }
     }
+}
+
+/// A base-128 varint of at most 10 bytes that fits 64 bits.
+fn varint(rest: &mut &[u8]) -> Result<u64, Malformed> {
+    let mut value = 0u64;
+    for (i, &byte) in rest.iter().take(10).enumerate() {
+        if i == 9 && byte > 1 {
+            return Err(Malformed); // past 64 bits
+        }
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte < 0x80 {
+            *rest = &rest[i + 1..];
+            return Ok(value);
+        }
+    }
+    Err(Malformed)
+}
+
+/// The next `len` bytes, moving past them.
+fn take<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], Malformed> {
+    if rest.len() < len {
+        return Err(Malformed);
+    }
+    let (taken, after) = rest.split_at(len);
+    *rest = after;
+    Ok(taken)
 }
 
 #[cfg(test)]
 mod tests {
-    use prost::Message;
-
     use super::*;
+    use crate::grpc::Code;
+
+    /// What the engine decoded replies into before it read them in place:
+    /// the reference `first_value` and `well_formed` must agree with.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct RangeResponse {
+        #[prost(message, repeated, tag = "2")]
+        kvs: Vec<KeyValue>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct KeyValue {
+        #[prost(bytes = "bytes", tag = "5")]
+        value: Bytes,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct PutResponse {}
+
+    /// RangeResponse{header{member_id 9}, kvs[{key "k", value "v"}], count 1}.
+    const REPLY: &[u8] = b"\x0a\x02\x10\x09\x12\x06\x0a\x01k\x2a\x01v\x20\x01";
 
     #[test]
     fn messages_use_etcds_field_numbers() {
@@ -317,24 +428,110 @@ mod tests {
             count_only: true,
         };
         assert_eq!(range.encode_to_vec(), b"\x0a\x01k\x38\x01\x48\x01");
-        // RangeResponse{header{member_id 9}, kvs[{key "k", value "v"}], count 1}:
-        // unknown fields are skipped, kvs[0].value is read.
-        let reply = b"\x0a\x02\x10\x09\x12\x06\x0a\x01k\x2a\x01v\x20\x01";
-        let decoded = RangeResponse::decode(&reply[..]).unwrap();
-        assert_eq!(decoded.kvs[0].value, Bytes::from_static(b"v"));
+        // Unknown fields are skipped, kvs[0].value is read.
+        assert_eq!(first_value(REPLY), Ok(Some(&b"v"[..])));
         let status = StatusResponse::decode(&b"\x0a\x02\x10\x07\x20\x07"[..]).unwrap();
         assert_eq!((status.header.unwrap().member_id, status.leader), (7, 7));
     }
 
     #[test]
-    fn server_statuses_keep_grpc_names() {
-        let status = Status::new(Code::ResourceExhausted, "quota");
-        assert_eq!(status_outcome(&status).name(), "RESOURCE_EXHAUSTED");
-        assert_eq!(code_name(Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
-        let local = Status::from_error(Box::new(std::io::Error::from(
-            std::io::ErrorKind::ConnectionReset,
-        )));
+    fn reads_check_the_first_value() {
+        let value = b"v";
+        assert_eq!(holds(REPLY, value), Some(true));
+        assert_eq!(holds(REPLY, b"w"), Some(false));
+        // No key-values at all (the key is missing): wrong-value, as before.
+        assert_eq!(holds(b"\x0a\x02\x10\x09\x20\x00", value), Some(false));
+        assert_eq!(holds(b"", value), Some(false));
+        // A key-value without a value has an empty one.
+        assert_eq!(holds(b"\x12\x03\x0a\x01k", value), Some(false));
+        assert_eq!(holds(b"\x12\x03\x0a\x01k", b""), Some(true));
+        // Only the first key-value counts; within it, the last value.
+        assert_eq!(
+            holds(b"\x12\x03\x2a\x01w\x12\x03\x2a\x01v", value),
+            Some(false)
+        );
+        assert_eq!(holds(b"\x12\x06\x2a\x01w\x2a\x01v", value), Some(true));
+        // Not protobuf: the reply is INTERNAL (see grpc::messages).
+        assert_eq!(holds(&REPLY[..REPLY.len() - 3], value), None);
+        assert_eq!(range_outcome(Ok(true)), Outcome::Ok);
+        assert_eq!(range_outcome(Ok(false)), Outcome::WrongValue);
+        assert_eq!(
+            range_outcome(Err(Failure::Status(Code::INTERNAL))),
+            Outcome::Named("INTERNAL")
+        );
+    }
+
+    /// Replies, and every truncation and many corruptions of them: reading in
+    /// place accepts, rejects and reads exactly what prost's decoding did.
+    #[test]
+    fn replies_read_as_prost_decoded_them() {
+        let kv = |value: &[u8]| {
+            let mut kv = b"\x0a\x04k001\x10\xb2\x06\x18\x03\x20\x01\x2a".to_vec();
+            kv.push(value.len() as u8);
+            kv.extend_from_slice(value);
+            kv.extend_from_slice(b"\x30\x00");
+            kv
+        };
+        let reply = |kvs: &[Vec<u8>]| {
+            let mut reply = b"\x0a\x0a\x08\x01\x10\x02\x18\x91\x03\x20\x05".to_vec();
+            for kv in kvs {
+                reply.push(0x12);
+                reply.push(kv.len() as u8);
+                reply.extend_from_slice(kv);
+            }
+            reply.extend_from_slice(b"\x18\x00\x20\x02");
+            reply
+        };
+        let mut corpus = vec![
+            REPLY.to_vec(),
+            reply(&[]),
+            reply(&[kv(b"value")]),
+            reply(&[kv(b"one"), kv(b"two")]),
+            // A group (3 .. 4) and fixed-size fields among unknown fields.
+            b"\x1b\x08\x01\x1c\x29\0\0\0\0\0\0\0\0\x35\0\0\0\0\x12\x02\x2a\x00".to_vec(),
+        ];
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for seed in corpus.clone() {
+            for cut in 0..seed.len() {
+                corpus.push(seed[..cut].to_vec());
+            }
+            for _ in 0..2000 {
+                let mut bad = seed.clone();
+                for _ in 0..1 + next() % 3 {
+                    let at = (next() % bad.len() as u64) as usize;
+                    bad[at] = next() as u8;
+                }
+                corpus.push(bad);
+            }
+        }
+        for message in &corpus {
+            let prost = RangeResponse::decode(&message[..])
+                .map(|r| r.kvs.first().map(|kv| kv.value.to_vec()));
+            let ours = first_value(message).map(|v| v.map(<[u8]>::to_vec));
+            assert_eq!(ours.ok(), prost.ok(), "{message:x?}");
+            assert_eq!(
+                well_formed(message),
+                PutResponse::decode(&message[..]).is_ok(),
+                "{message:x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn failures_keep_grpc_names() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let lost = Failure::Transport(Box::new(refused));
         // A server the client cannot reach is UNAVAILABLE, as gRPC names it.
-        assert_eq!(status_outcome(&local), Outcome::Named("UNAVAILABLE"));
+        assert_eq!(failure_outcome(&lost), Outcome::Named("UNAVAILABLE"));
+        assert_eq!(describe(&lost), "UNAVAILABLE: connection refused");
+        let quota = Failure::Status(Code::parse(b"8"));
+        assert_eq!(failure_outcome(&quota).name(), "RESOURCE_EXHAUSTED");
+        assert_eq!(describe(&quota), "RESOURCE_EXHAUSTED");
     }
 }

@@ -1,0 +1,585 @@
+//! Unary gRPC calls straight on h2, for etcd. A call is one HTTP/2 stream:
+//! request headers and one length-prefixed message out, then reply headers,
+//! the reply message and trailers holding the gRPC status back.
+//!
+//! tonic's Channel put a tower buffer task, hyper's dispatcher and a task per
+//! request body between a call and its connection, and turned every reply's
+//! trailers into a metadata map and a Status: 44% of the engine's
+//! instructions per call (benchmarks/engine_instructions.py). Here a call
+//! drives its stream itself and only looks at what the outcome needs.
+//!
+//! Failures keep the meaning they had through tonic: a status the server sent
+//! is that status; a reply that is not gRPC (bad framing, a message that does
+//! not decode, no message) is INTERNAL; a call that got no reply (no
+//! connection, the connection or the stream lost) is a transport failure.
+
+use std::error::Error as StdError;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use h2::RecvStream;
+use h2::client::SendRequest;
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, TE};
+use http::uri::{Authority, PathAndQuery, Scheme, Uri};
+use http::{Method, Request, Response, StatusCode};
+use tokio::net::TcpStream;
+
+use crate::coalesce;
+use crate::plan::Endpoint;
+
+/// Names of gRPC's status codes, by number.
+const CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// A gRPC status code (0 to 16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code(u8);
+
+impl Code {
+    pub const OK: Code = Code(0);
+    pub const UNKNOWN: Code = Code(2);
+    pub const PERMISSION_DENIED: Code = Code(7);
+    pub const UNIMPLEMENTED: Code = Code(12);
+    pub const INTERNAL: Code = Code(13);
+    pub const UNAVAILABLE: Code = Code(14);
+    pub const UNAUTHENTICATED: Code = Code(16);
+
+    /// gRPC's own name for the code.
+    pub fn name(self) -> &'static str {
+        CODE_NAMES[usize::from(self.0)]
+    }
+
+    /// A `grpc-status` value: "0" to "16"; anything else is UNKNOWN.
+    pub fn parse(value: &[u8]) -> Code {
+        match *value {
+            [d @ b'0'..=b'9'] => Code(d - b'0'),
+            [b'1', d @ b'0'..=b'6'] => Code(10 + d - b'0'),
+            _ => Code::UNKNOWN,
+        }
+    }
+
+    /// The status gRPC infers from an HTTP reply that carried none.
+    fn from_http(status: StatusCode) -> Code {
+        match status {
+            StatusCode::BAD_REQUEST => Code::INTERNAL,
+            StatusCode::UNAUTHORIZED => Code::UNAUTHENTICATED,
+            StatusCode::FORBIDDEN => Code::PERMISSION_DENIED,
+            StatusCode::NOT_FOUND => Code::UNIMPLEMENTED,
+            StatusCode::TOO_MANY_REQUESTS
+            | StatusCode::BAD_GATEWAY
+            | StatusCode::SERVICE_UNAVAILABLE
+            | StatusCode::GATEWAY_TIMEOUT => Code::UNAVAILABLE,
+            _ => Code::UNKNOWN,
+        }
+    }
+}
+
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// Why a call did not return a message.
+#[derive(Debug)]
+pub enum Failure {
+    /// No reply: connecting failed, or the connection or the stream was lost.
+    Transport(BoxError),
+    /// The server's status (never OK), or INTERNAL for a reply that is not
+    /// a well-formed gRPC reply.
+    Status(Code),
+}
+
+impl Failure {
+    fn transport(error: impl Into<BoxError>) -> Failure {
+        Failure::Transport(error.into())
+    }
+}
+
+/// A live HTTP/2 connection: the handle streams open on. A task drives its
+/// socket until the connection fails, or closes it (GOAWAY) once the last
+/// handle is dropped and no stream is left, as tonic's connections closed.
+struct Link {
+    sender: SendRequest<Bytes>,
+    /// Which connection this is (counts redials): a caller that saw it fail
+    /// redials only if no one replaced it meanwhile.
+    generation: u64,
+}
+
+/// One HTTP/2 connection to one server, redialled when it is lost (as
+/// tonic's Channel did): a call that finds it broken dials again, and fails
+/// as a transport failure if that fails too.
+pub struct Conn {
+    endpoint: Endpoint,
+    authority: Authority,
+    link: Mutex<Link>,
+    /// One redial at a time; the others wait and use its connection.
+    redial: tokio::sync::Mutex<()>,
+}
+
+impl Conn {
+    /// Connects (TCP and the HTTP/2 preface; no call is made).
+    pub async fn open(endpoint: &Endpoint) -> Result<Conn, BoxError> {
+        let authority = Authority::try_from(endpoint.authority.as_str())?;
+        let link = dial(endpoint, 0).await?;
+        Ok(Conn {
+            endpoint: endpoint.clone(),
+            authority,
+            link: Mutex::new(link),
+            redial: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The URI of method `path` ("/package.Service/Method") on this server.
+    pub fn uri(&self, path: &'static str) -> Uri {
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(Scheme::HTTP);
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(PathAndQuery::from_static(path));
+        Uri::from_parts(parts).expect("scheme, authority and path make a URI")
+    }
+
+    /// Calls `uri` with `message` (already framed by `frame`). Every message
+    /// of the reply goes through `decode` (None: it does not decode); the
+    /// first one's result is returned.
+    pub async fn unary<T>(
+        &self,
+        uri: &Uri,
+        message: Bytes,
+        decode: impl Fn(&[u8]) -> Option<T>,
+    ) -> Result<T, Failure> {
+        let mut sender = self.ready().await?;
+        let (reply, mut stream) = sender
+            .send_request(request(uri), false)
+            .map_err(Failure::transport)?;
+        stream
+            .send_data(message, true)
+            .map_err(Failure::transport)?;
+        let reply = reply.await.map_err(Failure::transport)?;
+        read_reply(reply, decode).await
+    }
+
+    /// A handle that may open a stream now, redialling if the connection is gone.
+    async fn ready(&self) -> Result<SendRequest<Bytes>, Failure> {
+        let (generation, sender) = self.current();
+        match sender.ready().await {
+            Ok(sender) => Ok(sender),
+            Err(_) => self.redialled(generation).await,
+        }
+    }
+
+    fn current(&self) -> (u64, SendRequest<Bytes>) {
+        let link = self.lock();
+        (link.generation, link.sender.clone())
+    }
+
+    /// A fresh connection in place of connection `failed`, unless another
+    /// caller replaced it already.
+    async fn redialled(&self, failed: u64) -> Result<SendRequest<Bytes>, Failure> {
+        let _turn = self.redial.lock().await;
+        let (generation, sender) = self.current();
+        if generation != failed {
+            return sender.ready().await.map_err(Failure::transport);
+        }
+        let link = dial(&self.endpoint, failed + 1)
+            .await
+            .map_err(Failure::Transport)?;
+        let sender = link.sender.clone();
+        *self.lock() = link;
+        sender.ready().await.map_err(Failure::transport)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Link> {
+        self.link.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A TCP connection with Nagle off and its writes gathered (coalesce.rs),
+/// and HTTP/2 on it with hyper's client settings (what tonic used): 2 MB
+/// stream and 5 MB connection windows.
+async fn dial(endpoint: &Endpoint, generation: u64) -> Result<Link, BoxError> {
+    let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await?;
+    tcp.set_nodelay(true)?;
+    let (socket, sink) = coalesce::split(tcp);
+    let (sender, connection) = h2::client::Builder::new()
+        .initial_max_send_streams(100)
+        .initial_window_size(2 << 20)
+        .initial_connection_window_size(5 << 20)
+        .max_frame_size(16 << 10)
+        .max_header_list_size(16 << 10)
+        .max_send_buffer_size(1 << 20)
+        .max_local_error_reset_streams(Some(1024))
+        .enable_push(false)
+        .handshake::<_, Bytes>(socket)
+        .await?;
+    tokio::spawn(async move {
+        // Its error reaches every stream and the next ready(); nothing to do here.
+        let _ = coalesce::Driver::new(connection, sink).await;
+    });
+    Ok(Link { sender, generation })
+}
+
+/// A gRPC request's headers: POST, the path, and the two headers gRPC requires.
+fn request(uri: &Uri) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = uri.clone();
+    let headers = request.headers_mut();
+    headers.reserve(2);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(TE, HeaderValue::from_static("trailers"));
+    request
+}
+
+/// A message as gRPC sends it: uncompressed (flag 0), its length (4 bytes,
+/// big-endian), the message.
+pub fn frame(message: &impl prost::Message) -> Bytes {
+    let len = message.encoded_len();
+    let mut buf = BytesMut::with_capacity(5 + len);
+    buf.put_u8(0);
+    // Plan bounds keep messages far below 4 GB.
+    buf.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
+    message
+        .encode(&mut buf)
+        .expect("a BytesMut grows as needed");
+    buf.freeze()
+}
+
+/// The reply's status, checked in the order tonic checked it: a status in
+/// the headers (a trailers-only reply), then the messages as they came, then
+/// the status in the trailers (or one inferred from the HTTP status), and
+/// last whether there was a message at all.
+async fn read_reply<T>(
+    reply: Response<RecvStream>,
+    decode: impl Fn(&[u8]) -> Option<T>,
+) -> Result<T, Failure> {
+    let (head, mut body) = reply.into_parts();
+    let trailers_only = match status_in(&head.headers) {
+        Some(Code::OK) => true,
+        Some(code) => return Err(Failure::Status(code)),
+        None => false,
+    };
+    let data = read_body(&mut body).await?;
+    let first = messages(&data, decode)?;
+    if !trailers_only {
+        let trailers = body.trailers().await.map_err(Failure::transport)?;
+        match trailers.as_ref().and_then(status_in) {
+            Some(Code::OK) => {}
+            Some(code) => return Err(Failure::Status(code)),
+            None => return Err(Failure::Status(Code::from_http(head.status))),
+        }
+    }
+    first.ok_or(Failure::Status(Code::INTERNAL))
+}
+
+fn status_in(headers: &HeaderMap) -> Option<Code> {
+    // A HeaderName, not a str: looking a str up parses it as a name first.
+    const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+    headers
+        .get(GRPC_STATUS)
+        .map(|value| Code::parse(value.as_bytes()))
+}
+
+/// The whole body; a reply normally arrives in one DATA frame, kept as it is.
+async fn read_body(body: &mut RecvStream) -> Result<Bytes, Failure> {
+    let mut first = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(Failure::transport)?;
+        // Hand the bytes back to the flow-control window, or it runs dry.
+        let _ = body.flow_control().release_capacity(chunk.len());
+        if chunk.is_empty() {
+            continue;
+        }
+        if let Some(joined) = joined.as_mut() {
+            joined.extend_from_slice(&chunk);
+        } else if first.is_empty() {
+            first = chunk;
+        } else {
+            let mut both = BytesMut::with_capacity(first.len() + chunk.len());
+            both.extend_from_slice(&first);
+            both.extend_from_slice(&chunk);
+            joined = Some(both);
+        }
+    }
+    Ok(joined.map_or(first, BytesMut::freeze))
+}
+
+/// Splits `body` into its length-prefixed messages and decodes each; the
+/// first one's result, or None for a body without messages. A truncated or
+/// compressed message (none was asked for), or one that does not decode,
+/// makes the reply INTERNAL.
+fn messages<T>(body: &[u8], decode: impl Fn(&[u8]) -> Option<T>) -> Result<Option<T>, Failure> {
+    let malformed = Failure::Status(Code::INTERNAL);
+    let mut first = None;
+    let mut rest = body;
+    while !rest.is_empty() {
+        let Some((&[flag, a, b, c, d], after)) = rest.split_first_chunk::<5>() else {
+            return Err(malformed);
+        };
+        let len = u32::from_be_bytes([a, b, c, d]) as usize;
+        if flag != 0 || after.len() < len {
+            return Err(malformed);
+        }
+        let (message, after) = after.split_at(len);
+        let Some(decoded) = decode(message) else {
+            return Err(malformed);
+        };
+        first.get_or_insert(decoded);
+        rest = after;
+    }
+    Ok(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(messages: &[&[u8]]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for message in messages {
+            body.push(0);
+            body.extend_from_slice(&(message.len() as u32).to_be_bytes());
+            body.extend_from_slice(message);
+        }
+        body
+    }
+
+    fn first(body: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
+        messages(body, |m| (m != b"bad").then(|| m.to_vec()))
+    }
+
+    #[test]
+    fn status_codes_parse_as_tonic_parsed_them() {
+        assert_eq!(Code::parse(b"0"), Code::OK);
+        assert_eq!(Code::parse(b"14").name(), "UNAVAILABLE");
+        assert_eq!(Code::parse(b"16").name(), "UNAUTHENTICATED");
+        assert_eq!(Code::parse(b"8").name(), "RESOURCE_EXHAUSTED");
+        for junk in [&b""[..], b"17", b"00", b"1a", b"-1", b"123"] {
+            assert_eq!(Code::parse(junk), Code::UNKNOWN, "{junk:?}");
+        }
+        assert_eq!(Code::from_http(StatusCode::OK), Code::UNKNOWN);
+        assert_eq!(Code::from_http(StatusCode::NOT_FOUND), Code::UNIMPLEMENTED);
+        assert_eq!(
+            Code::from_http(StatusCode::SERVICE_UNAVAILABLE),
+            Code::UNAVAILABLE
+        );
+    }
+
+    #[test]
+    fn the_first_message_is_returned_and_every_one_checked() {
+        assert_eq!(first(&framed(&[b"one"])).unwrap(), Some(b"one".to_vec()));
+        assert_eq!(
+            first(&framed(&[b"one", b"two"])).unwrap(),
+            Some(b"one".to_vec())
+        );
+        assert_eq!(first(&framed(&[b""])).unwrap(), Some(Vec::new()));
+        assert_eq!(first(b"").unwrap(), None);
+        let internal =
+            |r: Result<Option<Vec<u8>>, Failure>| matches!(r, Err(Failure::Status(Code::INTERNAL)));
+        assert!(internal(first(&framed(&[b"bad"]))));
+        assert!(internal(first(&framed(&[b"one", b"bad"]))));
+        // Truncated: a partial prefix, or fewer bytes than the prefix says.
+        assert!(internal(first(&framed(&[b"one"])[..3])));
+        assert!(internal(first(&framed(&[b"one"])[..7])));
+        // Compressed (flag 1) or an unknown flag.
+        let mut compressed = framed(&[b"one"]);
+        compressed[0] = 1;
+        assert!(internal(first(&compressed)));
+    }
+
+    /// A stand-in gRPC server on loopback; the method's name says how it
+    /// answers. "drop" closes the connection instead.
+    async fn serve() -> (Endpoint, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut conn = h2::server::handshake(socket).await.unwrap();
+                    while let Some(Ok((request, respond))) = conn.accept().await {
+                        let how = request.uri().path().trim_start_matches('/').to_owned();
+                        if how == "drop" {
+                            return; // drops the connection
+                        }
+                        tokio::spawn(answer(how, request.into_body(), respond));
+                    }
+                });
+            }
+        });
+        let endpoint = crate::plan::parse_endpoint(&address.to_string()).unwrap();
+        (endpoint, server)
+    }
+
+    async fn answer(
+        how: String,
+        mut body: RecvStream,
+        mut respond: h2::server::SendResponse<Bytes>,
+    ) {
+        // The reply echoes the request's message.
+        let mut echo = Vec::new();
+        while let Some(Ok(chunk)) = body.data().await {
+            let _ = body.flow_control().release_capacity(chunk.len());
+            echo.extend_from_slice(&chunk);
+        }
+        let status = |code: &'static str| {
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", HeaderValue::from_static(code));
+            trailers
+        };
+        let head = |status: u16| http::Response::builder().status(status).body(()).unwrap();
+        let half = Bytes::copy_from_slice(&echo[..4]);
+        let echo = Bytes::from(echo);
+        let mut stream = match how.as_str() {
+            "trailers-only" => {
+                let mut head = head(200);
+                *head.headers_mut() = status("8");
+                respond.send_response(head, true).unwrap();
+                return;
+            }
+            "not-found" => {
+                respond.send_response(head(404), true).unwrap();
+                return;
+            }
+            _ => respond.send_response(head(200), false).unwrap(),
+        };
+        match how.as_str() {
+            "ok" => {
+                stream.send_data(echo, false).unwrap();
+                stream.send_trailers(status("0")).unwrap();
+            }
+            "split" => {
+                stream.send_data(half, false).unwrap();
+                stream.send_data(echo.slice(4..), false).unwrap();
+                stream.send_trailers(status("0")).unwrap();
+            }
+            "error-after-message" => {
+                stream.send_data(echo, false).unwrap();
+                stream.send_trailers(status("5")).unwrap();
+            }
+            "no-status" => stream.send_data(echo, true).unwrap(),
+            "no-message" => stream.send_trailers(status("0")).unwrap(),
+            _ => panic!("{how}"),
+        }
+    }
+
+    fn echo(message: &[u8]) -> Option<Vec<u8>> {
+        Some(message.to_vec())
+    }
+
+    #[tokio::test]
+    async fn calls_read_statuses_as_grpc_defines_them() {
+        let (endpoint, server) = serve().await;
+        let conn = Conn::open(&endpoint).await.unwrap();
+        let message = frame(&crate::etcd::RangeRequest {
+            key: Bytes::from_static(b"key"),
+            serializable: true,
+            count_only: false,
+        });
+        let call = |how: &'static str| {
+            let (conn, message) = (&conn, message.clone());
+            async move { conn.unary(&conn.uri(how), message, echo).await }
+        };
+        let status = |reply: Result<Vec<u8>, Failure>| match reply {
+            Ok(_) => "ok",
+            Err(Failure::Status(code)) => code.name(),
+            Err(Failure::Transport(e)) => panic!("{e}"),
+        };
+        assert_eq!(call("/ok").await.unwrap(), &message[5..]);
+        assert_eq!(call("/split").await.unwrap(), &message[5..]);
+        assert_eq!(status(call("/trailers-only").await), "RESOURCE_EXHAUSTED");
+        assert_eq!(status(call("/error-after-message").await), "NOT_FOUND");
+        assert_eq!(status(call("/not-found").await), "UNIMPLEMENTED");
+        assert_eq!(status(call("/no-status").await), "UNKNOWN");
+        assert_eq!(status(call("/no-message").await), "INTERNAL");
+        let garbled = conn
+            .unary(&conn.uri("/ok"), message.clone(), |_| None::<()>)
+            .await;
+        assert!(matches!(garbled, Err(Failure::Status(Code::INTERNAL))));
+        server.abort();
+    }
+
+    /// Calls in flight together share one connection's writes (coalesce.rs):
+    /// each still gets its own reply, and a message larger than the socket
+    /// takes at once (and than the unsent limit) goes through whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_and_large_calls_get_their_own_replies() {
+        let (endpoint, server) = serve().await;
+        let conn = Conn::open(&endpoint).await.unwrap();
+        let uri = conn.uri("/ok");
+        let calls = (0..200u32).map(|i| {
+            let message = frame(&crate::etcd::PutRequest {
+                key: Bytes::from(format!("key-{i}")),
+                value: Bytes::from(vec![b'v'; 300 + i as usize]),
+            });
+            let (conn, uri) = (&conn, &uri);
+            async move {
+                let reply = conn.unary(uri, message.clone(), echo).await.unwrap();
+                assert_eq!(reply, &message[5..]);
+            }
+        });
+        futures_util::future::join_all(calls).await;
+        let large = frame(&crate::etcd::PutRequest {
+            key: Bytes::from_static(b"large"),
+            value: Bytes::from(vec![b'v'; 3 << 20]),
+        });
+        let reply = conn.unary(&uri, large.clone(), echo).await.unwrap();
+        assert!(reply == large[5..]);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_is_redialled_by_the_next_call() {
+        let (endpoint, server) = serve().await;
+        let conn = Conn::open(&endpoint).await.unwrap();
+        let message = frame(&crate::etcd::StatusRequest {});
+        let call = |how: &'static str| {
+            let (conn, message) = (&conn, message.clone());
+            async move { conn.unary(&conn.uri(how), message, echo).await }
+        };
+        assert!(call("/ok").await.is_ok());
+        // The call the connection dies under gets no reply...
+        assert!(matches!(call("/drop").await, Err(Failure::Transport(_))));
+        // ...the next one gets a new connection.
+        assert!(call("/ok").await.is_ok());
+        assert_eq!(conn.current().0, 1);
+        // With no server at all, a call fails as a transport failure, and
+        // the one after that tries again.
+        server.abort();
+        let _ = call("/drop").await;
+        for _ in 0..2 {
+            assert!(matches!(call("/ok").await, Err(Failure::Transport(_))));
+        }
+    }
+
+    #[test]
+    fn requests_carry_what_grpc_requires() {
+        let uri: Uri = "http://127.0.0.1:2379/etcdserverpb.KV/Range"
+            .parse()
+            .unwrap();
+        let request = request(&uri);
+        assert_eq!(request.method(), Method::POST);
+        assert_eq!(request.uri(), &uri);
+        assert_eq!(request.headers()[CONTENT_TYPE], "application/grpc");
+        assert_eq!(request.headers()[TE], "trailers");
+        let framed = frame(&crate::etcd::RangeRequest {
+            key: Bytes::from_static(b"k"),
+            serializable: true,
+            count_only: false,
+        });
+        assert_eq!(&framed[..], b"\0\0\0\0\x05\x0a\x01k\x38\x01");
+    }
+}
