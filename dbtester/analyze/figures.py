@@ -318,6 +318,7 @@ def _verification(data: DatabaseData, figures: Figures) -> None:
         figures.values["KEYS-VERIFIED"] = (
             f"{verification.found:,} / {verification.expected_min:,} {state}"
         )
+    figures.notes += [f"{data.label}: {note}" for note in data.record.notes]
     if note := client_bound(data):
         figures.notes.append(f"{data.label}: {note}")
     if data.shared_host and data.servers:

@@ -465,7 +465,12 @@ class DatabaseRun:
             verification=self.verification,
             load=load,
             trial=self.trial,
+            notes=tuple(n for n in [self._load_note()] if n),
         )
+
+    def _load_note(self) -> str | None:
+        w = self.db.workload
+        return self.kind.load_note(w.clients, min(w.connections, w.clients))
 
     def _write_record(self) -> DatabaseRecord:
         record = self._record()

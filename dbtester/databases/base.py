@@ -142,6 +142,11 @@ class DatabaseKind(ABC):
         nothing did). A ValueError says why the test case cannot fit."""
         return flags, None
 
+    def load_note(self, clients: int, connections: int) -> str | None:
+        """What ``clients`` and ``connections`` meant for this kind's protocol,
+        when the table alone would mislead (None when they mean the usual)."""
+        return None
+
     @abstractmethod
     def count_keys(self, settings: LoadSettings) -> int:
         """How many keys the load generator's prefix holds (verification)."""

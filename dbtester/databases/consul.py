@@ -53,6 +53,15 @@ class Consul(DatabaseKind):
     client_model = ConsulClient
     protocol: ClassVar[str] = "consul"
 
+    def load_note(self, clients: int, connections: int) -> str | None:
+        if clients <= connections:
+            return None
+        return (
+            f"HTTP/1.1 carries one request at a time per connection: {clients:,} clients"
+            f" took turns on {connections:,} connections, first come, first served, and"
+            " each wait counts in latency"
+        )
+
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         flags = member.flags
         assert isinstance(flags, ConsulFlags)

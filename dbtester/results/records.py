@@ -152,6 +152,9 @@ class DatabaseRecord(_Versioned):
     load: LoadWindow | None = None
     #: which trial of a repeated run (None: the database ran once)
     trial: int | None = None
+    #: what the table alone does not say about this run (e.g. how a kind
+    #: that cannot multiplex shared its connections)
+    notes: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:

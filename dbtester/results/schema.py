@@ -17,7 +17,7 @@ History (add a line and an upgrade step whenever what a file holds changes):
    ``title`` empty and ``databases`` an empty list until the analysis fills
    them. Nothing was removed: a version 1 file upgrades by renaming its key.
 3. Repeated trials. ``run.json`` has ``trial`` (null for a database's only
-   trial, kept in ``<db-id>/``; k for ``<db-id>/trial-<k>/``).
+   trial, kept in ``<db-id>/``; k for ``<db-id>/trial-<k>/``) and ``notes``.
    ``result.json`` has ``repeat`` and ``comparisons`` (each database against
    the first), and per database ``trials``, ``intervals`` (the 95% interval's
    half-width per row) and ``trial_figures`` (every trial's rows). Only keys

@@ -152,3 +152,17 @@ def test_table_layout() -> None:
     at = ROWS.index("SERVER-TOTAL-NETWORK-TX-DATA-SUM") + 1
     assert names == [*ROWS[:at], *per_server, *ROWS[at:]]
     assert all(len(line) == len(lines[0]) for line in lines)
+
+
+def test_a_kind_that_cannot_multiplex_says_how_clients_shared_connections() -> None:
+    from dataclasses import replace
+
+    from dbtester.databases import get_kind
+
+    consul, etcd = get_kind("consul"), get_kind("etcd")
+    note = consul.load_note(100, 10)
+    assert note is not None and "100 clients took turns on 10 connections" in note
+    assert consul.load_note(10, 10) is None and etcd.load_note(100, 10) is None
+    data = _data(1000, 1.0)
+    data = replace(data, record=data.record.model_copy(update={"notes": (note,)}))
+    assert f"db: {note}" in compute(data).notes
