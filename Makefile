@@ -37,10 +37,10 @@ demo: setup
 	$(BIN)/dbtester install --for $(DEMO_CONFIG)
 	$(BIN)/dbtester run $(DEMO_CONFIG)
 
-# Regenerate plots/gallery from a real run of the demo test case.
+# Regenerate plots/gallery from a real run of the demo test case, 3 trials each.
 gallery: setup
 	rm -rf plots/gallery
-	$(BIN)/dbtester run $(DEMO_CONFIG) --out plots/gallery
+	$(BIN)/dbtester run $(DEMO_CONFIG) --out plots/gallery --repeat 3
 
 test: setup engine-test
 	$(BIN)/pytest
