@@ -12,6 +12,7 @@ from pathlib import Path
 from dbtester.analyze import Compared, DatabaseAnalysis, analyze, compare_databases
 from dbtester.analyze.stats import DEFAULT_METRICS, METRICS
 from dbtester.errors import BadInputError
+from dbtester.report.comparison import describe_change
 from dbtester.report.table import format_cell
 from dbtester.results import ResultsDir
 
@@ -46,15 +47,9 @@ class Comparison:
                 c, row = item.change, item.change.metric.row
                 before = format_cell(row, c.baseline.mean, c.baseline)
                 after = format_cell(row, c.other.mean, c.other)
-                interval = (
-                    f"[{c.low_pct:+.1f}%, {c.high_pct:+.1f}%]"
-                    if c.low_pct is not None and c.high_pct is not None
-                    else ""
-                )
-                p = f"p={c.p_value:.3f}" if c.p_value is not None else "p=?"
                 lines.append(
                     f"  {row:<{width}}  {before:>22} -> {after:<22}"
-                    f" {c.change_pct:+7.1f}%  {interval:<18}  {p:<8}  {c.verdict}"
+                    f" {describe_change(c)}  {c.verdict}"
                 )
             if not found:
                 lines.append("  (no metric with values on both sides)")

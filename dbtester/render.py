@@ -37,12 +37,7 @@ def render(directory: Path) -> Rendered:
     analysis = analyze(store.load())
     labels, figures = analysis.labels, analysis.figures
     table = render_table(labels, figures, analysis.estimates)
-    comparison = render_comparisons(
-        {db.id: db.label for db in analysis.databases},
-        [db.id for db in analysis.databases],
-        analysis.comparisons,
-        analysis.repeat,
-    )
+    comparison = render_comparisons(analysis)
     layout = store.layout
     render_charts(layout.chart, labels, figures)
     started = analysis.results.summary or RunSummary(

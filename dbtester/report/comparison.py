@@ -4,11 +4,10 @@ interval, the p-value and a verdict — as text for the console and the README."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from dbtester.analyze import Analysis
+from dbtester.analyze.stats import Change
 
-from dbtester.analyze import Compared
-
-__all__ = ["render_comparisons"]
+__all__ = ["describe_change", "render_comparisons"]
 
 METHOD = (
     "change of the mean against the baseline, its 95% interval and the p-value of"
@@ -16,14 +15,13 @@ METHOD = (
 )
 
 
-def render_comparisons(
-    labels: Mapping[str, str], order: Sequence[str], compared: Sequence[Compared], trials: int
-) -> str:
-    """The section for databases ``order`` (ids, the baseline first); empty
-    with fewer than two databases."""
-    if len(order) < 2:
+def render_comparisons(analysis: Analysis) -> str:
+    """The section for the analysed databases (the first is the baseline);
+    empty with fewer than two databases."""
+    databases, compared, trials = analysis.databases, analysis.comparisons, analysis.repeat
+    if len(databases) < 2:
         return ""
-    baseline = labels[order[0]]
+    baseline = databases[0].label
     if trials < 2:
         return (
             f"Compared with {baseline}: differences cannot be judged from one trial each;"
@@ -32,21 +30,23 @@ def render_comparisons(
         )
     lines = [f"Compared with {baseline} ({trials} trials each; {METHOD}):"]
     width = max(len(c.change.metric.row) for c in compared) if compared else 0
-    for db_id in order[1:]:
-        lines.append(f"  {labels[db_id]}")
-        for item in (c for c in compared if c.database == db_id):
-            lines.append(f"    {item.change.metric.row:<{width}}  {_describe(item)}")
+    for db in databases[1:]:
+        lines.append(f"  {db.label}")
+        for item in (c for c in compared if c.database == db.id):
+            c = item.change
+            lines.append(
+                f"    {c.metric.row:<{width}}  {describe_change(c)}"
+                f"  n={c.baseline.n}+{c.other.n}  {c.verdict}"
+            )
     return "\n".join(lines) + "\n"
 
 
-def _describe(item: Compared) -> str:
-    c = item.change
+def describe_change(c: Change) -> str:
+    """The change in %, its 95% interval and the p-value, in aligned columns."""
     interval = (
         f"[{c.low_pct:+.1f}%, {c.high_pct:+.1f}%]"
         if c.low_pct is not None and c.high_pct is not None
         else ""
     )
     p = f"p={c.p_value:.3f}" if c.p_value is not None else "p=?"
-    return (
-        f"{c.change_pct:+7.1f}%  {interval:<18}  {p:<8}  n={c.baseline.n}+{c.other.n}  {c.verdict}"
-    )
+    return f"{c.change_pct:+7.1f}%  {interval:<18}  {p:<8}"
