@@ -31,12 +31,12 @@ from dbtester.errors import MemberError
 from dbtester.install import Installed, find_installed, list_installed
 from dbtester.proto import agent_pb2 as pb
 from dbtester.proto import agent_pb2_grpc as pb_grpc
+from dbtester.util.paths import SAFE_NAME
 
 __all__ = ["AgentService"]
 
 log = logging.getLogger(__name__)
 
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # always fullmatch: never a path
 CLUSTER_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,300}")
 CHUNK = 64 * 1024
 #: a kind's flags are a few keys; anything longer is not flags

@@ -13,7 +13,13 @@ from typing import Any
 
 from dbtester.errors import ResultsError
 
-__all__ = ["check_regular_file", "check_unicode", "read_regular_file"]
+__all__ = ["check_regular_file", "check_unicode", "present", "read_regular_file"]
+
+
+def present(path: Path) -> bool:
+    """Whether anything is at ``path``: a symbolic link that leads nowhere (or
+    in a loop) is there, and reading it says why it cannot be read."""
+    return path.is_symlink() or path.exists()
 
 
 def check_regular_file(path: Path) -> int:

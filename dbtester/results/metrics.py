@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dbtester.errors import ResultsError
-from dbtester.results.files import check_regular_file
+from dbtester.results.files import check_regular_file, present
 
 __all__ = ["CLIENT_COLUMNS", "SERVER_COLUMNS", "read_metrics"]
 
@@ -56,7 +56,7 @@ CLIENT_COLUMNS = (
 def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
     """The samples in ``path``; None when it is missing or holds none (a member
     that died at once). ResultsError, naming the file, when it is corrupt."""
-    if not path.is_symlink() and not path.exists():
+    if not present(path):
         return None
     if check_regular_file(path) == 0:
         return None

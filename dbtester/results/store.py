@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +20,13 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dbtester.errors import ResultsError
-from dbtester.results.files import check_unicode, read_regular_file
+from dbtester.results.files import check_unicode, present, read_regular_file
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.records import DatabaseRecord, RunSummary
 from dbtester.results.requests import Records
 from dbtester.results.schema import upgrade
+from dbtester.util.paths import SAFE_NAME
 
 __all__ = ["CaseInfo", "DatabaseResults", "ResultsDir", "RunResults", "TrialResults"]
 
@@ -127,7 +127,7 @@ class ResultsDir:
         for entry in raw.get("databases", []):
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
                 raise ResultsError(path, "a database entry has no id")
-            if not _DATABASE_ID.fullmatch(entry["id"]):
+            if not SAFE_NAME.fullmatch(entry["id"]):
                 # It names a directory: never a path out of this one.
                 raise ResultsError(path, f"database id {entry['id'][:80]!r} is not an id")
             label = entry.get("description") or entry["id"]
@@ -155,11 +155,11 @@ class ResultsDir:
 
     def read_summary(self) -> RunSummary | None:
         path = self.layout.summary
-        return _read_record(path, RunSummary) if _present(path) else None
+        return _read_record(path, RunSummary) if present(path) else None
 
     def read_record(self, db_id: str, trial: int | None = None) -> DatabaseRecord | None:
         path = self.database(db_id, trial).record
-        if not _present(path):
+        if not present(path):
             return None
         record = _read_record(path, DatabaseRecord)
         if record.trial != trial:
@@ -168,12 +168,12 @@ class ResultsDir:
 
     def read_requests(self, db_id: str, trial: int | None = None) -> Records | None:
         path = self.database(db_id, trial).requests
-        return Records.load(path) if _present(path) else None
+        return Records.load(path) if present(path) else None
 
     def trial_numbers(self, db_id: str) -> list[int | None]:
         """The trials saved for ``db_id``: ``[None]`` for a database that ran
         once (its files in ``<db-id>/``), else the numbers of its trial dirs."""
-        if _present(self.database(db_id).record):
+        if present(self.database(db_id).record):
             return [None]
         return list(self.database(db_id).trial_numbers())
 
@@ -213,20 +213,12 @@ class ResultsDir:
         return RunResults(self.root, case, summary, found)
 
 
-#: what a database id may be in a results directory (it names a directory in it)
-_DATABASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: dbtester writes a few KB into config.yaml and the JSON files; far larger ones
 #: are not its files, and reading them whole would only cost memory
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_JSON_BYTES = 64 * 1024 * 1024
 _YAML_MAX_DEPTH = 64
 _YAML_MAX_NODES = 100_000
-
-
-def _present(path: Path) -> bool:
-    """Whether anything is at ``path``: a symbolic link that leads nowhere (or
-    in a loop) is there, and reading it says why it cannot be read."""
-    return path.is_symlink() or path.exists()
 
 
 def _read_text(path: Path, limit: int) -> str:

@@ -6,12 +6,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from dbtester.errors import DbtesterError
 
-__all__ = ["dbtester_home", "ensure_writable", "locked"]
+__all__ = ["SAFE_NAME", "dbtester_home", "ensure_writable", "locked"]
+
+#: a name from outside (a request, a results directory) that becomes one path
+#: component: letters, digits, . _ -, never "..", "/" or empty. Always fullmatch.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def dbtester_home() -> Path:
