@@ -17,6 +17,7 @@ import yaml
 
 from dbtester import __version__
 from dbtester.config import DatabaseSpec, Loaded, Workload, load_test_case
+from dbtester.config.model import MAX_REPEAT
 from dbtester.databases import KINDS, get_kind
 from dbtester.errors import (
     EXIT_BAD_INPUT,
@@ -338,7 +339,7 @@ def _agent_logging(root: Path) -> None:
 )
 @click.option(
     "--repeat",
-    type=click.IntRange(1, 100),
+    type=click.IntRange(1, MAX_REPEAT),
     help="Trials per database, interleaved, each on a fresh cluster [the test case's"
     " `repeat`, else 1].",
 )
