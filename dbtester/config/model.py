@@ -84,6 +84,8 @@ class Workload(_Model):
     request_timeout_s: float = Field(10.0, gt=0, le=600)
     #: the share of requests that may fail before the run stops and fails
     max_error_rate: float = Field(0.01, ge=0, le=1)
+    #: requests made before each trial's measured load and counted in no figure
+    warmup_requests: int = Field(0, ge=0, le=MAX_REQUESTS)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -117,18 +119,27 @@ class Workload(_Model):
                 f" ({len(self.client_steps)}): the requests are shared across the steps"
             )
         random_order = self.type == "write" and not (self.same_key or self.sequential_keys)
-        if random_order and self.requests > MAX_RANDOM_ORDER:
+        if random_order and max(self.requests, self.warmup_requests) > MAX_RANDOM_ORDER:
+            name = "requests" if self.requests > MAX_RANDOM_ORDER else "warmup_requests"
             raise ValueError(
-                f"requests ({self.requests:,}) must be at most {MAX_RANDOM_ORDER:,} with"
-                " sequential_keys: false (the random order is held in memory, 4 bytes a key)"
+                f"{name} ({max(self.requests, self.warmup_requests):,}) must be at most"
+                f" {MAX_RANDOM_ORDER:,} with sequential_keys: false (the random order is"
+                " held in memory, 4 bytes a key)"
             )
         if self.type == "write" and not self.same_key:
-            # Keys are "k" + the request number, zero-padded to key_size bytes.
+            # Keys are "k" + the request number, zero-padded to key_size bytes; a
+            # warm-up writes the numbers after the load's.
             distinct = KeySpace.capacity(self.key_size)
-            if self.requests > distinct:
+            needed = self.requests + self.warmup_requests
+            if needed > distinct:
+                what = (
+                    f"requests + warmup_requests ({needed:,})"
+                    if self.warmup_requests
+                    else f"requests ({needed:,})"
+                )
                 raise ValueError(
                     f"key_size {self.key_size} holds {distinct:,} distinct keys ('k' and"
-                    f" {self.key_size - 1} digits), fewer than requests ({self.requests:,}):"
+                    f" {self.key_size - 1} digits), fewer than {what}:"
                     " raise key_size or set same_key"
                 )
         if self.client_steps and self.client_steps[-1] > self.clients:

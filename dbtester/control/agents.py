@@ -61,8 +61,13 @@ class EmbeddedAgents:
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as out:
                 out.write(self.token)
-            for i in range(self.count):
-                self.agents.append(self._start(i, token_file))
+            # All launched first, then waited for: each agent's start is mostly
+            # Python importing grpc, so they overlap (a trial starts ~1 s sooner
+            # with 3 members).
+            launched = [self._launch(i, token_file) for i in range(self.count)]
+            self.agents.extend(launched)
+            for agent in launched:
+                agent.address = _await_address(agent)
         except BaseException:
             self.close()
             raise
@@ -71,14 +76,14 @@ class EmbeddedAgents:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start(self, index: int, token_file: Path) -> LocalAgent:
+    def _launch(self, index: int, token_file: Path) -> LocalAgent:
         options = [
             "--token-file",
             str(token_file),
             "--heartbeat-timeout",
             str(self.heartbeat_timeout_s),
         ]
-        return spawn_agent(self.scratch / f"agent-{index}", options)
+        return _launch_agent(self.scratch / f"agent-{index}", options)
 
     def clients(self) -> list[AgentClient]:
         return [AgentClient(a.address, self.token) for a in self.agents]
@@ -102,6 +107,16 @@ class EmbeddedAgents:
 def spawn_agent(root: Path, options: list[str], env: Mapping[str, str] | None = None) -> LocalAgent:
     """Start ``dbtester agent serve`` on a port of its choosing on loopback, with
     its data under ``root/data``, and wait for the line that names the port."""
+    agent = _launch_agent(root, options, env)
+    agent.address = _await_address(agent)
+    return agent
+
+
+def _launch_agent(
+    root: Path, options: list[str], env: Mapping[str, str] | None = None
+) -> LocalAgent:
+    """Start ``dbtester agent serve`` without waiting for it; its address is
+    known once :func:`_await_address` has read it."""
     root.mkdir(parents=True, exist_ok=True)
     log = root / "agent.stderr"
     argv = [
@@ -130,6 +145,13 @@ def spawn_agent(root: Path, options: list[str], env: Mapping[str, str] | None = 
             start_new_session=True,
             env=dict(env) if env is not None else None,
         )
+    return LocalAgent(process, "", root / "data", log)
+
+
+def _await_address(agent: LocalAgent) -> str:
+    """The address ``agent`` listens on, from the line it prints when serving;
+    DbtesterError (with its log) if it does not print it in time."""
+    process = agent.process
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
     line = process.stdout.readline() if ready else ""
@@ -137,8 +159,9 @@ def spawn_agent(root: Path, options: list[str], env: Mapping[str, str] | None = 
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         process.wait()
-        raise DbtesterError(f"agent in {root} did not start:\n{log.read_text()[-2000:]}")
-    return LocalAgent(process, line.split()[-1], root / "data", log)
+        root = agent.data_root.parent
+        raise DbtesterError(f"agent in {root} did not start:\n{agent.log.read_text()[-2000:]}")
+    return line.split()[-1]
 
 
 def remote_tls() -> dict[str, bytes]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient
 from dbtester.config.model import DatabaseSpec
@@ -23,7 +25,7 @@ from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
-from dbtester.load import LoadResult, run_load, seed_key
+from dbtester.load import LoadResult, run_load, seed_key, warm_up
 from dbtester.results import (
     DatabaseRecord,
     LoadWindow,
@@ -50,6 +52,33 @@ MISSED_BEATS = 3  # an agent silent this many intervals fails the database
 # killed outright, a partitioned network); 10 missed heartbeats.
 AGENT_WATCHDOG_S = 10.0
 READY_TIMEOUT_S = 120.0
+#: how long counting the keys is retried (a cluster may be electing a leader)
+COUNT_RETRY_S = 20.0
+COUNT_RETRY_PAUSE_S = 0.5
+
+T = TypeVar("T")
+
+
+def _on_each(
+    clients: Sequence[AgentClient], call: Callable[[int, AgentClient], T]
+) -> list[T | AgentError]:
+    """``call(i, client)`` for every agent at once, in member order: the reply,
+    or the AgentError it raised. Members start concurrently (each start waits
+    0.5 s to see the member did not exit at once), so a trial's setup does not
+    grow with the member count."""
+    if len(clients) < 2:
+        return [_caught(call, i, c) for i, c in enumerate(clients)]
+    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+        return list(pool.map(lambda ic: _caught(call, *ic), enumerate(clients)))
+
+
+def _caught(
+    call: Callable[[int, AgentClient], T], index: int, client: AgentClient
+) -> T | AgentError:
+    try:
+        return call(index, client)
+    except AgentError as exc:
+        return exc
 
 
 class Health:
@@ -114,6 +143,7 @@ class DatabaseRun:
         self.error = ""
         self.verification: Verification | None = None
         self.load: LoadResult | None = None
+        self.warmup: LoadResult | None = None
         self.started_unix = 0.0
         self.health = Health()
         self._clients: list[AgentClient] = []
@@ -230,8 +260,9 @@ class DatabaseRun:
         self.reporter.say(
             f"{self.db.id}: starting {len(peers)} {self.db.kind} {self.db.version} member(s)"
         )
-        for i, client in enumerate(self._clients):
-            reply = client.start(
+        replies = _on_each(
+            self._clients,
+            lambda i, client: client.start(
                 run_id=self.agent_run_id,
                 database_id=self.db.id,
                 kind=self.db.kind,
@@ -241,8 +272,16 @@ class DatabaseRun:
                 flags=flags,
                 heartbeat_timeout_s=AGENT_WATCHDOG_S,
                 cluster_token=f"{self.agent_run_id}-{self.db.id}",
-            )
-            self.members[i] = self.members[i].model_copy(update={"pid": reply.pid})
+            ),
+        )
+        for i, reply in enumerate(replies):
+            if not isinstance(reply, AgentError):
+                self.members[i] = self.members[i].model_copy(update={"pid": reply.pid})
+        # The first failure in member order, once every start has returned (the
+        # stop then reaches the members that did start).
+        for reply in replies:
+            if isinstance(reply, AgentError):
+                raise reply
         self.endpoints = [p.address("client") for p in peers]
 
     def _wait_serving(self, peers: list[Peer]) -> None:
@@ -347,7 +386,26 @@ class DatabaseRun:
         except DbtesterError as exc:
             raise DbtesterError(f"{self.db.id}: {exc}") from None
 
+    def _warm_up(self) -> None:
+        w = self.db.workload
+        if not w.warmup_requests:
+            return
+        self.reporter.say(f"{self.db.id}: warm-up, {w.warmup_requests:,} requests (not counted)")
+        try:
+            self.warmup = warm_up(
+                self.db.kind,
+                self._settings(),
+                w,
+                workers=self.workers,
+                progress=self.reporter.stream,
+                label=self.db.id,
+                health=lambda: self.health.problem,
+            )
+        except DbtesterError as exc:
+            raise DbtesterError(f"{self.db.id}: {exc}") from None
+
     def _load(self) -> None:
+        self._warm_up()
         w = self.db.workload
         self.reporter.say(f"{self.db.id}: {w.type} load, {w.requests:,} requests")
         self.load = run_load(
@@ -376,18 +434,36 @@ class DatabaseRun:
         if self.db.workload.type != "write" or self.load is None:
             return
         try:
-            found = self.kind.count_keys(self._settings())
+            found = self._count_keys()
         except Exception as exc:
             self._count_problem = f"counting keys failed: {exc}"
             self.reporter.say(f"{self.db.id}: {self._count_problem}")
             return
-        v = account(self.load.records.counts(), found, same_key=self.db.workload.same_key)
+        # The warm-up's writes are in the database too: every acknowledged one
+        # must be there as well.
+        counts = Counter(self.load.records.counts())
+        if self.warmup is not None:
+            counts.update(self.warmup.records.counts())
+        v = account(counts, found, same_key=self.db.workload.same_key)
         self.verification = v
         self.reporter.say(
             f"{self.db.id}: {v.found:,} keys found; {v.attempted:,} writes attempted,"
             f" {v.acknowledged:,} acknowledged, {v.failed:,} refused,"
             f" {v.unknown:,} unknown outcome"
         )
+
+    def _count_keys(self) -> int:
+        """The kind's key count, asked again for up to COUNT_RETRY_S: right after
+        a member died the cluster may still be electing a leader ("leader
+        changed", a connection refused), which says nothing about the keys."""
+        deadline = time.monotonic() + COUNT_RETRY_S
+        while True:
+            try:
+                return self.kind.count_keys(self._settings())
+            except Exception:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(COUNT_RETRY_PAUSE_S)
 
     def _verify(self) -> None:
         """After writes, the keys in the database must match what was acknowledged."""
@@ -406,6 +482,9 @@ class DatabaseRun:
     def _stop_members(self, failed: bool) -> None:
         failed = failed or bool(self.error) or bool(self.health.problem)
         for i, client in enumerate(self._clients):
+            # One at a time: a member stopped while the others stop too can take
+            # far longer (etcd: 7 s instead of ~1 s when all three got SIGTERM
+            # together, each waiting for peers that were going away).
             try:
                 reply = client.stop(self.agent_run_id, self.db.id, i, failed=failed)
             except AgentError as exc:
@@ -444,16 +523,6 @@ class DatabaseRun:
                 self.error = self.error or f"fetching {name} from {client.address}: {exc}"
 
     def _record(self) -> DatabaseRecord:
-        load = None
-        if self.load is not None:
-            load = LoadWindow(
-                started_unix=self.load.started_unix,
-                ended_unix=self.load.ended_unix,
-                workers=self.load.workers,
-                cpu_seconds=self.load.cpu_seconds,
-                aborted=self.load.aborted,
-                counts=self.load.records.counts(),
-            )
         return DatabaseRecord(
             run_id=self.run_id,
             database=self.db.model_dump(mode="json"),
@@ -463,10 +532,17 @@ class DatabaseRun:
             members=tuple(self.members),
             error=self.error,
             verification=self.verification,
-            load=load,
+            load=_window(self.load),
+            warmup=_window(self.warmup),
             trial=self.trial,
-            notes=tuple(n for n in [self._load_note()] if n),
+            notes=tuple(n for n in [self._load_note(), self._warmup_note()] if n),
         )
+
+    def _warmup_note(self) -> str | None:
+        n = self.db.workload.warmup_requests
+        if not n:
+            return None
+        return f"{n:,} warm-up requests ran before the load and are in no figure"
 
     def _load_note(self) -> str | None:
         w = self.db.workload
@@ -476,3 +552,16 @@ class DatabaseRun:
         record = self._record()
         self.store.write_record(record)
         return record
+
+
+def _window(load: LoadResult | None) -> LoadWindow | None:
+    if load is None:
+        return None
+    return LoadWindow(
+        started_unix=load.started_unix,
+        ended_unix=load.ended_unix,
+        workers=load.workers,
+        cpu_seconds=load.cpu_seconds,
+        aborted=load.aborted,
+        counts=load.records.counts(),
+    )

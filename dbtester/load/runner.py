@@ -30,7 +30,7 @@ from dbtester.util.progress import Progress
 if TYPE_CHECKING:
     from dbtester._engine import Load
 
-__all__ = ["DEFAULT_WORKERS", "LoadResult", "run_load", "seed_key"]
+__all__ = ["DEFAULT_WORKERS", "LoadResult", "run_load", "seed_key", "warm_up"]
 
 DEFAULT_WORKERS = 1
 POLL_S = 0.25
@@ -93,11 +93,6 @@ def run_load(
     bar = Progress(progress, workload.requests, label)
     try:
         aborted = _watch(load, limit, bar, health)
-    except KeyboardInterrupt:
-        bar.abandon()
-        load.stop()
-        _drain(load)
-        raise
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
@@ -105,6 +100,47 @@ def run_load(
     ended = time.time()
     bar.finish(_summary(records, started, label))
     return LoadResult(records, started, ended, _cpu_seconds() - cpu_before, aborted, threads)
+
+
+def warm_up(
+    kind: str,
+    settings: LoadSettings,
+    workload: Workload,
+    *,
+    workers: int | None = None,
+    progress: TextIO | None = sys.stderr,
+    label: str = "",
+    seed: int = 1,
+    health: Callable[[], str] | None = None,
+) -> LoadResult:
+    """``workload.warmup_requests`` requests before the measured load, with its
+    clients, connections and rate (the largest client step). Writes go to the
+    keys after the measured load's (numbers from ``workload.requests`` on), so
+    neither overwrites the other and verification can account for both.
+    Nothing is saved: the records come back for the caller to report apart.
+    DbtesterError when the warm-up stops early (its errors count against the
+    workload's ``max_error_rate`` like the load's)."""
+    threads = workers or DEFAULT_WORKERS
+    warm = workload.model_copy(update={"requests": workload.warmup_requests, "client_steps": ()})
+    limit = workload.max_error_rate * warm.requests
+    max_errors = int(limit) if workload.max_error_rate < 1.0 else None
+    load_plan = {
+        **engine.plan(kind, settings, warm, threads=threads, seed=seed, max_errors=max_errors),
+        "first_key": workload.requests,
+    }
+    cpu_before = _cpu_seconds()
+    started = time.time()
+    load = engine.start(load_plan)
+    name = f"{label} warm-up" if label else "warm-up"
+    bar = Progress(progress, warm.requests, name)
+    try:
+        aborted = _watch(load, limit, bar, health)
+    finally:
+        records = _collect(load, None)
+    bar.finish(_summary(records, started, name) + ", not counted")
+    if aborted:
+        raise DbtesterError(f"warm-up stopped early: {aborted}")
+    return LoadResult(records, started, time.time(), _cpu_seconds() - cpu_before, "", threads)
 
 
 def seed_key(kind: str, settings: LoadSettings) -> None:
@@ -140,8 +176,9 @@ def _drain(load: Load) -> None:
         load.stop()
 
 
-def _collect(load: Load, out: DatabaseLayout) -> Records:
-    """The engine's records, saved to ``out.requests``; a failed engine's error."""
+def _collect(load: Load, out: DatabaseLayout | None) -> Records:
+    """The engine's records, saved to ``out.requests`` (unless ``out`` is None);
+    a failed engine's error."""
     if not load.wait(0):
         load.stop()
         _drain(load)
@@ -150,7 +187,8 @@ def _collect(load: Load, out: DatabaseLayout) -> Records:
     except RuntimeError as exc:
         raise DbtesterError(f"load generator failed: {exc}") from None
     records = engine.records_of(result)
-    records.save(out.requests)
+    if out is not None:
+        records.save(out.requests)
     return records
 
 
@@ -160,16 +198,23 @@ def _watch(
     bar: Progress,
     health: Callable[[], str] | None,
 ) -> str:
-    """Progress until the engine finishes; why it stopped early, or ""."""
+    """Progress until the engine finishes; why it stopped early, or "". On
+    Ctrl-C the engine is stopped and drained before KeyboardInterrupt goes on."""
     total = int(bar.total)
     aborted = ""
-    while not load.wait(POLL_S):
-        done, errors, _step = load.progress()
-        problem = health() if health is not None and not aborted else ""
-        if problem:
-            aborted = problem
-            load.stop()
-        bar.update(done, _describe(done, total, errors))
+    try:
+        while not load.wait(POLL_S):
+            done, errors, _step = load.progress()
+            problem = health() if health is not None and not aborted else ""
+            if problem:
+                aborted = problem
+                load.stop()
+            bar.update(done, _describe(done, total, errors))
+    except KeyboardInterrupt:
+        bar.abandon()
+        load.stop()
+        _drain(load)
+        raise
     done, errors, _step = load.progress()
     if not aborted and errors > limit:
         aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"

@@ -150,6 +150,8 @@ class DatabaseRecord(_Versioned):
     error: str = ""
     verification: Verification | None = None
     load: LoadWindow | None = None
+    #: the warm-up before the load (``warmup_requests``), counted in no figure
+    warmup: LoadWindow | None = None
     #: which trial of a repeated run (None: the database ran once)
     trial: int | None = None
     #: what the table alone does not say about this run (e.g. how a kind

@@ -22,6 +22,10 @@ History (add a line and an upgrade step whenever what a file holds changes):
    the first), and per database ``trials``, ``intervals`` (the 95% interval's
    half-width per row) and ``trial_figures`` (every trial's rows). Only keys
    were added, with defaults that describe a version 2 run: it upgrades as it is.
+4. Warm-up. ``run.json`` has ``warmup`` (null, or the warm-up's window, CPU
+   and outcome counts, in the form of ``load``); its requests are in no
+   figure, but its writes are in ``verification``. Only a key was added, with
+   a default that describes a version 3 run: it upgrades as it is.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: the key a file of each version names its version by
 _VERSION_KEYS = ("schema_version", "schema")
@@ -53,8 +57,12 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 3}
 
 
+def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 4}
+
+
 #: version N -> the step that turns a version N file into version N + 1
-UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2, 2: _v2_to_v3}
+UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def version_of(data: Mapping[str, Any], path: Path) -> int:

@@ -48,6 +48,7 @@ enum Order {
 /// Request number -> key bytes for one run.
 pub struct Keys {
     key_size: usize,
+    first: u64,
     order: Order,
 }
 
@@ -64,6 +65,7 @@ impl Keys {
         };
         Ok(Keys {
             key_size: plan.key_size,
+            first: plan.first_key,
             order,
         })
     }
@@ -72,8 +74,8 @@ impl Keys {
     pub fn number(&self, r: u64) -> u64 {
         match &self.order {
             Order::Same => 0,
-            Order::Sequential => r,
-            Order::Permuted(perm) => u64::from(perm[r as usize]),
+            Order::Sequential => self.first + r,
+            Order::Permuted(perm) => self.first + u64::from(perm[r as usize]),
         }
     }
 
@@ -203,5 +205,25 @@ mod tests {
         plan.same_key = false;
         plan.operation = crate::plan::Operation::Read;
         assert_eq!(Keys::new(&plan).unwrap().number(777), 0);
+    }
+
+    #[test]
+    fn first_key_moves_distinct_keys_only() {
+        let mut plan = crate::plan::tests::good_plan();
+        plan.first_key = 1000;
+        plan.sequential_keys = true;
+        let mut out = Vec::new();
+        Keys::new(&plan).unwrap().key_into(5, &mut out);
+        assert_eq!(out, b"k0001005");
+
+        plan.sequential_keys = false;
+        let perm = permutation(plan.key_space, plan.seed).unwrap();
+        assert_eq!(
+            Keys::new(&plan).unwrap().number(5),
+            1000 + u64::from(perm[5])
+        );
+
+        plan.same_key = true;
+        assert_eq!(Keys::new(&plan).unwrap().number(5), 0);
     }
 }

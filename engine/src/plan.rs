@@ -103,6 +103,9 @@ pub struct Plan {
     pub key_size: usize,
     pub value_size: usize,
     pub key_space: u64,
+    /// Added to every distinct key's number: a warm-up writes keys after the
+    /// measured load's, so neither overwrites the other.
+    pub first_key: u64,
     pub sequential_keys: bool,
     pub same_key: bool,
     pub seed: u64,
@@ -159,6 +162,7 @@ const TOP_KEYS: &[&str] = &[
     "key_size",
     "value_size",
     "key_space",
+    "first_key",
     "sequential_keys",
     "same_key",
     "seed",
@@ -347,6 +351,10 @@ pub fn parse(value: &Value) -> Result<Plan> {
     let key_size = top.int("key_size", 1, MAX_KEY_SIZE)? as usize;
     let value_size = top.int("value_size", 0, MAX_VALUE_SIZE)? as usize;
     let key_space = top.int("key_space", 1, i64::MAX)? as u64;
+    let first_key = match top.get("first_key") {
+        None => 0,
+        Some(_) => top.int("first_key", 0, i64::MAX)? as u64,
+    };
     let sequential_keys = top.boolean("sequential_keys")?;
     let same_key = top.boolean("same_key")?;
     // Any int is a seed; negative ones keep their bits.
@@ -379,6 +387,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
         key_size,
         value_size,
         key_space,
+        first_key,
         sequential_keys,
         same_key,
         seed,
@@ -541,6 +550,16 @@ fn check_key_space(plan: &Plan) -> Result<()> {
             plan.key_space,
             plan.key_size,
             plan.key_size - 1
+        )));
+    }
+    let last = plan.first_key.checked_add(plan.key_space);
+    if let Some(capacity) = keys::capacity(plan.key_size)
+        && last.is_none_or(|last| last > capacity)
+    {
+        return Err(PlanError(format!(
+            "plan[\"first_key\"] ({}) + plan[\"key_space\"] ({}) does not fit in \
+             plan[\"key_size\"] ({}): {capacity} distinct keys",
+            plan.first_key, plan.key_space, plan.key_size
         )));
     }
     if !plan.sequential_keys && plan.key_space > MAX_PERMUTED_KEY_SPACE {
@@ -827,6 +846,20 @@ pub(crate) mod tests {
         ));
         entries[2].1 = dict(&[]);
         assert_eq!(parse(&dict(&entries)).unwrap().protocol, Protocol::Consul);
+    }
+
+    #[test]
+    fn first_key_is_optional_and_must_fit() {
+        assert_eq!(good_plan().first_key, 0);
+        let mut entries = good();
+        entries.push(("first_key", Value::Int(9_999_000)));
+        assert_eq!(parse(&dict(&entries)).unwrap().first_key, 9_999_000);
+        // key_size 8 holds 10,000,000 keys: 9,999,001 + 1000 do not fit.
+        entries.last_mut().unwrap().1 = Value::Int(9_999_001);
+        let error = parse(&dict(&entries)).unwrap_err().0;
+        assert!(error.contains("plan[\"first_key\"] (9999001)"), "{error}");
+        entries.last_mut().unwrap().1 = Value::Int(-1);
+        assert!(parse(&dict(&entries)).is_err());
     }
 
     #[test]

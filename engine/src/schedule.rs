@@ -350,6 +350,7 @@ mod tests {
             key_size: 8,
             value_size: delay_ms,
             key_space: total.max(1),
+            first_key: 0,
             sequential_keys: true,
             same_key: false,
             seed,

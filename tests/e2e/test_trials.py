@@ -35,6 +35,7 @@ def _case() -> dict[str, object]:
         "workload": {
             "type": "write",
             "requests": 6000,
+            "warmup_requests": 500,
             "key_size": 64,
             "value_size": 1024,
             "clients": 20,
@@ -82,12 +83,19 @@ def test_every_trial_is_kept_and_fresh(run: tuple[Path, Path]) -> None:
         for k in range(1, REPEAT + 1):
             record = json.loads((out / db / f"trial-{k}" / "run.json").read_text())
             assert record["trial"] == k and not record["error"]
-            assert record["verification"]["found"] == 6000
+            # the warm-up's 500 writes are verified too, but counted in no figure
+            assert record["verification"]["found"] == 6500
+            assert record["warmup"]["counts"] == {"ok": 500}
+            assert record["warmup"]["ended_unix"] <= record["load"]["started_unix"]
             pids.add(record["members"][0]["pid"])
     assert len(pids) == 3 * REPEAT  # a fresh member every time
     summary = json.loads((out / "result.json").read_text())
     assert summary["repeat"] == REPEAT
-    assert all(len(db["trial_figures"]) == REPEAT for db in summary["databases"])
+    for db in summary["databases"]:
+        assert len(db["trial_figures"]) == REPEAT
+        assert {f["TOTAL-REQUEST-NUMBER"] for f in db["trial_figures"]} == {6000}
+        note = f"{db['id']}: 500 warm-up requests ran before the load and are in no figure"
+        assert note in db["notes"]
 
 
 def test_a_against_a_is_no_difference(run: tuple[Path, Path]) -> None:

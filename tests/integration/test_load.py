@@ -17,7 +17,7 @@ from dbtester.agent.client import AgentClient
 from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings, Peer
-from dbtester.load.runner import LoadResult, run_load, seed_key
+from dbtester.load.runner import LoadResult, run_load, seed_key, warm_up
 from dbtester.results import DatabaseLayout
 from tests.integration.agents import agents, loopback_peers
 from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
@@ -78,6 +78,50 @@ def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> Non
         assert (tmp_path / "out" / "client-latency.npz").exists()
         rows = (tmp_path / "out" / "client-metrics.csv").read_text().splitlines()
         assert rows[0].startswith("unix_ms,cpu_percent")
+
+
+def _etcd_keys_between(endpoint: str, low: bytes, high: bytes) -> int:
+    import grpc
+
+    from dbtester.databases.etcd import KV_RANGE
+    from dbtester.proto import etcd_pb2
+
+    with grpc.insecure_channel(endpoint) as channel:
+        call = channel.unary_unary(
+            KV_RANGE,
+            request_serializer=etcd_pb2.RangeRequest.SerializeToString,
+            response_deserializer=etcd_pb2.RangeResponse.FromString,
+        )
+        request = etcd_pb2.RangeRequest(key=low, range_end=high, count_only=True)
+        return int(call(request, timeout=10).count)
+
+
+def test_warm_up_writes_the_keys_after_the_loads(tmp_path: Path, installed_home) -> None:
+    """A warm-up of 500 writes, then a load of 1,000 in random order: the load
+    wrote keys 0..999, the warm-up 1000..1499, and the warm-up saved nothing."""
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 1, tmp_path, home) as (peers, _):
+        settings = settings_for(peers, key_size=8, value_size=64)
+        workload = Workload(
+            type="write",
+            requests=1000,
+            warmup_requests=500,
+            key_size=8,
+            value_size=64,
+            clients=10,
+            connections=2,
+            sequential_keys=False,
+        )
+        out = DatabaseLayout(tmp_path / "out")
+        warm = warm_up("etcd", settings, workload, progress=None)
+        assert warm.records.counts() == {"ok": 500}
+        assert not out.root.exists()  # nothing of the warm-up is kept as records
+        loaded = run_load("etcd", settings, workload, out, progress=None)
+        assert loaded.records.counts() == {"ok": 1000}
+        endpoint = settings.endpoints[0]
+        assert _etcd_keys_between(endpoint, b"k0000000", b"k0001000") == 1000
+        assert _etcd_keys_between(endpoint, b"k0001000", b"k0001500") == 500
+        assert KINDS["etcd"].count_keys(settings) == 1500
 
 
 def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from dbtester.analyze.figures import compute
 from dbtester.config.load import load_test_case_text
+from dbtester.control import database_run
 from dbtester.control.database_run import DatabaseRun
 from dbtester.errors import DbtesterError
 from dbtester.load.runner import LoadResult
@@ -102,10 +103,36 @@ def test_account_survives_a_cluster_that_cannot_be_counted(
         raise ConnectionError("connection refused")
 
     monkeypatch.setattr(type(run.kind), "count_keys", refuse)
+    monkeypatch.setattr(database_run, "COUNT_RETRY_S", 0.3)
+    monkeypatch.setattr(database_run, "COUNT_RETRY_PAUSE_S", 0.1)
     run._account()  # never raises: the load's own error is the one to report
     assert run.verification is None
     with pytest.raises(DbtesterError, match="counting keys failed: connection refused"):
         run._verify()
+
+
+def test_counting_is_retried_while_the_cluster_elects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member died and took the leadership with it: the first counts fail
+    ("leader changed"), a later one answers, and that answer is the count."""
+    run = _run(tmp_path)
+    _loaded(run, ["ok"] * 10)
+    leader_changed = RuntimeError("etcdserver: leader changed")
+    answers: list[int | Exception] = [leader_changed, leader_changed, 10]
+
+    def count(self: object, settings: object) -> int:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(type(run.kind), "count_keys", count)
+    monkeypatch.setattr(database_run, "COUNT_RETRY_PAUSE_S", 0.01)
+    run._account()
+    assert run.verification is not None and run.verification.found == 10
+    assert not answers
+    run._verify()
 
 
 def test_keys_that_cannot_be_counted_fail(tmp_path: Path) -> None:

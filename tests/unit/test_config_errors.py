@@ -134,6 +134,18 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         ("key_size 2 holds 10 distinct keys", "fewer than requests (100)"),
     ),
     (
+        "key_size too small for the requests and the warm-up",
+        GOOD.replace("  clients: 10", "  key_size: 3\n  warmup_requests: 1\n  clients: 10"),
+        "3:3",
+        ("key_size 3 holds 100 distinct keys", "fewer than requests + warmup_requests (101)"),
+    ),
+    (
+        "negative warm-up",
+        GOOD.replace("  clients: 10", "  warmup_requests: -5\n  clients: 10"),
+        "5:20",
+        ("warmup_requests", "greater than or equal to 0"),
+    ),
+    (
         "unknown kind",
         GOOD.replace("kind: etcd", "kind: mongodb"),
         "9:11",
