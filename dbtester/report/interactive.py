@@ -30,7 +30,7 @@ from bokeh.models import (
     HoverTool,
     NumeralTickFormatter,
 )
-from bokeh.models.glyphs import Line
+from bokeh.models.glyphs import Line, Scatter
 from bokeh.models.renderers import GlyphRenderer
 from bokeh.palettes import Category10_10
 from bokeh.resources import Resources
@@ -54,6 +54,9 @@ POLICY = (
 )
 #: the chart's hover lists values with up to 3 decimals and thousands separators
 VALUE = "{0,0.[000]}"
+#: series with fewer points get markers: a short run's per-second series may
+#: be one point, which a line alone does not show
+SPARSE = 30
 
 
 def render_html_report(
@@ -138,8 +141,9 @@ def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> pl
 
 def _draw(
     plot: plotting.figure, chart: Chart, series: Series, label: str, color: str, tag: str
-) -> GlyphRenderer[Line]:
-    """The database's glyphs on ``plot``, all under one legend entry; returns its line."""
+) -> GlyphRenderer[Line] | GlyphRenderer[Scatter]:
+    """The database's glyphs on ``plot``, all under one legend entry; returns
+    what hovering finds: its line, or the markers of a one-point series."""
     data: dict[str, Any] = {"x": series.x, "y": series.y}
     if series.band is not None:
         data["band_low"], data["band_high"] = series.band
@@ -147,15 +151,30 @@ def _draw(
     if points:
         data["low"], data["high"] = series.low, series.high
     source = ColumnDataSource(data)
-    common: dict[str, Any] = {"source": source, "legend_label": label, "tags": [tag]}
+    common: dict[str, Any] = {"source": source, "legend_label": label}
+    glyphs: list[GlyphRenderer[Any]] = []
     if series.band is not None:
-        plot.varea(x="x", y1="band_low", y2="band_high", fill_color=color, fill_alpha=0.2, **common)
+        glyphs.append(
+            plot.varea(
+                x="x", y1="band_low", y2="band_high", fill_color=color, fill_alpha=0.2, **common
+            )
+        )
     if points:
-        plot.segment(x0="x", y0="low", x1="x", y1="high", color=color, alpha=0.6, **common)
+        glyphs.append(
+            plot.segment(x0="x", y0="low", x1="x", y1="high", color=color, alpha=0.6, **common)
+        )
     line = plot.line(x="x", y="y", color=color, line_width=2, **common)
-    if chart.markers or points:
-        plot.scatter(x="x", y="y", color=color, size=6 if chart.markers else 4, **common)
-    return line
+    glyphs.append(line)
+    hovered: GlyphRenderer[Line] | GlyphRenderer[Scatter] = line
+    if chart.markers or points or len(series.x) < SPARSE:
+        size = 4 if points else 6
+        markers = plot.scatter(x="x", y="y", color=color, size=size, **common)
+        glyphs.append(markers)
+        if len(series.x) < 2:  # no line to hover over
+            hovered = markers
+    for renderer in glyphs:  # (a glyph method's tags= would tag the glyph, not the renderer)
+        renderer.tags = [tag]
+    return hovered
 
 
 def _hover(
@@ -163,14 +182,16 @@ def _hover(
     label: str,
     color: str,
     side: Literal["left", "right"],
-    line: GlyphRenderer[Line],
+    line: GlyphRenderer[Line] | GlyphRenderer[Scatter],
     series: Series,
 ) -> HoverTool:
-    """Hovering anywhere above or below the line shows its value at that x,
-    in a box on ``side`` of the line: databases alternate sides, so that
-    lines close together do not hide each other's values."""
+    """Hovering anywhere above or below the line shows its value at that x
+    (over the marker, for a one-point series), in a box on ``side`` of it:
+    databases alternate sides, so that lines close together do not hide each
+    other's values."""
     rows = [
-        f'<div style="font-weight:bold;color:{color}">{_literal(label)}</div>',
+        f'<div class="hover-database" style="font-weight:bold;color:{color}">'
+        f"{_literal(label)}</div>",
         _tip_row(chart.x_label, "x", f"@x{VALUE}"),
         _tip_row(chart.y_label, "y", f"@y{VALUE}"),
     ]

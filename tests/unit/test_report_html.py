@@ -227,9 +227,8 @@ def test_a_stepped_results_directory_renders_steps_everywhere(run_cli: Any, v1: 
         order = np.argsort(records.due_ns, kind="stable")
         step = np.empty(len(records), np.uint16)
         step[order] = np.arange(len(records)) * len(STEPS) // len(records)
-        Records(
-            records.due_ns, records.latency_ns, records.service_ns, records.code, step, records.codes
-        ).save(layout.requests)
+        records.step = step
+        records.save(layout.requests)
         raw = json.loads(layout.record.read_text())
         raw["database"]["workload"]["client_steps"] = list(STEPS)
         layout.record.write_text(json.dumps(raw))
