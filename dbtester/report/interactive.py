@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from bokeh import plotting
+from bokeh.document import Document
 from bokeh.embed import components
 from bokeh.models import (
     ColumnDataSource,
@@ -67,6 +68,12 @@ def render_html_report(
     table, shown when there are no verdicts to tabulate)."""
     case = analysis.results.case
     plots = [_plot(chart, analysis.labels, analysis.figures) for chart in drawn(analysis.figures)]
+    document = Document()
+    # Bokeh walks every model of a document each time a root is added (seconds
+    # for twenty plots); frozen, it walks them once
+    with document.models.freeze():
+        for plot in plots:
+            document.add_root(plot)
     script, divs = components(plots)
     charts = "\n".join(
         f'<section class="chart" id="chart-{html.escape(chart.name)}">{div}</section>'
