@@ -37,10 +37,12 @@ demo: setup
 	$(BIN)/dbtester install --for $(DEMO_CONFIG)
 	$(BIN)/dbtester run $(DEMO_CONFIG)
 
-# Regenerate plots/gallery from a real run of the demo test case, 3 trials each.
+# Regenerate plots/gallery from a real run of the demo test case, 3 trials each,
+# and the screenshot of its report.html (headless Chromium).
 gallery: setup
 	rm -rf plots/gallery
 	$(BIN)/dbtester run $(DEMO_CONFIG) --out plots/gallery --repeat 3
+	$(BIN)/python scripts/report_screenshot.py plots/gallery/report.html plots/gallery/report.png
 
 test: setup engine-test
 	$(BIN)/pytest

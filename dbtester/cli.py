@@ -389,6 +389,8 @@ def print_outcome(outcome: RunOutcome) -> None:
     (exit 1) naming every database that failed."""
     _print_rendered(outcome.table, outcome.comparison, outcome.notes)
     click.echo(f"results: {outcome.out}", err=True)
+    if outcome.report is not None:
+        click.echo(f"report: {outcome.report}", err=True)
     failed = outcome.failed
     if failed:
         lines = "\n".join(f"  {k}: {v}" for k, v in failed.items())
@@ -401,11 +403,13 @@ def print_outcome(outcome: RunOutcome) -> None:
 @cli.command("analyze")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 def analyze_command(directory: Path) -> None:
-    """Re-render the table, charts and README of a results directory from its raw data."""
+    """Re-render the table, charts, README and report.html of a results directory
+    from its raw data."""
     from dbtester.render import render
 
     rendered = render(directory)
     _print_rendered(rendered.table, rendered.comparison, rendered.analysis.notes)
+    click.echo(f"report: {rendered.report}", err=True)
 
 
 def _print_rendered(table: str, comparison: str, notes: Sequence[str]) -> None:

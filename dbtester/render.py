@@ -1,7 +1,8 @@
-"""Turn a results directory's raw data into its table, charts, README and the
-analysis part of ``result.json``: read (``results``) -> compute (``analyze``)
--> render (``report``) -> write (``results``). ``dbtester run`` calls it when
-the databases are done and ``dbtester analyze DIR`` calls it on any saved run.
+"""Turn a results directory's raw data into its table, charts, README, the
+interactive report and the analysis part of ``result.json``: read
+(``results``) -> compute (``analyze``) -> render (``report``) -> write
+(``results``). ``dbtester run`` calls it when the databases are done and
+``dbtester analyze DIR`` calls it on any saved run.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dbtester.report import (
     render_charts,
     render_comparisons,
     render_csv,
+    render_html_report,
     render_readme,
     render_table,
 )
@@ -29,6 +31,7 @@ class Rendered:
     table: str
     comparison: str  # each database against the first ("" for one database)
     summary: RunSummary
+    report: Path  # report.html
 
 
 def render(directory: Path) -> Rendered:
@@ -55,6 +58,11 @@ def render(directory: Path) -> Rendered:
         chart_base=layout.relative(layout.charts),
         comparison=comparison,
         charts=drawn(figures),
+        report=layout.relative(layout.report),
     )
     store.write_rendered(table, render_csv(labels, figures), readme, comparison)
-    return Rendered(analysis, table, comparison, summary)
+    page = render_html_report(
+        analysis, summary, test_case=store.read_case_text(), comparison=comparison
+    )
+    report = store.write_report(page)
+    return Rendered(analysis, table, comparison, summary, report)

@@ -12,6 +12,7 @@ from dbtester import __version__
 from dbtester.analyze.data import DatabaseData, prepare
 from dbtester.analyze.figures import ROWS, Figures, compute, table_rows
 from dbtester.analyze.stats import DEFAULT_METRICS, METRICS, Change, Estimate, compare
+from dbtester.analyze.steps import add_steps
 from dbtester.analyze.trials import combine
 from dbtester.results import (
     ComparisonRecord,
@@ -145,9 +146,16 @@ def _database_summary(db: DatabaseAnalysis) -> DatabaseSummary:
 
 def _database(db: DatabaseResults, cores: int | None) -> DatabaseAnalysis:
     trials = tuple(prepare(db.id, db.label, t, cores) for t in db.trials)
-    figures = tuple(compute(t) for t in trials)
+    figures = tuple(_figures(t) for t in trials)
     combined, estimates = combine(figures, [t.trial for t in trials])
     return DatabaseAnalysis(db.id, db.label, trials, figures, combined, estimates)
+
+
+def _figures(data: DatabaseData) -> Figures:
+    """One trial's figures, with its client steps' (client_steps runs)."""
+    figures = compute(data)
+    add_steps(data, figures)
+    return figures
 
 
 def compare_databases(

@@ -17,7 +17,18 @@ import pandas as pd
 
 from dbtester.analyze.data import DatabaseData
 
-__all__ = ["CV_ROW", "PERCENTILES", "ROWS", "Figures", "Series", "compute", "table_rows"]
+__all__ = [
+    "CV_ROW",
+    "PERCENTILES",
+    "ROWS",
+    "STEP_ROWS",
+    "Figures",
+    "Series",
+    "compute",
+    "step_row",
+    "table_rows",
+    "unstepped",
+]
 
 PERCENTILES = (10, 25, 50, 75, 90, 95, 99, 99.9, 99.99)
 
@@ -64,10 +75,30 @@ CV_ROW = "THROUGHPUT-CV"
 
 _PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
 
+#: client_steps runs: these rows again for each step, named by its client
+#: count (CLIENTS-<n>-<row>), each defined as the whole run's row is but over
+#: that step's requests (see dbtester.analyze.steps)
+STEP_ROWS = ("AVG-THROUGHPUT", "Latency p50", "Latency p99", "SERVER-MAX-CPU-USAGE")
+_PER_STEP = re.compile(r"^CLIENTS-([1-9][0-9]*)-(.+)$")
+
+
+def step_row(clients: int, row: str) -> str:
+    """The name of ``row`` (one of STEP_ROWS) measured over the step of ``clients``."""
+    return f"CLIENTS-{clients}-{row}"
+
+
+def unstepped(row: str) -> tuple[int, str] | None:
+    """(clients, row) of a per-step row's name; None for any other row."""
+    match = _PER_STEP.match(row)
+    if match is None or match[2] not in STEP_ROWS:
+        return None
+    return int(match[1]), match[2]
+
 
 def table_rows(figures: Sequence[Figures]) -> list[str]:
     """ROWS, with per-server network rows (multi-host runs only) after the
-    totals, and THROUGHPUT-CV (repeated runs only) after AVG-THROUGHPUT."""
+    totals, THROUGHPUT-CV (repeated runs only) after AVG-THROUGHPUT, and the
+    per-step rows (client_steps runs only) at the end, by client count."""
     extra = {row for f in figures for row in f.values if _PER_SERVER.match(row)}
     ordered = sorted(extra, key=lambda r: (len(r), r))  # SERVER-2-... before SERVER-10-...
     rows = list(ROWS)
@@ -75,7 +106,9 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     rows = rows[:at] + ordered + rows[at:]
     if any(CV_ROW in f.values for f in figures):
         rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
-    return rows
+    steps = {found for f in figures for row in f.values if (found := unstepped(row))}
+    by_step = sorted(steps, key=lambda s: (s[0], STEP_ROWS.index(s[1])))
+    return rows + [step_row(clients, row) for clients, row in by_step]
 
 
 @dataclass

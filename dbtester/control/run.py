@@ -35,6 +35,7 @@ class RunOutcome:
     table: str
     notes: tuple[str, ...] = ()  # what the table alone does not say
     comparison: str = ""  # each database against the first
+    report: Path | None = None  # report.html (None when the analysis failed)
 
     @property
     def databases(self) -> list[str]:
@@ -134,15 +135,16 @@ def run_case(
         interrupted = True
     table, comparison = "", ""
     notes: tuple[str, ...] = ()
+    report = None
     try:
         rendered = render(out)
         table, notes = rendered.table, tuple(rendered.analysis.notes)
-        comparison = rendered.comparison
+        comparison, report = rendered.comparison, rendered.report
     except DbtesterError as exc:
         reporter.say(f"analysis: {exc}")
     if interrupted:
         raise InterruptedRunError(f"interrupted; partial results kept in {out}")
-    outcome = RunOutcome(out, tuple(records), table, notes, comparison)
+    outcome = RunOutcome(out, tuple(records), table, notes, comparison, report)
     if not outcome.failed:
         # Agent logs were fetched into the results; failed runs keep their scratch
         # (and the archived data dirs in it) for a post-mortem.

@@ -11,15 +11,18 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import MaxNLocator
+from matplotlib.axes import Axes
+from matplotlib.ticker import MaxNLocator, NullLocator
 
-from dbtester.analyze.figures import Figures
+from dbtester.analyze.figures import Figures, Series
+from dbtester.analyze.steps import SCALING_SERIES
 
 __all__ = ["CHARTS", "STANDARD", "STYLE", "Chart", "drawn", "render_charts"]
 
 STYLE = Path(__file__).with_name("dbtester.mplstyle")
 SECONDS = "Seconds since the load started"
 KEYS = "Keys written"
+CLIENTS = "Clients"
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,15 @@ class Chart:
     #: drawn only when some database has its series (repeated runs' charts)
     optional: bool = False
     markers: bool = False
+    #: a logarithmic x axis, ticked at the x values drawn (client counts: 1 to 1,000)
+    log_x: bool = False
+
+
+def _scaling(row: str, title: str, y_label: str) -> Chart:
+    """A client-scaling chart: ``row`` of each client step against its clients."""
+    return Chart(
+        SCALING_SERIES[row], title, CLIENTS, y_label, optional=True, markers=True, log_x=True
+    )
 
 
 CHARTS = (
@@ -75,6 +87,12 @@ CHARTS = (
         "Requests per second",
         optional=True,
         markers=True,
+    ),
+    _scaling("AVG-THROUGHPUT", "Throughput by clients", "Requests per second"),
+    _scaling("Latency p50", "Latency p50 by clients", "Latency (ms)"),
+    _scaling("Latency p99", "Latency p99 by clients", "Latency (ms)"),
+    _scaling(
+        "SERVER-MAX-CPU-USAGE", "Server CPU by clients (busiest member)", "CPU (%; 100 = one core)"
     ),
     Chart("AVG-READS-COMPLETED-DELTA", "Disk reads completed", SECONDS, "Reads per second"),
     Chart("AVG-SECTORS-READ-DELTA", "Disk sectors read", SECONDS, "Sectors per second"),
@@ -160,10 +178,22 @@ def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path:
                     ax.fill_between(series.x, low, high, color=line.get_color(), alpha=0.2)
         ax.set_title(chart.title)
         ax.set_xlabel(chart.x_label)
-        if chart.markers:  # trial numbers: whole ones only
+        if chart.log_x:
+            _log_ticks(ax, [figure.series.get(chart.name) for figure in figures])
+        elif chart.markers:  # trial numbers: whole ones only
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(chart.y_label)
         ax.legend(loc="best")
         fig.savefig(path)  # the format follows the suffix (.svg)
     finally:
         plt.close(fig)
+
+
+def _log_ticks(ax: Axes, series: Sequence[Series | None]) -> None:
+    """A log x axis labelled at the x values themselves (the client counts):
+    powers of ten alone would not say which counts ran."""
+    ax.set_xscale("log")
+    ticks = sorted({float(x) for s in series if s is not None for x in s.x})
+    if ticks:
+        ax.set_xticks(ticks, [f"{t:,.0f}" for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())

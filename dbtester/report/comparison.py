@@ -7,7 +7,7 @@ from __future__ import annotations
 from dbtester.analyze import Analysis
 from dbtester.analyze.stats import Change
 
-__all__ = ["describe_change", "render_comparisons"]
+__all__ = ["change_parts", "describe_change", "render_comparisons"]
 
 METHOD = (
     "change of the mean against the baseline, its 95% interval and the p-value of"
@@ -41,12 +41,19 @@ def render_comparisons(analysis: Analysis) -> str:
     return "\n".join(lines) + "\n"
 
 
-def describe_change(c: Change) -> str:
-    """The change in %, its 95% interval and the p-value, in aligned columns."""
+def change_parts(c: Change) -> tuple[str, str, str]:
+    """The change in % ('+5.8%'), its 95% interval ('[-27.0%, +38.6%]', or ''
+    without one) and the p-value ('p=0.644', 'p=?')."""
     interval = (
         f"[{c.low_pct:+.1f}%, {c.high_pct:+.1f}%]"
         if c.low_pct is not None and c.high_pct is not None
         else ""
     )
     p = f"p={c.p_value:.3f}" if c.p_value is not None else "p=?"
-    return f"{c.change_pct:+7.1f}%  {interval:<18}  {p:<8}"
+    return f"{c.change_pct:+.1f}%", interval, p
+
+
+def describe_change(c: Change) -> str:
+    """The change in %, its 95% interval and the p-value, in aligned columns."""
+    change, interval, p = change_parts(c)
+    return f"{change:>8}  {interval:<18}  {p:<8}"

@@ -19,10 +19,12 @@ def render_readme(
     *,
     comparison: str = "",
     charts: Sequence[Chart] = STANDARD,
+    report: str = "",
 ) -> str:
     """``machine`` is the environment in one line ('' for none); ``chart_base``
     prefixes chart links: relative locally, a bucket's public URL once published;
-    ``comparison`` follows the table; ``charts`` are those drawn."""
+    ``comparison`` follows the table; ``charts`` are those drawn; ``report``
+    links the interactive report ('' for none)."""
     lines = [f"# {title}", ""]
     if description.strip():
         lines += [description.strip(), ""]
@@ -30,6 +32,12 @@ def render_readme(
         lines += [f"Machine — {machine}.", ""]
     if notes:
         lines += [f"- **Note**: {note}" for note in notes] + [""]
+    if report:
+        lines += [
+            f"Interactive report: [{report}]({report}) — the table and every chart, with"
+            " zoom, hover values and databases to switch off; it works offline.",
+            "",
+        ]
     lines += ["```", table.rstrip("\n"), "```", ""]
     if comparison:
         lines += ["```", comparison.rstrip("\n"), "```", ""]

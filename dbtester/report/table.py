@@ -7,10 +7,10 @@ import csv
 import io
 from collections.abc import Mapping, Sequence
 
-from dbtester.analyze.figures import CV_ROW, Figures, table_rows
+from dbtester.analyze.figures import CV_ROW, Figures, table_rows, unstepped
 from dbtester.analyze.stats import Estimate
 
-__all__ = ["format_value", "render_csv", "render_table"]
+__all__ = ["format_cell", "format_value", "render_csv", "render_table"]
 
 NO_DATA = "-"
 
@@ -33,6 +33,8 @@ def format_value(row: str, value: float | int | str | None) -> str:
         return NO_DATA
     if isinstance(value, str):
         return value
+    if stepped := unstepped(row):  # CLIENTS-<n>-<row>: as <row>
+        row = stepped[1]
     if row == CV_ROW:
         return f"{value:.1f} %"
     if row == "TOTAL-SECONDS":

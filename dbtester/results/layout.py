@@ -9,6 +9,7 @@ here, and no other module spells a results file name.
     DIR/comparison.txt               each database against the first (2+ databases)
     DIR/README.md                    title, notes, table, charts
     DIR/charts/<NAME>.svg            one chart per metric
+    DIR/report.html                  the interactive report: one self-contained page
     DIR/<db-id>/run.json             one database's record (DatabaseRecord)
     DIR/<db-id>/client-latency.npz   every request (Records)
     DIR/<db-id>/client-metrics.csv   the load generator's own resource use
@@ -120,6 +121,10 @@ class ResultsLayout:
 
     def chart(self, name: str) -> Path:
         return self.charts / f"{name}.svg"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
 
     def database(self, db_id: str, trial: int | None = None) -> DatabaseLayout:
         """A database's files; with ``trial``, those of that trial of a repeated run."""

@@ -114,6 +114,11 @@ class ResultsDir:
         else:
             self.layout.comparison.unlink(missing_ok=True)
 
+    def write_report(self, page: str) -> Path:
+        """``report.html``; returns its path."""
+        _write_text(self.layout.report, page)
+        return self.layout.report
+
     # ------------------------------------------------------------------ reading
 
     def read_case(self) -> CaseInfo:
@@ -137,6 +142,10 @@ class ResultsDir:
         title, description = str(raw.get("title", "")), str(raw.get("description", ""))
         return CaseInfo(title, description, tuple(databases))
 
+    def read_case_text(self) -> str:
+        """config.yaml as written: the resolved test case, for the report."""
+        return _read_text(self.layout.config, MAX_CONFIG_BYTES)
+
     def _check_rendered_paths(self) -> None:
         """What rendering writes can be written: a directory where a file goes
         (or a file where the charts go) is named before anything is computed."""
@@ -147,6 +156,7 @@ class ResultsDir:
             layout.table_csv,
             layout.readme,
             layout.comparison,
+            layout.report,
         ):
             if path.is_dir():
                 raise ResultsError(path, "a directory where dbtester writes a file")

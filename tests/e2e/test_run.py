@@ -108,10 +108,10 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     for chart in charts:
         assert ET.parse(chart).getroot().tag.endswith("svg")
 
-    # README links resolve
+    # README links resolve: the report and the 19 charts
     readme = (out / "README.md").read_text()
     links = re.findall(r"\]\(([^)]+)\)", readme)
-    assert len(links) == 19
+    assert len(links) == 20 and links[0] == "report.html"
     assert all((out / link).exists() for link in links)
 
     # nothing left running: every member's PID is gone
