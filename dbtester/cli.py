@@ -91,6 +91,10 @@ def validate(config: str) -> None:
         click.echo(f"    {describe_database(db)}")
         if db.workload != case.workload:
             click.echo(f"      own workload: {describe_workload(db.workload)}")
+    if case.repeat > 1:
+        click.echo(f"  repeat: {case.repeat} trials per database, interleaved")
+    if case.faults:
+        click.echo(f"  faults during each load: {'; '.join(f.describe() for f in case.faults)}")
     click.echo(f"  publish: {case.publish.url if case.publish else 'no (results stay local)'}")
 
 

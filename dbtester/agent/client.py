@@ -21,7 +21,10 @@ from dbtester.errors import AgentError
 from dbtester.proto import agent_pb2 as pb
 from dbtester.proto import agent_pb2_grpc as pb_grpc
 
-__all__ = ["AgentClient", "ClockOffset"]
+__all__ = ["FAULT_ACTIONS", "AgentClient", "ClockOffset"]
+
+#: a scheduled fault's action -> the agent RPC that carries it out
+FAULT_ACTIONS = {"kill": "Kill", "restart": "Restart", "pause": "Pause", "resume": "Resume"}
 
 
 def _failed(address: str, error: grpc.RpcError) -> AgentError:
@@ -150,6 +153,17 @@ class AgentClient:
             grace_s=grace_s,
         )
         return self._call("Stop", request, timeout=max(60.0, grace_s + 30))  # type: ignore[no-any-return]
+
+    def fault(
+        self, action: str, run_id: str, database_id: str, member_index: int
+    ) -> pb.FaultResponse:
+        """A scheduled fault on one member: ``action`` is "kill", "restart",
+        "pause" or "resume" (the agent's RPC of that name)."""
+        if action not in FAULT_ACTIONS:
+            raise ValueError(f"unknown fault action {action!r}")
+        request = pb.FaultRequest(run_id=run_id, database_id=database_id, member_index=member_index)
+        # A restart waits for the member to settle; a kill for it to be gone.
+        return self._call(FAULT_ACTIONS[action], request, timeout=60.0)  # type: ignore[no-any-return]
 
     def status(self, timeout: float | None = None) -> pb.StatusResponse:
         return self._call("Status", pb.StatusRequest(), timeout)  # type: ignore[no-any-return]

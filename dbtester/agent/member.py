@@ -210,6 +210,64 @@ class Member:
                     self.log.error("%s member %d %s", self.kind.name, self.spec.index, self.error)
             return self.state
 
+    # ------------------------------------------------------------------ faults
+
+    def kill(self) -> None:
+        """SIGKILL the running member's process group, as a scheduled fault: its
+        data dir stays (for :meth:`restart`) and its state is "killed", which no
+        one mistakes for a member that died by itself. The sampler goes on
+        writing rows (pid 0) so the gap shows in the per-second series."""
+        with self._lock:
+            self._expect("kill", ("running", "paused"))
+            assert self.process is not None
+            self._signal_group(signal.SIGKILL)
+            self.process.wait()
+            self.state = "killed"
+            self.log.info("killed (scheduled fault): SIGKILL to group %d", self.process.pid)
+
+    def restart(self) -> None:
+        """Start a killed member again on its data dir, with the same flags; a
+        new sampler appends to the same metrics.csv."""
+        with self._lock:
+            self._expect("restart", ("killed",))
+            if self.sampler is not None:
+                self.sampler.stop(final_sample=False)
+            self.state = "starting"
+            try:
+                self._start_process()
+            except BaseException:
+                self._kill_group()
+                self.state = "exited"
+                raise
+            self.log.info("restarted (scheduled fault) as pid %d", self.pid)
+
+    def pause(self) -> None:
+        """SIGSTOP the member's process group: it stops answering but keeps its
+        sockets and memory, like a member stalled by its machine."""
+        with self._lock:
+            self._expect("pause", ("running",))
+            self._signal_group(signal.SIGSTOP)
+            self.state = "paused"
+            self.log.info("paused (scheduled fault): SIGSTOP to group %d", self.pid)
+
+    def resume(self) -> None:
+        with self._lock:
+            self._expect("resume", ("paused",))
+            self._signal_group(signal.SIGCONT)
+            self.state = "running"
+            self.log.info("resumed (scheduled fault): SIGCONT to group %d", self.pid)
+
+    def _expect(self, action: str, states: tuple[str, ...]) -> None:
+        if self.state not in states or self.process is None:
+            raise MemberError(
+                f"cannot {action} {self.kind.name} member {self.spec.index}: it is"
+                f" {self.state}, not {' or '.join(states)}"
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process is not None else 0
+
     @property
     def exit_code(self) -> int:
         if self.process is None or self.process.returncode is None:
@@ -233,6 +291,8 @@ class Member:
             if self.sampler is not None:
                 # A last row just before the signal; none of a process going away.
                 self.sampler.stop(final_sample=self.state == "running")
+            if self.state == "paused":
+                self._signal_group(signal.SIGCONT)  # a stopped process ignores SIGTERM
             killed = self._terminate(grace)
             died_by_itself = self.state == "exited"
             self.state = "stopped"

@@ -15,7 +15,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -286,6 +286,35 @@ class AgentService(pb_grpc.AgentServicer):
             archived_to=result.archived_to,
             samples=result.samples,
         )
+
+    # ------------------------------------------------------------------ faults
+
+    def Kill(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        return self._fault(request, context, Member.kill)
+
+    def Restart(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        return self._fault(request, context, Member.restart)
+
+    def Pause(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        return self._fault(request, context, Member.pause)
+
+    def Resume(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        return self._fault(request, context, Member.resume)
+
+    def _fault(
+        self,
+        request: pb.FaultRequest,
+        context: grpc.ServicerContext,
+        action: Callable[[Member], None],
+    ) -> pb.FaultResponse:
+        """One fault on one member: FAILED_PRECONDITION when its state does not
+        allow it (kill a killed member, resume a running one...)."""
+        member = self._member(request.run_id, request.database_id, request.member_index, context)
+        try:
+            action(member)
+        except MemberError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, _show(str(exc), 2000))
+        return pb.FaultResponse(at_unix=time.time(), pid=member.pid, state=member.state)
 
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
         with self._lock:

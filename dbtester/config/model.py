@@ -17,11 +17,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
 )
 
+from dbtester.config.faults import Fault, check_schedule
 from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
@@ -290,6 +292,8 @@ class TestCase(_Model):
     databases: Annotated[tuple[AnySpec, ...], Field(strict=False, min_length=1)]
     #: trials per database, interleaved (A1 B1 A2 B2 ...), each on a fresh cluster
     repeat: int = Field(1, ge=1, le=MAX_REPEAT)
+    #: applied to every database's cluster during its load (config/faults.py)
+    faults: Annotated[tuple[Fault, ...], Field(strict=False, max_length=100)] = ()
     publish: Publish | None = None
 
     @model_validator(mode="after")
@@ -300,6 +304,23 @@ class TestCase(_Model):
                 raise ValueError(f"database id {db.id!r} is used twice; ids name table columns")
             seen.add(db.id)
         return self
+
+    @field_validator("faults")
+    @classmethod
+    def _faults_fit(cls, faults: tuple[Fault, ...], info: ValidationInfo) -> tuple[Fault, ...]:
+        # A field validator (databases come first, so they are known here): an
+        # error points at `faults:` rather than at the top of the file.
+        databases: tuple[DatabaseSpec, ...] = info.data.get("databases", ())
+        if not faults or not databases:
+            return faults
+        loaded = [db.id for db in databases if db.endpoints]
+        if loaded:
+            raise ValueError(
+                f"faults need agents on the members: {', '.join(loaded)} only names"
+                " endpoints (a cluster dbtester does not run)"
+            )
+        check_schedule(faults, min(db.member_count for db in databases))
+        return faults
 
     def database(self, db_id: str) -> DatabaseSpec:
         for db in self.databases:
@@ -339,4 +360,5 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
     "database": tuple(DatabaseSpec.model_fields),
     "host": tuple(Host.model_fields),
     "publish": tuple(Publish.model_fields),
+    "faults": tuple(Fault.model_fields),
 }

@@ -10,24 +10,29 @@ into the record.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient
+from dbtester.config.faults import Fault
 from dbtester.config.model import DatabaseSpec
 from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
+from dbtester.control.faults import FaultRunner
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
 from dbtester.load import LoadResult, run_load, seed_key, warm_up
 from dbtester.results import (
     DatabaseRecord,
+    FaultRecord,
     LoadWindow,
     MemberRecord,
     ResultsDir,
@@ -107,11 +112,13 @@ def run_database(
     workers: int | None = None,
     reporter: Reporter | None = None,
     trial: int | None = None,
+    faults: Sequence[Fault] = (),
 ) -> DatabaseRecord:
     """Run ``db`` (``trial`` k of a repeated run: a fresh cluster of its own)
     and return the record written into ``store``; a failure is in its
-    ``error``. KeyboardInterrupt propagates once the partial record is written."""
-    run = DatabaseRun(db, run_id, store, scratch, workers, reporter or Reporter(), trial)
+    ``error``. ``faults`` are applied during the load. KeyboardInterrupt
+    propagates once the partial record is written."""
+    run = DatabaseRun(db, run_id, store, scratch, workers, reporter or Reporter(), trial, faults)
     return run.run()
 
 
@@ -127,8 +134,12 @@ class DatabaseRun:
         workers: int | None,
         reporter: Reporter,
         trial: int | None = None,
+        faults: Sequence[Fault] = (),
     ) -> None:
         self.db = db
+        self.faults = tuple(faults)
+        self.fault_records: tuple[FaultRecord, ...] = ()
+        self.peers: list[Peer] = []
         self.run_id = run_id
         self.trial = trial
         # Agents keep each trial's members apart: a fresh data dir every time.
@@ -188,6 +199,7 @@ class DatabaseRun:
             return
         with ExitStack() as stack:
             peers = self._agents(stack)
+            self.peers = peers
             # Heartbeats cover the stop too: stopping and fetching member by member
             # must not let a later member's agent watchdog fire.
             with self._heartbeats():
@@ -408,17 +420,23 @@ class DatabaseRun:
         self._warm_up()
         w = self.db.workload
         self.reporter.say(f"{self.db.id}: {w.type} load, {w.requests:,} requests")
-        self.load = run_load(
-            self.db.kind,
-            self._settings(),
-            w,
-            self.out,
-            workers=self.workers,
-            max_error_rate=w.max_error_rate,
-            progress=self.reporter.stream,
-            label=self.db.id,
-            health=lambda: self.health.problem,
-        )
+        runner = self._fault_runner()
+        runner.start(time.time())
+        try:
+            self.load = run_load(
+                self.db.kind,
+                self._settings(),
+                w,
+                self.out,
+                workers=self.workers,
+                # Errors are what a scheduled fault is for: counted, never a limit.
+                max_error_rate=1.0 if self.faults else w.max_error_rate,
+                progress=self.reporter.stream,
+                label=self.db.id,
+                health=lambda: self.health.problem or runner.problem,
+            )
+        finally:
+            self.fault_records = runner.stop()
         if self.load.aborted:
             found = self._diagnose()
             cause = f"; {found}" if found and found not in self.load.aborted else ""
@@ -426,6 +444,18 @@ class DatabaseRun:
         wrong = self.load.records.counts().get("wrong-value", 0)
         if wrong:
             raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
+
+    def _fault_runner(self) -> FaultRunner:
+        return FaultRunner(
+            self.faults,
+            self.kind,
+            self.peers,
+            self._clients,
+            [m.clock_offset_s for m in self.members],
+            (self.agent_run_id, self.db.id),
+            self.reporter,
+            self.db.id,
+        )
 
     def _account(self) -> None:
         """Count the keys in the database against what the load wrote: attempted,
@@ -457,13 +487,18 @@ class DatabaseRun:
         a member died the cluster may still be electing a leader ("leader
         changed", a connection refused), which says nothing about the keys."""
         deadline = time.monotonic() + COUNT_RETRY_S
-        while True:
+        settings = self._settings()
+        # Each try asks the next member first: one a fault left down answers nothing.
+        for turn in itertools.count():
+            shift = turn % max(1, len(settings.endpoints))
+            endpoints = settings.endpoints[shift:] + settings.endpoints[:shift]
             try:
-                return self.kind.count_keys(self._settings())
+                return self.kind.count_keys(replace(settings, endpoints=endpoints))
             except Exception:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(COUNT_RETRY_PAUSE_S)
+        raise AssertionError("unreachable")
 
     def _verify(self) -> None:
         """After writes, the keys in the database must match what was acknowledged."""
@@ -534,9 +569,18 @@ class DatabaseRun:
             verification=self.verification,
             load=_window(self.load),
             warmup=_window(self.warmup),
+            faults=self.fault_records,
             trial=self.trial,
-            notes=tuple(n for n in [self._load_note(), self._warmup_note()] if n),
+            notes=tuple(
+                n for n in [self._load_note(), self._warmup_note(), self._faults_note()] if n
+            ),
         )
+
+    def _faults_note(self) -> str | None:
+        if not self.faults:
+            return None
+        done = "; ".join(f.describe() for f in self.faults)
+        return f"scheduled faults during the load: {done} (each as it happened: run.json faults)"
 
     def _warmup_note(self) -> str | None:
         n = self.db.workload.warmup_requests

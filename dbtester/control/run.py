@@ -127,7 +127,9 @@ def run_case(
             for db in case.databases:
                 of = f" (trial {number} of {case.repeat})" if trial else ""
                 reporter.say(f"== {db.id}: {db.kind} {db.version}{of}")
-                record = run_database(db, run_id, store, scratch, workers, reporter, trial)
+                record = run_database(
+                    db, run_id, store, scratch, workers, reporter, trial, case.faults
+                )
                 records.append(record)
                 if not record.passed:
                     reporter.say(f"{db.id}{of}: FAILED: {record.error}")

@@ -13,7 +13,7 @@ import platform
 import re
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -150,6 +150,12 @@ class DatabaseKind(ABC):
     @abstractmethod
     def count_keys(self, settings: LoadSettings) -> int:
         """How many keys the load generator's prefix holds (verification)."""
+
+    @abstractmethod
+    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+        """The index in ``peers`` of the member that leads the cluster now; None
+        while none does (an election) or when no member answers. A scheduled
+        fault on ``member: leader`` asks this at the moment of the fault."""
 
     def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
         """Whether ``peer`` accepts clients; kinds refine this with a health call."""

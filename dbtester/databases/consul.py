@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -118,6 +118,24 @@ class Consul(DatabaseKind):
                 return len(json.loads(r.read()) or "") > 0
         except (OSError, ValueError):
             return False
+
+    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+        """/v1/status/leader names the leader's server (RPC) address, host:port;
+        any member that answers knows it."""
+        for peer in peers:
+            try:
+                with urllib.request.urlopen(
+                    f"{peer.url('client')}/v1/status/leader", timeout=timeout
+                ) as reply:
+                    address = str(json.loads(reply.read()) or "")
+            except (OSError, ValueError):
+                continue
+            host, _, port = address.rpartition(":")
+            for index, candidate in enumerate(peers):
+                if candidate.host == host and str(candidate.ports.get("server")) == port:
+                    return index
+            return None
+        return None
 
     def install_sources(self, version: str) -> list[Source]:
         name = f"consul_{version}_linux_{go_arch()}.zip"

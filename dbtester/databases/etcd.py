@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
@@ -107,6 +107,26 @@ class Etcd(DatabaseKind):
                 return bool(json.loads(r.read()).get("health") == "true")
         except (OSError, ValueError):
             return False
+
+    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+        """Each member's maintenance status names its own id and the leader's
+        (the JSON gateway writes uint64s as strings)."""
+        ids: dict[str, int] = {}
+        leaders: set[str] = set()
+        for index, peer in enumerate(peers):
+            request = urllib.request.Request(
+                f"{peer.url('client')}/v3/maintenance/status", data=b"{}", method="POST"
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as reply:
+                    status = json.loads(reply.read())
+            except (OSError, ValueError):
+                continue  # down, paused, or not answering: it says nothing
+            ids[str(status.get("header", {}).get("member_id", ""))] = index
+            if str(status.get("leader", "0")) != "0":
+                leaders.add(str(status["leader"]))
+        found = [ids[leader] for leader in leaders if leader in ids]
+        return found[0] if len(found) == 1 else None
 
     def install_sources(self, version: str) -> list[Source]:
         arch = go_arch()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -98,15 +98,13 @@ class ZooKeeper(DatabaseKind):
 
     def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
         """'srvr' names the mode once the member serves (leader, follower, standalone)."""
-        try:
-            with socket.create_connection((peer.host, peer.ports["client"]), timeout) as conn:
-                conn.sendall(b"srvr")
-                reply = b""
-                while chunk := conn.recv(4096):
-                    reply += chunk
-        except OSError:
-            return False
-        return b"Mode: " in reply
+        return _mode(peer, timeout) is not None
+
+    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+        """The member whose 'srvr' says ``Mode: leader`` (a one-member ensemble
+        says ``standalone`` and leads itself)."""
+        found = [i for i, p in enumerate(peers) if _mode(p, timeout) in ("leader", "standalone")]
+        return found[0] if len(found) == 1 else None
 
     def install_sources(self, version: str) -> list[Source]:
         base = f"{ARCHIVE}/zookeeper-{version}/apache-zookeeper-{version}-bin.tar.gz"
@@ -256,3 +254,21 @@ def _bytes(size: str) -> int:
     scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(unit, 1)
     digits = size[:-1] if unit in "kmg" else size
     return int(digits) * scale
+
+
+def _mode(peer: Peer, timeout: float) -> str | None:
+    """What the four-letter word 'srvr' (allowed by default) says of the
+    member's role: leader, follower, standalone; None when it does not serve."""
+    try:
+        with socket.create_connection((peer.host, peer.ports["client"]), timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(b"srvr")
+            reply = b""
+            while chunk := conn.recv(4096):
+                reply += chunk
+    except OSError:
+        return None
+    for line in reply.decode("utf-8", "replace").splitlines():
+        if line.startswith("Mode: "):
+            return line.removeprefix("Mode: ").strip()
+    return None

@@ -4,60 +4,67 @@
 # source: dbtester/proto/agent.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "dbtester/proto/agent.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'dbtester/proto/agent.proto'
 )
 # @@protoc_insertion_point(imports)
 
 _sym_db = _symbol_database.Default()
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n\x1a\x64\x62tester/proto/agent.proto\x12\x11\x64\x62tester.agent.v1"\x83\x01\n\x04Peer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x31\n\x05ports\x18\x03 \x03(\x0b\x32".dbtester.agent.v1.Peer.PortsEntry\x1a,\n\nPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01"\xf3\x01\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x14\n\x0cmember_index\x18\x05 \x01(\r\x12&\n\x05peers\x18\x06 \x03(\x0b\x32\x17.dbtester.agent.v1.Peer\x12\x12\n\nflags_json\x18\x07 \x01(\t\x12\x19\n\x11sample_interval_s\x18\x08 \x01(\x01\x12\x1b\n\x13heartbeat_timeout_s\x18\t \x01(\x01\x12\x15\n\rcluster_token\x18\n \x01(\t"D\n\rStartResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08\x64\x61ta_dir\x18\x02 \x01(\t\x12\x14\n\x0cstarted_unix\x18\x03 \x01(\x01"i\n\x0bStopRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x08\x12\x0f\n\x07grace_s\x18\x05 \x01(\x01"\x87\x01\n\x0cStopResponse\x12\x18\n\x10\x64isk_usage_bytes\x18\x01 \x01(\x04\x12\x0e\n\x06killed\x18\x02 \x01(\x08\x12\x11\n\texit_code\x18\x03 \x01(\x05\x12\x14\n\x0cstop_seconds\x18\x04 \x01(\x01\x12\x13\n\x0b\x61rchived_to\x18\x05 \x01(\t\x12\x0f\n\x07samples\x18\x06 \x01(\x04"\x0f\n\rStatusRequest"\xaa\x01\n\x0cMemberStatus\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x10\n\x08sampling\x18\x07 \x01(\x08\x12\x0f\n\x07samples\x18\x08 \x01(\x04\x12\r\n\x05\x65rror\x18\t \x01(\t"\x83\x01\n\x0eStatusResponse\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12\x16\n\x0ewall_time_unix\x18\x02 \x01(\x01\x12\x30\n\x07members\x18\x03 \x03(\x0b\x32\x1f.dbtester.agent.v1.MemberStatus\x12\x10\n\x08hostname\x18\x04 \x01(\t"M\n\x10ListFilesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r"&\n\x08\x46ileInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04"?\n\x11ListFilesResponse\x12*\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1b.dbtester.agent.v1.FileInfo"[\n\x10\x46\x65tchFileRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0c\n\x04name\x18\x04 \x01(\t")\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x32\x95\x03\n\x05\x41gent\x12J\n\x05Start\x12\x1f.dbtester.agent.v1.StartRequest\x1a .dbtester.agent.v1.StartResponse\x12G\n\x04Stop\x12\x1e.dbtester.agent.v1.StopRequest\x1a\x1f.dbtester.agent.v1.StopResponse\x12M\n\x06Status\x12 .dbtester.agent.v1.StatusRequest\x1a!.dbtester.agent.v1.StatusResponse\x12V\n\tListFiles\x12#.dbtester.agent.v1.ListFilesRequest\x1a$.dbtester.agent.v1.ListFilesResponse\x12P\n\tFetchFile\x12#.dbtester.agent.v1.FetchFileRequest\x1a\x1c.dbtester.agent.v1.FileChunk0\x01\x62\x06proto3'
-)
+
+
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64\x62tester/proto/agent.proto\x12\x11\x64\x62tester.agent.v1\"\x83\x01\n\x04Peer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x31\n\x05ports\x18\x03 \x03(\x0b\x32\".dbtester.agent.v1.Peer.PortsEntry\x1a,\n\nPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"\xf3\x01\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x14\n\x0cmember_index\x18\x05 \x01(\r\x12&\n\x05peers\x18\x06 \x03(\x0b\x32\x17.dbtester.agent.v1.Peer\x12\x12\n\nflags_json\x18\x07 \x01(\t\x12\x19\n\x11sample_interval_s\x18\x08 \x01(\x01\x12\x1b\n\x13heartbeat_timeout_s\x18\t \x01(\x01\x12\x15\n\rcluster_token\x18\n \x01(\t\"D\n\rStartResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08\x64\x61ta_dir\x18\x02 \x01(\t\x12\x14\n\x0cstarted_unix\x18\x03 \x01(\x01\"i\n\x0bStopRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x08\x12\x0f\n\x07grace_s\x18\x05 \x01(\x01\"\x87\x01\n\x0cStopResponse\x12\x18\n\x10\x64isk_usage_bytes\x18\x01 \x01(\x04\x12\x0e\n\x06killed\x18\x02 \x01(\x08\x12\x11\n\texit_code\x18\x03 \x01(\x05\x12\x14\n\x0cstop_seconds\x18\x04 \x01(\x01\x12\x13\n\x0b\x61rchived_to\x18\x05 \x01(\t\x12\x0f\n\x07samples\x18\x06 \x01(\x04\"\x0f\n\rStatusRequest\"\xaa\x01\n\x0cMemberStatus\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x10\n\x08sampling\x18\x07 \x01(\x08\x12\x0f\n\x07samples\x18\x08 \x01(\x04\x12\r\n\x05\x65rror\x18\t \x01(\t\"\x83\x01\n\x0eStatusResponse\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12\x16\n\x0ewall_time_unix\x18\x02 \x01(\x01\x12\x30\n\x07members\x18\x03 \x03(\x0b\x32\x1f.dbtester.agent.v1.MemberStatus\x12\x10\n\x08hostname\x18\x04 \x01(\t\"M\n\x10ListFilesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\"&\n\x08\x46ileInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\"?\n\x11ListFilesResponse\x12*\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1b.dbtester.agent.v1.FileInfo\"[\n\x10\x46\x65tchFileRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0c\n\x04name\x18\x04 \x01(\t\")\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\"I\n\x0c\x46\x61ultRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\"<\n\rFaultResponse\x12\x0f\n\x07\x61t_unix\x18\x01 \x01(\x01\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t2\xc7\x05\n\x05\x41gent\x12J\n\x05Start\x12\x1f.dbtester.agent.v1.StartRequest\x1a .dbtester.agent.v1.StartResponse\x12G\n\x04Stop\x12\x1e.dbtester.agent.v1.StopRequest\x1a\x1f.dbtester.agent.v1.StopResponse\x12M\n\x06Status\x12 .dbtester.agent.v1.StatusRequest\x1a!.dbtester.agent.v1.StatusResponse\x12V\n\tListFiles\x12#.dbtester.agent.v1.ListFilesRequest\x1a$.dbtester.agent.v1.ListFilesResponse\x12P\n\tFetchFile\x12#.dbtester.agent.v1.FetchFileRequest\x1a\x1c.dbtester.agent.v1.FileChunk0\x01\x12I\n\x04Kill\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12L\n\x07Restart\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12J\n\x05Pause\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12K\n\x06Resume\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "dbtester.proto.agent_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dbtester.proto.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_PEER_PORTSENTRY"]._loaded_options = None
-    _globals["_PEER_PORTSENTRY"]._serialized_options = b"8\001"
-    _globals["_PEER"]._serialized_start = 50
-    _globals["_PEER"]._serialized_end = 181
-    _globals["_PEER_PORTSENTRY"]._serialized_start = 137
-    _globals["_PEER_PORTSENTRY"]._serialized_end = 181
-    _globals["_STARTREQUEST"]._serialized_start = 184
-    _globals["_STARTREQUEST"]._serialized_end = 427
-    _globals["_STARTRESPONSE"]._serialized_start = 429
-    _globals["_STARTRESPONSE"]._serialized_end = 497
-    _globals["_STOPREQUEST"]._serialized_start = 499
-    _globals["_STOPREQUEST"]._serialized_end = 604
-    _globals["_STOPRESPONSE"]._serialized_start = 607
-    _globals["_STOPRESPONSE"]._serialized_end = 742
-    _globals["_STATUSREQUEST"]._serialized_start = 744
-    _globals["_STATUSREQUEST"]._serialized_end = 759
-    _globals["_MEMBERSTATUS"]._serialized_start = 762
-    _globals["_MEMBERSTATUS"]._serialized_end = 932
-    _globals["_STATUSRESPONSE"]._serialized_start = 935
-    _globals["_STATUSRESPONSE"]._serialized_end = 1066
-    _globals["_LISTFILESREQUEST"]._serialized_start = 1068
-    _globals["_LISTFILESREQUEST"]._serialized_end = 1145
-    _globals["_FILEINFO"]._serialized_start = 1147
-    _globals["_FILEINFO"]._serialized_end = 1185
-    _globals["_LISTFILESRESPONSE"]._serialized_start = 1187
-    _globals["_LISTFILESRESPONSE"]._serialized_end = 1250
-    _globals["_FETCHFILEREQUEST"]._serialized_start = 1252
-    _globals["_FETCHFILEREQUEST"]._serialized_end = 1343
-    _globals["_FILECHUNK"]._serialized_start = 1345
-    _globals["_FILECHUNK"]._serialized_end = 1386
-    _globals["_AGENT"]._serialized_start = 1389
-    _globals["_AGENT"]._serialized_end = 1794
+  DESCRIPTOR._loaded_options = None
+  _globals['_PEER_PORTSENTRY']._loaded_options = None
+  _globals['_PEER_PORTSENTRY']._serialized_options = b'8\001'
+  _globals['_PEER']._serialized_start=50
+  _globals['_PEER']._serialized_end=181
+  _globals['_PEER_PORTSENTRY']._serialized_start=137
+  _globals['_PEER_PORTSENTRY']._serialized_end=181
+  _globals['_STARTREQUEST']._serialized_start=184
+  _globals['_STARTREQUEST']._serialized_end=427
+  _globals['_STARTRESPONSE']._serialized_start=429
+  _globals['_STARTRESPONSE']._serialized_end=497
+  _globals['_STOPREQUEST']._serialized_start=499
+  _globals['_STOPREQUEST']._serialized_end=604
+  _globals['_STOPRESPONSE']._serialized_start=607
+  _globals['_STOPRESPONSE']._serialized_end=742
+  _globals['_STATUSREQUEST']._serialized_start=744
+  _globals['_STATUSREQUEST']._serialized_end=759
+  _globals['_MEMBERSTATUS']._serialized_start=762
+  _globals['_MEMBERSTATUS']._serialized_end=932
+  _globals['_STATUSRESPONSE']._serialized_start=935
+  _globals['_STATUSRESPONSE']._serialized_end=1066
+  _globals['_LISTFILESREQUEST']._serialized_start=1068
+  _globals['_LISTFILESREQUEST']._serialized_end=1145
+  _globals['_FILEINFO']._serialized_start=1147
+  _globals['_FILEINFO']._serialized_end=1185
+  _globals['_LISTFILESRESPONSE']._serialized_start=1187
+  _globals['_LISTFILESRESPONSE']._serialized_end=1250
+  _globals['_FETCHFILEREQUEST']._serialized_start=1252
+  _globals['_FETCHFILEREQUEST']._serialized_end=1343
+  _globals['_FILECHUNK']._serialized_start=1345
+  _globals['_FILECHUNK']._serialized_end=1386
+  _globals['_FAULTREQUEST']._serialized_start=1388
+  _globals['_FAULTREQUEST']._serialized_end=1461
+  _globals['_FAULTRESPONSE']._serialized_start=1463
+  _globals['_FAULTRESPONSE']._serialized_end=1523
+  _globals['_AGENT']._serialized_start=1526
+  _globals['_AGENT']._serialized_end=2237
 # @@protoc_insertion_point(module_scope)

@@ -15,33 +15,16 @@ class Peer(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
-
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     host: str
     ports: _containers.ScalarMap[str, int]
-    def __init__(
-        self,
-        name: _Optional[str] = ...,
-        host: _Optional[str] = ...,
-        ports: _Optional[_Mapping[str, int]] = ...,
-    ) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., ports: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = (
-        "run_id",
-        "database_id",
-        "kind",
-        "version",
-        "member_index",
-        "peers",
-        "flags_json",
-        "sample_interval_s",
-        "heartbeat_timeout_s",
-        "cluster_token",
-    )
+    __slots__ = ("run_id", "database_id", "kind", "version", "member_index", "peers", "flags_json", "sample_interval_s", "heartbeat_timeout_s", "cluster_token")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -62,19 +45,7 @@ class StartRequest(_message.Message):
     sample_interval_s: float
     heartbeat_timeout_s: float
     cluster_token: str
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        database_id: _Optional[str] = ...,
-        kind: _Optional[str] = ...,
-        version: _Optional[str] = ...,
-        member_index: _Optional[int] = ...,
-        peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ...,
-        flags_json: _Optional[str] = ...,
-        sample_interval_s: _Optional[float] = ...,
-        heartbeat_timeout_s: _Optional[float] = ...,
-        cluster_token: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ...) -> None: ...
 
 class StartResponse(_message.Message):
     __slots__ = ("pid", "data_dir", "started_unix")
@@ -84,12 +55,7 @@ class StartResponse(_message.Message):
     pid: int
     data_dir: str
     started_unix: float
-    def __init__(
-        self,
-        pid: _Optional[int] = ...,
-        data_dir: _Optional[str] = ...,
-        started_unix: _Optional[float] = ...,
-    ) -> None: ...
+    def __init__(self, pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., started_unix: _Optional[float] = ...) -> None: ...
 
 class StopRequest(_message.Message):
     __slots__ = ("run_id", "database_id", "member_index", "failed", "grace_s")
@@ -103,24 +69,10 @@ class StopRequest(_message.Message):
     member_index: int
     failed: bool
     grace_s: float
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        database_id: _Optional[str] = ...,
-        member_index: _Optional[int] = ...,
-        failed: _Optional[bool] = ...,
-        grace_s: _Optional[float] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., failed: _Optional[bool] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
 class StopResponse(_message.Message):
-    __slots__ = (
-        "disk_usage_bytes",
-        "killed",
-        "exit_code",
-        "stop_seconds",
-        "archived_to",
-        "samples",
-    )
+    __slots__ = ("disk_usage_bytes", "killed", "exit_code", "stop_seconds", "archived_to", "samples")
     DISK_USAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     KILLED_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -133,32 +85,14 @@ class StopResponse(_message.Message):
     stop_seconds: float
     archived_to: str
     samples: int
-    def __init__(
-        self,
-        disk_usage_bytes: _Optional[int] = ...,
-        killed: _Optional[bool] = ...,
-        exit_code: _Optional[int] = ...,
-        stop_seconds: _Optional[float] = ...,
-        archived_to: _Optional[str] = ...,
-        samples: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, disk_usage_bytes: _Optional[int] = ..., killed: _Optional[bool] = ..., exit_code: _Optional[int] = ..., stop_seconds: _Optional[float] = ..., archived_to: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class MemberStatus(_message.Message):
-    __slots__ = (
-        "run_id",
-        "database_id",
-        "member_index",
-        "state",
-        "pid",
-        "exit_code",
-        "sampling",
-        "samples",
-        "error",
-    )
+    __slots__ = ("run_id", "database_id", "member_index", "state", "pid", "exit_code", "sampling", "samples", "error")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -177,18 +111,7 @@ class MemberStatus(_message.Message):
     sampling: bool
     samples: int
     error: str
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        database_id: _Optional[str] = ...,
-        member_index: _Optional[int] = ...,
-        state: _Optional[str] = ...,
-        pid: _Optional[int] = ...,
-        exit_code: _Optional[int] = ...,
-        sampling: _Optional[bool] = ...,
-        samples: _Optional[int] = ...,
-        error: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., state: _Optional[str] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., sampling: _Optional[bool] = ..., samples: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("agent_version", "wall_time_unix", "members", "hostname")
@@ -200,13 +123,7 @@ class StatusResponse(_message.Message):
     wall_time_unix: float
     members: _containers.RepeatedCompositeFieldContainer[MemberStatus]
     hostname: str
-    def __init__(
-        self,
-        agent_version: _Optional[str] = ...,
-        wall_time_unix: _Optional[float] = ...,
-        members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ...,
-        hostname: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, agent_version: _Optional[str] = ..., wall_time_unix: _Optional[float] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
 
 class ListFilesRequest(_message.Message):
     __slots__ = ("run_id", "database_id", "member_index")
@@ -216,12 +133,7 @@ class ListFilesRequest(_message.Message):
     run_id: str
     database_id: str
     member_index: int
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        database_id: _Optional[str] = ...,
-        member_index: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("name", "size")
@@ -247,13 +159,7 @@ class FetchFileRequest(_message.Message):
     database_id: str
     member_index: int
     name: str
-    def __init__(
-        self,
-        run_id: _Optional[str] = ...,
-        database_id: _Optional[str] = ...,
-        member_index: _Optional[int] = ...,
-        name: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., name: _Optional[str] = ...) -> None: ...
 
 class FileChunk(_message.Message):
     __slots__ = ("data", "offset")
@@ -262,3 +168,23 @@ class FileChunk(_message.Message):
     data: bytes
     offset: int
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class FaultRequest(_message.Message):
+    __slots__ = ("run_id", "database_id", "member_index")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    member_index: int
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ...) -> None: ...
+
+class FaultResponse(_message.Message):
+    __slots__ = ("at_unix", "pid", "state")
+    AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    at_unix: float
+    pid: int
+    state: str
+    def __init__(self, at_unix: _Optional[float] = ..., pid: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...

@@ -12,12 +12,15 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from dbtester.errors import ResultsError
 from dbtester.results.files import check_regular_file, present
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["CLIENT_COLUMNS", "SERVER_COLUMNS", "read_metrics"]
 
@@ -56,6 +59,10 @@ CLIENT_COLUMNS = (
 def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
     """The samples in ``path``; None when it is missing or holds none (a member
     that died at once). ResultsError, naming the file, when it is corrupt."""
+    # pandas on first use: every command imports this package, most never read
+    # metrics, and pandas (with pyarrow beside it) costs ~40 MB and ~0.4 s.
+    import pandas as pd
+
     if not present(path):
         return None
     if check_regular_file(path) == 0:

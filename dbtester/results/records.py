@@ -22,6 +22,7 @@ __all__ = [
     "DatabaseRecord",
     "DatabaseSummary",
     "Environment",
+    "FaultRecord",
     "FigureValue",
     "LoadWindow",
     "MemberRecord",
@@ -138,6 +139,21 @@ def account(counts: Mapping[str, int], found: int, *, same_key: bool) -> Verific
     )
 
 
+class FaultRecord(_Record):
+    """One scheduled fault as it happened (the test case's ``faults:``)."""
+
+    at_s: float  # when it was due, seconds after the load's start
+    action: str  # kill, restart, pause, resume
+    target: str  # as written: an index, "leader", "follower", or "" (undoes the latest)
+    member: int | None = None  # the member it hit (None when it could not be resolved)
+    unix: float | None = None  # when it took effect, on the controller's clock
+    pid: int = 0  # the member's PID after it (a restart's new one)
+    #: for a kill or pause of the leader: seconds until another member was
+    #: reported as leader (None when none was within the bound, or not the leader)
+    new_leader_s: float | None = None
+    error: str = ""  # why it could not be applied ("" when it was)
+
+
 class DatabaseRecord(_Versioned):
     """``<db-id>/run.json``: one database's run, written once it is over."""
 
@@ -152,6 +168,8 @@ class DatabaseRecord(_Versioned):
     load: LoadWindow | None = None
     #: the warm-up before the load (``warmup_requests``), counted in no figure
     warmup: LoadWindow | None = None
+    #: the scheduled faults applied during the load, in order
+    faults: tuple[FaultRecord, ...] = ()
     #: which trial of a repeated run (None: the database ran once)
     trial: int | None = None
     #: what the table alone does not say about this run (e.g. how a kind

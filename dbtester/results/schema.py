@@ -22,10 +22,11 @@ History (add a line and an upgrade step whenever what a file holds changes):
    the first), and per database ``trials``, ``intervals`` (the 95% interval's
    half-width per row) and ``trial_figures`` (every trial's rows). Only keys
    were added, with defaults that describe a version 2 run: it upgrades as it is.
-4. Warm-up. ``run.json`` has ``warmup`` (null, or the warm-up's window, CPU
-   and outcome counts, in the form of ``load``); its requests are in no
-   figure, but its writes are in ``verification``. Only a key was added, with
-   a default that describes a version 3 run: it upgrades as it is.
+4. Warm-up and faults. ``run.json`` has ``warmup`` (null, or the warm-up's
+   window, CPU and outcome counts, in the form of ``load``; its requests are
+   in no figure, but its writes are in ``verification``) and ``faults`` (the
+   scheduled faults as they happened). Only keys were added, with defaults
+   that describe a version 3 run: it upgrades as it is.
 """
 
 from __future__ import annotations

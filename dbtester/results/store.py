@@ -13,9 +13,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pandas as pd
 import yaml
 from pydantic import BaseModel, ValidationError
 
@@ -27,6 +26,9 @@ from dbtester.results.records import DatabaseRecord, RunSummary
 from dbtester.results.requests import Records
 from dbtester.results.schema import upgrade
 from dbtester.util.paths import SAFE_NAME
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["CaseInfo", "DatabaseResults", "ResultsDir", "RunResults", "TrialResults"]
 

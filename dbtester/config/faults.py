@@ -1,0 +1,111 @@
+"""Scheduled faults: the test case's ``faults:``, applied to every database's
+cluster during its load, at the same moments.
+
+A fault is ``{at: 10s, action: kill, member: leader}``: ``at`` counts from the
+load's start (``10s``, ``1.5s``, ``500ms``, ``2m`` or a number of seconds);
+``member`` is an index, ``leader`` or ``follower`` (resolved by the database
+kind at the moment of the fault). ``restart`` and ``resume`` undo the latest
+``kill`` / ``pause`` that is still in effect and name no member of their own
+(they reach the member it hit, which may no longer be the leader).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "ACTIONS",
+    "MAX_AT_S",
+    "Fault",
+    "check_schedule",
+    "parse_duration",
+]
+
+#: what a fault can do to a member
+ACTIONS = ("kill", "restart", "pause", "resume")
+#: the action that undoes each one that takes a member out
+UNDO = {"kill": "restart", "pause": "resume"}
+#: a day: past any load dbtester runs
+MAX_AT_S = 86_400.0
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0}
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)\s*$")
+
+
+def parse_duration(value: object) -> object:
+    """``10s`` / ``1.5s`` / ``500ms`` / ``2m`` -> seconds; numbers pass (they are
+    seconds); anything else is left for the model to refuse."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match is None:
+            raise ValueError(
+                f"{value!r} is not a duration: write seconds (10, 1.5) or 10s, 500ms, 2m"
+            )
+        return float(match.group(1)) * _UNITS[match.group(2)]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+class Fault(BaseModel):
+    """One scheduled fault."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    at: float = Field(gt=0, le=MAX_AT_S)  # seconds after the load starts
+    action: Literal["kill", "restart", "pause", "resume"]
+    member: int | Literal["leader", "follower"] | None = None
+
+    _at = field_validator("at", mode="before")(parse_duration)
+
+    @field_validator("member")
+    @classmethod
+    def _index(cls, member: int | str | None) -> int | str | None:
+        if isinstance(member, int) and member < 0:
+            raise ValueError("member: an index counts from 0")
+        return member
+
+    @model_validator(mode="after")
+    def _target(self) -> Fault:
+        undoes = self.action in UNDO.values()
+        if undoes and self.member is not None:
+            raise ValueError(
+                f"{self.action} takes no member: it undoes the latest"
+                f" {'kill' if self.action == 'restart' else 'pause'} still in effect"
+            )
+        if not undoes and self.member is None:
+            raise ValueError(f"{self.action} needs a member: an index, leader or follower")
+        return self
+
+    def describe(self) -> str:
+        """e.g. ``kill leader at 10 s``."""
+        who = f" member {self.member}" if isinstance(self.member, int) else f" {self.member}"
+        return f"{self.action}{who if self.member is not None else ''} at {self.at:g} s"
+
+
+def check_schedule(faults: Sequence[Fault], members: int) -> None:
+    """The schedule as a whole: in time order, indices within ``members``, every
+    restart/resume after the kill/pause it undoes, never two members out at
+    once in a way that leaves the undo ambiguous. ValueError otherwise."""
+    out: list[str] = []  # actions in effect, latest last ("kill" or "pause")
+    previous = 0.0
+    for number, fault in enumerate(faults, 1):
+        where = f"faults[{number - 1}] ({fault.describe()})"
+        if fault.at < previous:
+            raise ValueError(f"{where}: faults must be in time order (the one before is later)")
+        previous = fault.at
+        if isinstance(fault.member, int) and fault.member >= members:
+            raise ValueError(
+                f"{where}: member {fault.member} does not exist: a database here has"
+                f" {members} member(s), indices 0..{members - 1}"
+            )
+        if fault.action in UNDO:
+            out.append(fault.action)
+            continue
+        undone = next((a for a in ("kill", "pause") if UNDO[a] == fault.action), "")
+        if not out or out[-1] != undone:
+            raise ValueError(f"{where}: there is no {undone} in effect for it to undo")
+        out.pop()

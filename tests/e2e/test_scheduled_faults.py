@@ -1,0 +1,68 @@
+"""`faults:` in a real run: the leader of a real 3-member etcd cluster is
+killed mid-write and restarted; the run passes (a scheduled fault is not a
+failure), nothing acknowledged is lost, and run.json says what happened."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from dbtester.results.requests import Records
+from tests.e2e.test_run import _dbtester
+
+pytestmark = pytest.mark.integration
+VERSION = "3.5.17"
+
+
+def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_home) -> None:
+    home = Path(installed_home("etcd", VERSION))
+    case = {
+        "title": "kill the leader",
+        "workload": {
+            "type": "write",
+            "requests": 8000,
+            "key_size": 64,
+            "value_size": 256,
+            "clients": 20,
+            "connections": 6,
+            "rate": 2000,
+        },
+        "databases": [{"id": "etcd", "kind": "etcd", "version": VERSION, "members": 3}],
+        "faults": [
+            {"at": "1s", "action": "kill", "member": "leader"},
+            {"at": "2500ms", "action": "restart"},
+        ],
+    }
+    config = tmp_path / "case.yaml"
+    config.write_text(yaml.safe_dump(case))
+    out = tmp_path / "out"
+    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    record = json.loads((out / "etcd" / "run.json").read_text())
+    kill, restart = record["faults"]
+    assert (kill["action"], kill["target"], restart["action"]) == ("kill", "leader", "restart")
+    assert kill["member"] == restart["member"] and not kill["error"] and not restart["error"]
+    assert restart["pid"] != kill["pid"]  # started again: a new process
+    # the leader was killed, so another was elected within the bound
+    assert kill["new_leader_s"] is not None and 0 < kill["new_leader_s"] < 30
+    load = record["load"]
+    assert load["started_unix"] + 0.9 < kill["unix"] < restart["unix"] < load["ended_unix"]
+    assert f"kill member {kill['member']} at 1 s (it led" in result.stderr
+
+    # nothing acknowledged was lost; errors there were are of unknown outcome
+    v = record["verification"]
+    assert v["lost"] == 0 and v["unexpected"] == 0 and v["acknowledged"] > 0
+    records = Records.load(out / "etcd" / "client-latency.npz")
+    done = (records.due_ns + records.latency_ns) / 1e9
+    failed = done[records.code != 0]
+    # failures, if any, came after the kill (the cluster was whole before it)
+    assert not len(failed) or failed.min() >= kill["unix"] - 0.05
+    assert int((records.code == 0).sum()) == v["acknowledged"]
+    assert np.count_nonzero(done > restart["unix"]) > 0  # the load went on after it
+    said = result.stdout + result.stderr
+    assert "scheduled faults during the load: kill leader at 1 s; restart at 2.5 s" in said

@@ -1,0 +1,155 @@
+"""Scheduled faults through real agents on a real 3-member etcd cluster:
+kill (data kept, not an unexpected death), restart on the same data, pause
+and resume, and the states that refuse each."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dbtester.agent.client import AgentClient
+from dbtester.databases import KINDS
+from dbtester.databases.base import Peer
+from dbtester.errors import AgentError
+from tests.integration.agents import agents, alive, loopback_peers
+from tests.integration.test_agent_cluster import VERSIONS, _b64, _post, _wait_serving
+
+RUN = "faults"
+
+
+def _count(peer: Peer, timeout: float = 2.0) -> int:
+    """Keys under "k" as ``peer`` itself sees them (serializable: no leader asked)."""
+    body = {"key": _b64("k"), "range_end": _b64("l"), "count_only": True, "serializable": True}
+    request = urllib.request.Request(
+        f"{peer.url('client')}/v3/kv/range", data=json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        return int(json.loads(reply.read()).get("count", 0))
+
+
+def _put(peer: Peer, keys: range) -> None:
+    for i in keys:
+        _post(f"{peer.url('client')}/v3/kv/put", {"key": _b64(f"k{i:05d}"), "value": _b64("v")})
+
+
+def _state(client: AgentClient, index: int) -> str:
+    (member,) = [m for m in client.status().members if m.member_index == index]
+    return str(member.state)
+
+
+def _eventually(check: object, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except (OSError, urllib.error.URLError):
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {seconds:.0f} s")
+        time.sleep(0.2)
+
+
+def test_kill_restart_pause_resume(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", VERSIONS["etcd"])
+    peers = loopback_peers("etcd", 3)
+    with agents(tmp_path, 3, home=home) as running:
+        clients = [agent.client() for agent in running]
+        for i, client in enumerate(clients):
+            client.start(
+                run_id=RUN,
+                database_id="db",
+                kind="etcd",
+                version=VERSIONS["etcd"],
+                member_index=i,
+                peers=peers,
+                flags={},
+            )
+        _wait_serving("etcd", peers)
+        _put(peers[0], range(0, 100))
+        time.sleep(1.5)  # a sampler row or two of the first process
+        victim = clients[2]
+        first_pid = next(m.pid for m in victim.status().members)
+
+        # kill: the process group is gone, the state is "killed" (never "exited",
+        # which the controller counts as a death), the others go on writing
+        killed = victim.fault("kill", RUN, "db", 2)
+        assert killed.state == "killed" and killed.at_unix > 0
+        assert not alive(first_pid)
+        assert _state(victim, 2) == "killed"
+        _put(peers[0], range(100, 200))
+        with pytest.raises(AgentError, match="FAILED_PRECONDITION"):
+            victim.fault("kill", RUN, "db", 2)
+        time.sleep(1.5)  # a sampler row or two while it is down
+
+        # restart: a new process on the same data dir catches up with the rest
+        restarted = victim.fault("restart", RUN, "db", 2)
+        assert restarted.state == "running" and restarted.pid != first_pid
+        _eventually(lambda: _count(peers[2]) == 200)
+
+        # pause: the member stops answering; resume: it answers again
+        with pytest.raises(AgentError, match="FAILED_PRECONDITION"):
+            victim.fault("resume", RUN, "db", 2)
+        assert victim.fault("pause", RUN, "db", 2).state == "paused"
+        assert _state(victim, 2) == "paused"
+        with pytest.raises(OSError):
+            _count(peers[2], timeout=1.0)
+        _put(peers[0], range(200, 250))  # two of three still make a quorum
+        assert victim.fault("resume", RUN, "db", 2).state == "running"
+        _eventually(lambda: _count(peers[2]) == 250)
+
+        # the metrics show the gap (pid 0 while it was down) and both processes
+        stopped = victim.stop(RUN, "db", 2)
+        assert not stopped.archived_to  # a scheduled kill is not a failure
+        metrics = tmp_path / "m.csv"
+        victim.fetch(RUN, "db", 2, "metrics.csv", metrics)
+        pids = [int(row["pid"]) for row in csv.DictReader(metrics.open())]
+        assert first_pid in pids and restarted.pid in pids and 0 in pids
+        assert pids.index(0) > pids.index(first_pid)
+        assert pids.index(restarted.pid) > pids.index(0)
+        for i, client in enumerate(clients[:2]):
+            client.stop(RUN, "db", i)
+
+
+@pytest.mark.parametrize("kind", ["etcd", "zookeeper", "consul"])
+def test_the_leader_is_found_and_replaced(kind: str, tmp_path: Path, installed_home) -> None:
+    """Each kind names its leader; once that member is killed, the others elect
+    another, and the kind names that one."""
+    home = installed_home(kind, VERSIONS[kind])
+    peers = loopback_peers(kind, 3)
+    with agents(tmp_path, 3, home=home) as running:
+        clients = [agent.client() for agent in running]
+        for i, client in enumerate(clients):
+            client.start(
+                run_id=RUN,
+                database_id="db",
+                kind=kind,
+                version=VERSIONS[kind],
+                member_index=i,
+                peers=peers,
+                flags={},
+            )
+        _wait_serving(kind, peers)
+        old = _leader_other_than(kind, peers, None, seconds=30)
+        clients[old].fault("kill", RUN, "db", old)
+        _leader_other_than(kind, peers, old, seconds=60)
+        for i, client in enumerate(clients):
+            client.stop(RUN, "db", i)
+
+
+def _leader_other_than(kind: str, peers: list[Peer], old: int | None, seconds: float) -> int:
+    """The leader the kind names, once it names one other than ``old``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = KINDS[kind].leader(peers)
+        if found is not None and found != old:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{kind}: no leader but {old} after {seconds:.0f} s")
+        time.sleep(0.2)

@@ -1,0 +1,132 @@
+"""The fault schedule's logic, with stand-ins for the agents and the kind (the
+real ones are in tests/integration/test_agent_faults.py and
+tests/e2e/test_scheduled_faults.py): whom each fault reaches, in what order,
+on whose clock, and what a fault that cannot be applied does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from dbtester.agent.client import AgentClient
+from dbtester.config.faults import Fault
+from dbtester.control import faults as faults_module
+from dbtester.control.faults import FaultRunner
+from dbtester.databases.base import DatabaseKind, Peer
+from dbtester.util.progress import Reporter
+
+
+@dataclass
+class Reply:
+    at_unix: float
+    pid: int
+    state: str
+
+
+@dataclass
+class Agent:
+    index: int
+    calls: list[tuple[str, int]]
+    pid: int = 100
+
+    def fault(self, action: str, run_id: str, database_id: str, member: int) -> Reply:
+        assert (run_id, database_id, member) == ("run", "db", self.index)
+        self.calls.append((action, member))
+        self.pid += 1
+        return Reply(at_unix=1000.0 + len(self.calls), pid=self.pid, state="x")
+
+
+@dataclass
+class Kind:
+    """Member 1 leads until it is down; then member 2 does."""
+
+    asked: list[list[str]] = field(default_factory=list)
+
+    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+        names = [p.name for p in peers]
+        self.asked.append(names)
+        for name in ("m1", "m2"):
+            if name in names:
+                return names.index(name)
+        return None
+
+
+def _runner(faults: list[Fault], kind: Kind, calls: list[tuple[str, int]]) -> FaultRunner:
+    peers = [Peer(f"m{i}", "127.0.0.1", {"client": 1}) for i in range(3)]
+    agents = [Agent(i, calls) for i in range(3)]
+    return FaultRunner(
+        faults,
+        cast(DatabaseKind, kind),
+        peers,
+        cast(list[AgentClient], agents),
+        [0.5, 1.5, 2.5],  # each agent's clock is ahead of ours by this much
+        ("run", "db"),
+        Reporter(),
+        "db",
+    )
+
+
+def _fault(at: float, action: str, member: Any = None) -> Fault:
+    return Fault.model_validate({"at": at, "action": action, "member": member})
+
+
+def test_targets_order_and_clocks() -> None:
+    calls: list[tuple[str, int]] = []
+    kind = Kind()
+    runner = _runner(
+        [
+            _fault(0.05, "kill", "leader"),
+            _fault(0.10, "pause", "follower"),
+            _fault(0.15, "resume"),
+            _fault(0.20, "restart"),
+        ],
+        kind,
+        calls,
+    )
+    runner.start(time.time())
+    time.sleep(0.6)
+    records = runner.stop()
+    # the leader (1) killed; the first follower that is up (0) paused and resumed;
+    # then the killed leader restarted
+    assert calls == [("kill", 1), ("pause", 0), ("resume", 0), ("restart", 1)]
+    assert [r.member for r in records] == [1, 0, 0, 1]
+    assert [r.target for r in records] == ["leader", "follower", "", ""]
+    # agent time less that agent's offset
+    assert [r.unix for r in records] == [1001 - 1.5, 1002 - 0.5, 1003 - 0.5, 1004 - 1.5]
+    # the killed leader's successor was looked for among the others only
+    assert records[0].new_leader_s is not None and records[1].new_leader_s is None
+    assert ["m0", "m2"] in kind.asked
+    assert not runner.problem and runner.down == set()
+
+
+def test_a_fault_that_cannot_be_applied_stops_the_schedule(monkeypatch) -> None:
+    """No member is ever named leader: the fault is recorded with the reason,
+    the run gets a problem (which stops its load), later faults do not run."""
+    monkeypatch.setattr(faults_module, "LEADER_WAIT_S", 0.2)
+
+    class Leaderless(Kind):
+        def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+            return None
+
+    calls: list[tuple[str, int]] = []
+    runner = _runner([_fault(0.01, "kill", "leader"), _fault(0.02, "restart")], Leaderless(), calls)
+    runner.start(time.time())
+    time.sleep(0.5)
+    (record,) = runner.stop()
+    assert calls == []
+    assert "no member was reported as leader within 0 s" in record.error
+    assert runner.problem.startswith("fault kill leader at 0.01 s: no member")
+
+
+def test_faults_not_yet_due_are_dropped_when_the_load_ends() -> None:
+    calls: list[tuple[str, int]] = []
+    runner = _runner([_fault(0.01, "kill", 2), _fault(30, "restart")], Kind(), calls)
+    started = time.monotonic()
+    runner.start(time.time())
+    time.sleep(0.2)
+    records = runner.stop()
+    assert time.monotonic() - started < 5
+    assert calls == [("kill", 2)] and len(records) == 1
+    assert runner.down == {2}

@@ -1,0 +1,96 @@
+"""The test case's `faults:`: durations, targets, and the schedule as a whole,
+with the file:line:col a user sees."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbtester.config.faults import Fault, parse_duration
+from dbtester.config.load import load_test_case_text
+from dbtester.errors import ConfigError
+
+CASE = """\
+title: t
+workload: {type: write, requests: 100, clients: 10, connections: 5}
+databases:
+  - {id: a, kind: etcd, version: 3.5.17}
+  - {id: b, kind: etcd, version: 3.6.8, members: 5}
+faults:
+"""
+
+
+def _load(faults: str) -> tuple[Fault, ...]:
+    return load_test_case_text(CASE + faults, "case.yaml").case.faults
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [("10s", 10.0), ("1.5s", 1.5), ("500ms", 0.5), ("2m", 120.0), (3, 3.0), (0.25, 0.25)],
+)
+def test_durations(written: object, seconds: float) -> None:
+    assert parse_duration(written) == seconds
+
+
+def test_a_schedule_that_kills_restarts_pauses_and_resumes() -> None:
+    faults = _load(
+        "  - {at: 2s, action: kill, member: leader}\n"
+        "  - {at: 4s, action: restart}\n"
+        "  - {at: 5s, action: pause, member: follower}\n"
+        "  - {at: 5500ms, action: resume}\n"
+    )
+    assert [(f.at, f.action, f.member) for f in faults] == [
+        (2.0, "kill", "leader"),
+        (4.0, "restart", None),
+        (5.0, "pause", "follower"),
+        (5.5, "resume", None),
+    ]
+    assert faults[0].describe() == "kill leader at 2 s"
+    # written back by `convert` and loaded again: the same schedule
+    raw = load_test_case_text(CASE + "  - {at: 1, action: kill, member: 2}\n", "c.yaml").case
+    assert raw.to_raw()["faults"] == [{"at": 1.0, "action": "kill", "member": 2}]
+
+
+@pytest.mark.parametrize(
+    ("faults", "where", "words"),
+    [
+        ("  - {at: 2x, action: kill, member: 0}\n", "7:10", "'2x' is not a duration"),
+        ("  - {at: 0s, action: kill, member: 0}\n", "7:10", "greater than 0"),
+        ("  - {at: 1s, action: explode, member: 0}\n", "7:22", "'kill', 'restart'"),
+        ("  - {at: 1s, action: kill}\n", "7:5", "kill needs a member"),
+        ("  - {at: 1s, action: kill, member: -1}\n", "7:36", "counts from 0"),
+        ("  - {at: 1s, action: kill, member: boss}\n", "7:36", "'leader', 'follower'"),
+        ("  - {at: 1s, action: restart}\n", "7:3", "no kill in effect"),
+        (
+            "  - {at: 1s, action: pause, member: 0}\n  - {at: 2s, action: restart}\n",
+            "7:3",
+            "no kill in effect",
+        ),
+        (
+            "  - {at: 1s, action: kill, member: 0}\n  - {at: 2s, action: restart, member: 0}\n",
+            "8:5",
+            "restart takes no member",
+        ),
+        (
+            "  - {at: 3s, action: kill, member: 0}\n  - {at: 2s, action: restart}\n",
+            "7:3",
+            "in time order",
+        ),
+        # database a has 3 members: index 3 exists only in b
+        ("  - {at: 1s, action: kill, member: 3}\n", "7:3", "member 3 does not exist"),
+        ("  - {at: 1s, action: kill, member: 0, when: now}\n", "7:39", "unknown key 'when'"),
+    ],
+)
+def test_bad_faults_say_where_and_why(faults: str, where: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(faults)
+    message = str(caught.value)
+    assert f"case.yaml:{where}" in message and words in message, message
+
+
+def test_faults_need_agents() -> None:
+    text = CASE.replace(
+        "  - {id: b, kind: etcd, version: 3.6.8, members: 5}",
+        "  - {id: b, kind: etcd, version: 3.6.8, endpoints: ['10.0.0.1:2379']}",
+    )
+    with pytest.raises(ConfigError, match="faults need agents on the members: b only"):
+        load_test_case_text(text + "  - {at: 1s, action: kill, member: 0}\n", "case.yaml")
