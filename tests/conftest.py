@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +53,20 @@ def shared_home() -> Iterator[Path]:
     before = set(runs.iterdir()) if runs.exists() else set()
     yield home
     # Runs that fail on purpose keep their scratch (with archived data dirs) for
-    # a post-mortem; the tests' own would pile up in the shared home.
+    # a post-mortem; the tests' own would pile up in the shared home. One still
+    # being written to belongs to another test session sharing this home (its
+    # agents append to metrics.csv every second): never pulled from under it.
     for leftover in (set(runs.iterdir()) if runs.exists() else set()) - before:
-        shutil.rmtree(leftover, ignore_errors=True)
+        if not _changed_within(leftover, 120.0):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _changed_within(root: Path, seconds: float) -> bool:
+    newest = 0.0
+    for path in [root, *root.rglob("*")]:
+        with contextlib.suppress(OSError):
+            newest = max(newest, path.stat().st_mtime)
+    return time.time() - newest < seconds
 
 
 @pytest.fixture
