@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,8 +40,8 @@ __all__ = [
     "TABLES",
     "RunIdentity",
     "figure_rows",
-    "identity",
     "figures_table",
+    "identity",
     "requests_table",
     "series_table",
     "write_table",
@@ -49,18 +50,17 @@ __all__ = [
 #: the tables below ``DIR/parquet/``
 TABLES = ("figures", "requests", "series")
 
-FIGURES_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("started_unix", pa.float64()),
-        ("database", pa.string()),
-        ("kind", pa.string()),
-        ("version", pa.string()),
-        ("trial", pa.int32()),
-        ("metric", pa.string()),
-        ("value", pa.float64()),
-    ]
-)
+_FIGURES_COLUMNS: dict[str, pa.DataType] = {
+    "run_id": pa.string(),
+    "started_unix": pa.float64(),
+    "database": pa.string(),
+    "kind": pa.string(),
+    "version": pa.string(),
+    "trial": pa.int32(),
+    "metric": pa.string(),
+    "value": pa.float64(),
+}
+FIGURES_SCHEMA = pa.schema(_FIGURES_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,7 @@ def _number(value: FigureValue) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def figure_rows(
-    summary: RunSummary, database: DatabaseSummary
-) -> Iterator[tuple[int, str, float]]:
+def figure_rows(summary: RunSummary, database: DatabaseSummary) -> Iterator[tuple[int, str, float]]:
     """(trial, metric, value) of every numeric figure: each trial's own when
     the database ran 2+ trials, else the single run's."""
     trials = database.trial_figures or (database.figures,)
@@ -108,7 +106,7 @@ def figures_table(summary: RunSummary, database: DatabaseSummary) -> pa.Table:
     """One database's figures in ``summary``, one row per trial and metric."""
     rows = list(figure_rows(summary, database))
     who = identity(summary, database)
-    columns = {
+    columns: dict[str, list[Any]] = {
         "run_id": [who.run_id] * len(rows),
         "started_unix": [who.started_unix] * len(rows),
         "database": [who.database] * len(rows),
@@ -121,7 +119,7 @@ def figures_table(summary: RunSummary, database: DatabaseSummary) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=FIGURES_SCHEMA)
 
 
-def _identity_columns(who: RunIdentity, trial: int, size: int) -> dict[str, pa.Array]:
+def _identity_columns(who: RunIdentity, trial: int, size: int) -> dict[str, Any]:
     return {
         "run_id": pa.array([who.run_id] * size, pa.string()),
         "started_unix": pa.array(np.full(size, who.started_unix)),
@@ -136,7 +134,7 @@ def requests_table(who: RunIdentity, trials: Sequence[tuple[int, Records]]) -> p
     parts = []
     for trial, records in trials:
         codes = pa.DictionaryArray.from_arrays(
-            pa.array(records.code.astype(np.int32)), pa.array(records.codes, pa.string())
+            records.code.astype(np.int32), pa.array(records.codes, pa.string())
         )
         columns = _identity_columns(who, trial, len(records))
         columns.update(
@@ -150,9 +148,7 @@ def requests_table(who: RunIdentity, trials: Sequence[tuple[int, Records]]) -> p
     return pa.concat_tables(parts) if parts else pa.table({})
 
 
-def series_table(
-    who: RunIdentity, trials: Sequence[tuple[int, str, pd.DataFrame]]
-) -> pa.Table:
+def series_table(who: RunIdentity, trials: Sequence[tuple[int, str, pd.DataFrame]]) -> pa.Table:
     """Every per-second sample, long form: (trial, source, unix_ms, column, value)."""
     parts = []
     for trial, source, frame in trials:

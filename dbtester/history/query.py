@@ -1,0 +1,135 @@
+"""Reading a history: every run's figures from its Parquet files (old runs
+converted from their summaries), through DuckDB, embedded — no server.
+
+Files in a bucket are read by DuckDB through the fsspec file system registered
+with it (``duckdb.register_filesystem``): the same credentials and endpoint
+(``AWS_ENDPOINT_URL``) as ``dbtester publish``, and no extension to download.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+
+from dbtester.analyze.stats import Estimate, estimate
+from dbtester.history.source import Run, Source
+
+__all__ = ["History", "RunFigures", "load_history"]
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One database in one run: its version and each metric's estimate over its trials."""
+
+    run_id: str
+    started_unix: float
+    database: str
+    kind: str
+    version: str
+    values: dict[str, tuple[float, ...]]  # metric -> one value per trial
+
+    def estimate(self, metric: str) -> Estimate | None:
+        found = self.values.get(metric)
+        return estimate(found) if found else None
+
+    @property
+    def started(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.started_unix, tz=dt.UTC)
+
+
+@dataclass(frozen=True)
+class History:
+    """Every run found, oldest first, one entry per run and database."""
+
+    source: str
+    runs: tuple[RunFigures, ...]
+    converted: int  # runs read from their summaries (written before Parquet)
+
+    def databases(self) -> list[str]:
+        return sorted({r.database for r in self.runs})
+
+    def of(self, database: str) -> list[RunFigures]:
+        return [r for r in self.runs if r.database == database]
+
+
+def load_history(
+    source: Source, *, databases: Sequence[str] = (), since: dt.date | None = None
+) -> History:
+    """Every run under ``source``, optionally only ``databases`` and runs on or after ``since``."""
+    runs = source.runs()
+    connection = duckdb.connect()
+    try:
+        if source.protocol:
+            connection.register_filesystem(source.fs)
+        old = [r for r in runs if not r.figures]
+        frame = _query(connection, source, runs, old, databases, since)
+    finally:
+        connection.close()
+    return History(source.url, tuple(_group(frame)), len(old))
+
+
+def _query(
+    connection: duckdb.DuckDBPyConnection,
+    source: Source,
+    runs: Sequence[Run],
+    old: Sequence[Run],
+    databases: Sequence[str],
+    since: dt.date | None,
+) -> pd.DataFrame:
+    files = [source.url_of(f) for r in runs for f in r.figures]
+    parts = []
+    columns = "run_id, started_unix, database, kind, version, trial, metric, value"
+    if files:
+        # the partition columns database and date come from the paths
+        parts.append(
+            f"SELECT {columns} FROM read_parquet($files, hive_partitioning = true,"
+            " hive_types = {'database': VARCHAR, 'date': VARCHAR})"
+        )
+    converted = [source.converted(r) for r in old]
+    if converted:
+        connection.register("converted", pa.concat_tables(converted))
+        parts.append(f"SELECT {columns} FROM converted")
+    if not parts:
+        return pd.DataFrame(columns=columns.split(", "))
+    where = ["true"]
+    params: dict[str, object] = {"files": files} if files else {}
+    if databases:
+        where.append("database IN (SELECT unnest($databases))")
+        params["databases"] = list(databases)
+    if since is not None:
+        where.append("started_unix >= $since")
+        params["since"] = dt.datetime.combine(since, dt.time(), tzinfo=dt.UTC).timestamp()
+    sql = (
+        f"SELECT * FROM ({' UNION ALL '.join(parts)}) WHERE {' AND '.join(where)}"
+        " ORDER BY started_unix, run_id, database, metric, trial"
+    )
+    return connection.execute(sql, params).df()
+
+
+def _group(frame: pd.DataFrame) -> list[RunFigures]:
+    found: list[RunFigures] = []
+    keys = ["started_unix", "run_id", "database"]
+    for key, rows in frame.groupby(keys, sort=True):
+        started, run_id, database = cast(tuple[float, str, str], key)
+        values = {
+            str(metric): tuple(float(v) for v in part.sort_values("trial")["value"])
+            for metric, part in rows.groupby("metric", sort=False)
+        }
+        first = rows.iloc[0]
+        found.append(
+            RunFigures(
+                str(run_id),
+                float(started),
+                str(database),
+                str(first["kind"]),
+                str(first["version"]),
+                values,
+            )
+        )
+    return found
