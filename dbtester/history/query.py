@@ -11,10 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 import duckdb
-import pandas as pd
 import pyarrow as pa
 
 from dbtester.analyze.stats import Estimate, estimate
@@ -68,10 +67,10 @@ def load_history(
         if source.protocol:
             connection.register_filesystem(source.fs)
         old = [r for r in runs if not r.figures]
-        frame = _query(connection, source, runs, old, databases, since)
+        rows = _query(connection, source, runs, old, databases, since)
     finally:
         connection.close()
-    return History(source.url, tuple(_group(frame)), len(old))
+    return History(source.url, tuple(_group(rows)), len(old))
 
 
 def _query(
@@ -81,7 +80,7 @@ def _query(
     old: Sequence[Run],
     databases: Sequence[str],
     since: dt.date | None,
-) -> pd.DataFrame:
+) -> list[tuple[Any, ...]]:
     files = [source.url_of(f) for r in runs for f in r.figures]
     parts = []
     columns = "run_id, started_unix, database, kind, version, trial, metric, value"
@@ -96,7 +95,7 @@ def _query(
         connection.register("converted", pa.concat_tables(converted))
         parts.append(f"SELECT {columns} FROM converted")
     if not parts:
-        return pd.DataFrame(columns=columns.split(", "))
+        return []
     where = ["true"]
     params: dict[str, object] = {"files": files} if files else {}
     if databases:
@@ -105,31 +104,29 @@ def _query(
     if since is not None:
         where.append("started_unix >= $since")
         params["since"] = dt.datetime.combine(since, dt.time(), tzinfo=dt.UTC).timestamp()
+    # one row per run, database and metric: its values in trial order
     sql = (
-        f"SELECT * FROM ({' UNION ALL '.join(parts)}) WHERE {' AND '.join(where)}"
-        " ORDER BY started_unix, run_id, database, metric, trial"
+        "SELECT started_unix, run_id, database, any_value(kind), any_value(version), metric,"
+        f" list(value ORDER BY trial) FROM ({' UNION ALL '.join(parts)})"
+        f" WHERE {' AND '.join(where)} GROUP BY started_unix, run_id, database, metric"
+        " ORDER BY started_unix, run_id, database, metric"
     )
-    return connection.execute(sql, params).df()
+    return connection.execute(sql, params).fetchall()
 
 
-def _group(frame: pd.DataFrame) -> list[RunFigures]:
+def _group(rows: Sequence[tuple[Any, ...]]) -> list[RunFigures]:
+    """Consecutive rows of one run and database into one :class:`RunFigures`."""
     found: list[RunFigures] = []
-    keys = ["started_unix", "run_id", "database"]
-    for key, rows in frame.groupby(keys, sort=True):
-        started, run_id, database = cast(tuple[float, str, str], key)
-        values = {
-            str(metric): tuple(float(v) for v in part.sort_values("trial")["value"])
-            for metric, part in rows.groupby("metric", sort=False)
-        }
-        first = rows.iloc[0]
-        found.append(
-            RunFigures(
-                str(run_id),
-                float(started),
-                str(database),
-                str(first["kind"]),
-                str(first["version"]),
-                values,
+    for started, run_id, database, kind, version, metric, values in rows:
+        last = found[-1] if found else None
+        if last is None or (last.run_id, last.database, last.started_unix) != (
+            run_id,
+            database,
+            started,
+        ):
+            last = RunFigures(
+                str(run_id), float(started), str(database), str(kind), str(version), {}
             )
-        )
+            found.append(last)
+        last.values[str(metric)] = tuple(float(v) for v in values)
     return found

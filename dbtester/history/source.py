@@ -10,6 +10,7 @@ schema) and converted to the same rows in memory.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import tempfile
 from dataclasses import dataclass
@@ -68,11 +69,15 @@ class Source:
         return [Run(root, tuple(sorted(files))) for root, files in sorted(found.items())]
 
     def _find(self) -> list[str]:
-        """Every file below the root: one listing (one request per page in a bucket)."""
-        try:
-            return [str(p).rstrip("/") for p in self.fs.find(self.root)]
-        except FileNotFoundError:
-            return []
+        """The files below the root that matter. A bucket is listed flat (one
+        request per 1,000 keys); a local folder is walked without descending
+        into runs' raw data (a run's requests and series are most of its files)."""
+        if self.protocol:
+            try:
+                return [str(p).rstrip("/") for p in self.fs.find(self.root)]
+            except FileNotFoundError:
+                return []
+        return _local_files(self.root)
 
     def converted(self, run: Run) -> pa.Table:
         """An old run's figures (no Parquet): its result.json read through the
@@ -87,6 +92,17 @@ class Source:
         if not tables:
             return columnar.FIGURES_SCHEMA.empty_table()
         return pa.concat_tables(tables)
+
+
+def _local_files(root: str) -> list[str]:
+    found = []
+    for folder, dirs, files in os.walk(root):
+        if _SUMMARY in files:
+            found.append(posixpath.join(folder, _SUMMARY))
+            figures = Path(folder) / _PARQUET / "figures"
+            found.extend(p.as_posix() for p in figures.glob("*/*/*.parquet"))
+            dirs.clear()  # a run holds no other run
+    return found
 
 
 def open_source(url: str) -> Source:
