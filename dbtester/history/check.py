@@ -61,6 +61,11 @@ class Check:
                 f" -> {c.other.mean:,.4g} in {v.newest}: {c.change_pct:+.1f}% {c.verdict}{p}{mark}"
             )
         lines.extend(f"not checked: {why}" for why in self.skipped)
+        if any(v.change.p_value is None for v in self.verdicts):
+            lines.append(
+                "with one value on a side a change cannot be judged (?): use more baseline"
+                " runs (--baseline-runs) or `repeat:` in the test case"
+            )
         return "\n".join(lines) + "\n"
 
 
