@@ -10,7 +10,9 @@ few percent of noise through the results records. Then runs
 ``dbtester history DIR`` in a fresh process and prints the wall time and the
 peak RSS (``ru_maxrss`` of that child). With ``--bucket`` it also uploads the
 history there (endpoint from ``AWS_ENDPOINT_URL``) and times the query from
-the bucket.
+the bucket with both readers: ``fetch`` (fsspec downloads the figures files
+concurrently, DuckDB queries them in memory: the default) and ``duckdb``
+(DuckDB opens each file through the fsspec file system registered with it).
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ from dbtester.compare import check_metrics
 from dbtester.history import load_history, open_source
 from dbtester.history.output import render_table
 imported = time.perf_counter()
-found = load_history(open_source(sys.argv[1]))
+found = load_history(open_source(sys.argv[1]), reader=sys.argv[3])
 table = render_table(found, check_metrics(()))
 done = time.perf_counter()
 assert len({r.run_id for r in found.runs}) == int(sys.argv[2]), len(found.runs)
@@ -137,11 +139,11 @@ class Timing:
         )
 
 
-def timed_history(source: str, runs: int) -> Timing:
+def timed_history(source: str, runs: int, reader: str = "fetch") -> Timing:
     """`dbtester history SOURCE`'s work in a fresh process, timed."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, source, str(runs)],
+        [sys.executable, "-c", _CHILD, source, str(runs), reader],
         capture_output=True,
         text=True,
         check=False,
@@ -181,8 +183,14 @@ def main() -> None:
             import fsspec  # type: ignore[import-untyped]
 
             fs = fsspec.filesystem("s3")
-            fs.put(str(history), args.bucket.removeprefix("s3://"), recursive=True)
-            print(timed_history(args.bucket, args.runs).line("bucket", args.runs))
+            prefix = args.bucket.removeprefix("s3://")
+            if fs.exists(prefix):
+                print(f"reusing the history in {args.bucket}")
+            else:
+                fs.put(str(history), prefix, recursive=True)
+            for reader in ("fetch", "duckdb"):
+                timing = timed_history(args.bucket, args.runs, reader)
+                print(timing.line(f"bucket, reader {reader}", args.runs))
 
 
 if __name__ == "__main__":

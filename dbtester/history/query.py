@@ -11,15 +11,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dbtester.analyze.stats import Estimate, estimate
 from dbtester.history.source import Run, Source
 
-__all__ = ["History", "RunFigures", "load_history"]
+__all__ = ["History", "Reader", "RunFigures", "load_history"]
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,30 @@ class History:
         return [r for r in self.runs if r.database == database]
 
 
+Reader = Literal["fetch", "duckdb"]
+
+
 def load_history(
-    source: Source, *, databases: Sequence[str] = (), since: dt.date | None = None
+    source: Source,
+    *,
+    databases: Sequence[str] = (),
+    since: dt.date | None = None,
+    reader: Reader = "fetch",
 ) -> History:
-    """Every run under ``source``, optionally only ``databases`` and runs on or after ``since``."""
+    """Every run under ``source``, optionally only ``databases`` and runs on or
+    after ``since``. From a bucket, ``fetch`` downloads the figures files
+    concurrently (fsspec) and DuckDB queries them in memory; ``duckdb`` lets
+    DuckDB open each file through the fsspec file system registered with it,
+    one after another (slower: benchmarks/history_scale.py measures both)."""
     runs = source.runs()
     connection = duckdb.connect()
     try:
-        if source.protocol:
+        connection.execute("SET enable_progress_bar = false")  # the table is the output
+        if source.protocol and reader == "duckdb":
             connection.register_filesystem(source.fs)
         old = [r for r in runs if not r.figures]
-        rows = _query(connection, source, runs, old, databases, since)
+        fetch = bool(source.protocol) and reader == "fetch"
+        rows = _query(connection, source, runs, old, databases, since, fetch)
     finally:
         connection.close()
     return History(source.url, tuple(_group(rows)), len(old))
@@ -80,10 +94,15 @@ def _query(
     old: Sequence[Run],
     databases: Sequence[str],
     since: dt.date | None,
+    fetch: bool,
 ) -> list[tuple[Any, ...]]:
-    files = [source.url_of(f) for r in runs for f in r.figures]
+    paths = [f for r in runs for f in r.figures if _wanted(f, databases)]
+    files = [] if fetch else [source.url_of(f) for f in paths]
     parts = []
     columns = "run_id, started_unix, database, kind, version, trial, metric, value"
+    if fetch and paths:
+        connection.register("fetched", _fetched(source, paths))
+        parts.append(f"SELECT {columns} FROM fetched")
     if files:
         # the partition columns database and date come from the paths
         parts.append(
@@ -112,6 +131,31 @@ def _query(
         " ORDER BY started_unix, run_id, database, metric"
     )
     return connection.execute(sql, params).fetchall()
+
+
+def _partition(path: str, key: str) -> str | None:
+    """The value of Hive partition ``key`` in ``path`` (``.../key=value/...``)."""
+    for part in path.split("/"):
+        name, sep, value = part.partition("=")
+        if sep and name == key:
+            return value
+    return None
+
+
+def _wanted(path: str, databases: Sequence[str]) -> bool:
+    """Partition pruning: a file of another database is not read at all."""
+    return not databases or _partition(path, "database") in databases
+
+
+def _fetched(source: Source, paths: Sequence[str]) -> pa.Table:
+    """The figures files, downloaded concurrently, with their partition column."""
+    blobs: dict[str, bytes] = source.fs.cat(list(paths))
+    tables = []
+    for path, blob in blobs.items():
+        table = pq.read_table(pa.BufferReader(blob))
+        database = [_partition(path, "database") or ""] * table.num_rows
+        tables.append(table.append_column("database", pa.array(database, pa.string())))
+    return pa.concat_tables(tables)
 
 
 def _group(rows: Sequence[tuple[Any, ...]]) -> list[RunFigures]:

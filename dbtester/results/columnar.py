@@ -37,6 +37,7 @@ from dbtester.results.requests import Records
 
 __all__ = [
     "FIGURES_SCHEMA",
+    "PARTITIONS",
     "TABLES",
     "RunIdentity",
     "figure_rows",
@@ -49,6 +50,8 @@ __all__ = [
 
 #: the tables below ``DIR/parquet/``
 TABLES = ("figures", "requests", "series")
+#: the Hive partition keys, in path order
+PARTITIONS = ("database", "date")
 
 _FIGURES_COLUMNS: dict[str, pa.DataType] = {
     "run_id": pa.string(),
@@ -165,8 +168,11 @@ def series_table(who: RunIdentity, trials: Sequence[tuple[int, str, pd.DataFrame
 
 
 def write_table(path: Path, table: pa.Table) -> None:
-    """Write ``table`` whole or not at all (a reader never finds half a file)."""
+    """Write ``table`` whole or not at all (a reader never finds half a file).
+    The partition columns live in the path only: Spark refuses a file that
+    repeats them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, temporary, compression="zstd")
+    kept = table.drop_columns([c for c in PARTITIONS if c in table.column_names])
+    pq.write_table(kept, temporary, compression="zstd")
     temporary.replace(path)
