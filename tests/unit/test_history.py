@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.history_scale import derive_run
@@ -57,6 +58,9 @@ def test_each_run_writes_its_parquet_partitioned_by_database_and_date(analyzed: 
         for db in ("etcd-v3.5", "etcd-v3.6")
     ]
     assert files == expected
+    for path in analyzed.rglob("*.parquet"):  # partition keys in the path only (Spark)
+        names = pq.read_schema(path).names
+        assert "database" not in names and "date" not in names and "run_id" in names
     glob = str(analyzed / "parquet" / "requests" / "*" / "*" / "*.parquet")
     rows = duckdb.execute(
         f"SELECT database, version, count(*), count(*) FILTER (code = 'ok')"
