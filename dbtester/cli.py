@@ -7,6 +7,7 @@ exit code (0 ok, 1 run failed, 2 bad input, 3 publish failed, 130 Ctrl-C).
 
 from __future__ import annotations
 
+import datetime
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -464,6 +465,104 @@ def compare_command(dir_a: Path, dir_b: Path, threshold: float, metrics: tuple[s
         )
         raise RegressionError(
             f"{len(regressions)} regression(s) beyond {threshold:g}% in {dir_b}:\n{lines}"
+        )
+
+
+@cli.command("history")
+@click.argument("source")
+@click.option(
+    "--database",
+    "databases",
+    multiple=True,
+    metavar="ID",
+    help="Only this database id (repeatable).",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME",
+    help="A table row to show and check (repeatable) [AVG-THROUGHPUT, Latency p50, Latency p99,"
+    " SERVER-MAX-CPU-USAGE, SERVER-MAX-MEMORY-USAGE].",
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    metavar="DATE",
+    help="Only runs started on or after DATE (YYYY-MM-DD, UTC).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Write the table (history.txt, history.csv) and one trend chart per metric here.",
+)
+@click.option("--check", is_flag=True, help="Gate: exit 1 if a database's newest run regressed.")
+@click.option("--baseline", metavar="RUN_ID", help="With --check: compare against this run only.")
+@click.option(
+    "--baseline-runs",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="With --check: the baseline is this many runs before the newest.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, min_open=False),
+    default=5.0,
+    show_default=True,
+    help="With --check: a significant change for the worse larger than this many % is a"
+    " regression.",
+)
+def history_command(
+    source: str,
+    databases: tuple[str, ...],
+    metrics: tuple[str, ...],
+    since: datetime.datetime | None,
+    out: Path | None,
+    check: bool,
+    baseline: str | None,
+    baseline_runs: int,
+    threshold: float,
+) -> None:
+    """Every run under SOURCE (a results folder, file://, gs:// or s3:// prefix):
+    a table of runs x metrics per database and version, read with DuckDB.
+
+    With --check, each database's newest run is compared with its baseline
+    (Welch's t-test over trials, or a one-trial run against the baseline's
+    spread): exit 0 when nothing regressed beyond the threshold, 1 when
+    something did (a nightly gate), 2 for bad input.
+    """
+    from dbtester.compare import check_metrics
+    from dbtester.history import check_history, load_history, open_source
+    from dbtester.history.output import render_table, write_outputs
+
+    rows = check_metrics(metrics)
+    found = load_history(
+        open_source(source), databases=databases, since=since.date() if since else None
+    )
+    click.echo(render_table(found, rows), nl=False)
+    if found.converted:
+        click.echo(
+            f"note: {found.converted} run(s) from before Parquet read from result.json", err=True
+        )
+    if out is not None:
+        write_outputs(found, rows, out)
+        click.echo(f"charts: {out / 'charts'}")
+    if not check:
+        return
+    verdict = check_history(
+        found, rows, threshold_pct=threshold, baseline_runs=baseline_runs, baseline_id=baseline
+    )
+    click.echo()
+    click.echo(verdict.render(), nl=False)
+    if verdict.regressions:
+        lines = "\n".join(
+            f"  {v.database} {v.change.metric.row}: {v.change.change_pct:+.1f}% in {v.newest}"
+            for v in verdict.regressions
+        )
+        raise RegressionError(
+            f"{len(verdict.regressions)} regression(s) beyond {threshold:g}% in {source}:\n{lines}"
         )
 
 

@@ -48,6 +48,8 @@ def render(directory: Path) -> Rendered:
     )
     summary = analysis.summary(started)
     store.write_summary(summary)
+    # Parquet beside the raw files, for `dbtester history` and other engines
+    store.write_columnar(analysis.results, summary)
     case = analysis.results.case
     readme = render_readme(
         case.title,

@@ -14,6 +14,9 @@ here, and no other module spells a results file name.
     DIR/<db-id>/client-latency.npz   every request (Records)
     DIR/<db-id>/client-metrics.csv   the load generator's own resource use
     DIR/<db-id>/server-<i>-metrics.csv, -database.log, -agent.log   per member
+    DIR/parquet/<table>/database=<db-id>/date=<YYYY-MM-DD>/<run-id>.parquet
+                                     figures, requests and per-second series as
+                                     Parquet (dbtester.results.columnar)
 
 With ``repeat: N`` (N > 1) each trial of a database keeps the files above
 that sit in ``DIR/<db-id>/`` in ``DIR/<db-id>/trial-<k>/`` instead (k = 1..N).
@@ -125,6 +128,16 @@ class ResultsLayout:
     @property
     def report(self) -> Path:
         return self.root / "report.html"
+
+    @property
+    def parquet_root(self) -> Path:
+        return self.root / "parquet"
+
+    def parquet(self, table: str, db_id: str, date: str, run_id: str) -> Path:
+        """One database's Parquet file of ``table``, partitioned Hive-style by
+        database id and the run's UTC date (engines skip folders by them)."""
+        folder = self.parquet_root / table / f"database={db_id}" / f"date={date}"
+        return folder / f"{run_id or 'run'}.parquet"
 
     def database(self, db_id: str, trial: int | None = None) -> DatabaseLayout:
         """A database's files; with ``trial``, those of that trial of a repeated run."""

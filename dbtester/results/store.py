@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dbtester.errors import ResultsError
+from dbtester.results import columnar
 from dbtester.results.files import check_unicode, present, read_regular_file
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
@@ -115,6 +116,29 @@ class ResultsDir:
             _write_text(self.layout.comparison, comparison)
         else:
             self.layout.comparison.unlink(missing_ok=True)
+
+    def write_columnar(self, results: RunResults, summary: RunSummary) -> list[Path]:
+        """Each database's figures, requests and per-second series as Parquet
+        (:mod:`dbtester.results.columnar`), beside the files they come from;
+        returns the paths written."""
+        written = []
+        by_id = {db.id: db for db in summary.databases}
+        for database in results.databases:
+            found = by_id.get(database.id)
+            if found is None:
+                continue
+            who = columnar.identity(summary, found)
+            tables = {
+                "figures": columnar.figures_table(summary, found),
+                "requests": columnar.requests_table(who, _trial_requests(database)),
+                "series": columnar.series_table(who, _trial_series(database)),
+            }
+            for name, table in tables.items():
+                if table.num_rows:
+                    path = self.layout.parquet(name, database.id, who.date, who.run_id)
+                    columnar.write_table(path, table)
+                    written.append(path)
+        return written
 
     def write_report(self, page: str) -> Path:
         """``report.html``; returns its path."""
@@ -223,6 +247,19 @@ class ResultsDir:
         if not found:
             raise ResultsError(self.root, "holds no database results (no <db-id>/run.json)")
         return RunResults(self.root, case, summary, found)
+
+
+def _trial_requests(database: DatabaseResults) -> list[tuple[int, Records]]:
+    return [(t.trial, t.requests) for t in database.trials if t.requests is not None]
+
+
+def _trial_series(database: DatabaseResults) -> list[tuple[int, str, pd.DataFrame]]:
+    found = []
+    for t in database.trials:
+        if t.client is not None:
+            found.append((t.trial, "client", t.client))
+        found.extend((t.trial, f"server-{index}", frame) for index, frame in t.servers)
+    return found
 
 
 #: dbtester writes a few KB into config.yaml and the JSON files; far larger ones

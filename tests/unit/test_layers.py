@@ -104,13 +104,28 @@ def test_no_part_of_the_package_depends_on_a_part_that_depends_on_it() -> None:
     ("part", "forbidden"),
     [
         ("util", {"results", "config", "databases", "load", "agent", "control", "analyze"}),
-        ("results", {"config", "databases", "load", "agent", "control", "analyze", "report"}),
+        (
+            "results",
+            {"config", "databases", "load", "agent", "control", "analyze", "report", "history"},
+        ),
         (
             "analyze",
-            {"report", "render", "compare", "control", "load", "agent", "config", "databases"},
+            {
+                "report",
+                "render",
+                "compare",
+                "control",
+                "load",
+                "agent",
+                "config",
+                "databases",
+                "history",
+            },
         ),
-        ("report", {"render", "compare", "control", "load", "agent"}),
-        ("publish", {"config", "control", "analyze", "report", "cli"}),
+        ("report", {"render", "compare", "control", "load", "agent", "history"}),
+        ("publish", {"config", "control", "analyze", "report", "cli", "history"}),
+        # history reads results above analysis; it runs nothing and renders no run
+        ("history", {"control", "load", "agent", "config", "databases", "render", "cli"}),
     ],
 )
 def test_lower_layers_import_nothing_above_them(part: str, forbidden: set[str]) -> None:

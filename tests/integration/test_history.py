@@ -1,0 +1,167 @@
+"""``dbtester history`` over a bucket on a real S3 server on loopback and over
+a local folder: three runs derived from one real run (one etcd member, a few
+thousand writes), published with ``dbtester publish``; both give the same
+table, and ``--check`` fails once a slower run is added.
+
+Two S3 servers: Versity's S3 gateway (versitygw, a production S3 server over a
+POSIX folder, built once from the Go module proxy into the shared test home)
+and moto's, which the publish tests use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.history_scale import derive_run
+from dbtester.results import ResultsDir
+from tests.integration.test_publish import (
+    MARKER,
+    Bucket,
+    _env,
+    _free_port,
+    _serve,
+    s3_bucket,  # noqa: F401  (moto's S3 server on loopback, a module fixture)
+)
+
+pytestmark = pytest.mark.integration
+
+VERSION = "3.6.8"
+DAY = 86400.0
+
+
+VERSITYGW = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+
+
+def _versitygw(shared_home: Path) -> Path:
+    """versitygw, built with `go install` the first time (about 3 minutes)."""
+    bin_dir = shared_home / "tools" / "versitygw-v1.8.0"
+    binary = bin_dir / "versitygw"
+    if not binary.exists():
+        env = {**os.environ, "GOBIN": str(bin_dir), "GOFLAGS": "-mod=mod"}
+        built = subprocess.run(
+            ["go", "install", VERSITYGW], capture_output=True, text=True, env=env, check=False
+        )
+        assert built.returncode == 0, built.stderr[-3000:]
+    return binary
+
+
+@pytest.fixture(scope="module")
+def versity_bucket(shared_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
+    binary = _versitygw(shared_home)
+    root = tmp_path_factory.mktemp("versitygw")
+    (root / "data" / "results").mkdir(parents=True)  # a folder below the root is a bucket
+    port = _free_port()
+    argv = [str(binary), "--access", "testing", "--secret", MARKER]
+    argv += ["--port", f"127.0.0.1:{port}", "posix", str(root / "data")]
+    with _serve(argv, port, root / "versitygw.log"):
+        endpoint = f"http://127.0.0.1:{port}"
+
+        def objects(prefix: str) -> dict[str, bytes]:
+            # the posix backend keeps each object as the file at its key
+            base = root / "data" / "results" / prefix
+            return {
+                p.relative_to(base).as_posix(): p.read_bytes()
+                for p in base.rglob("*")
+                if p.is_file()
+            }
+
+        yield Bucket("s3", "results", endpoint, {"AWS_ENDPOINT_URL": endpoint}, objects)
+
+
+@pytest.fixture(params=["versitygw", "moto"])
+def bucket(request: pytest.FixtureRequest) -> Bucket:
+    """A real S3 server on loopback, shared by the module."""
+    name = "versity_bucket" if request.param == "versitygw" else "s3_bucket"
+    found: Bucket = request.getfixturevalue(name)
+    return found
+
+
+def _dbtester(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "dbtester", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def real_run(installed_home, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = installed_home("etcd", VERSION)
+    root = tmp_path_factory.mktemp("real")
+    case = {
+        "title": "history",
+        "workload": {"type": "write", "requests": 2000, "clients": 8, "connections": 2},
+        "databases": [{"id": "etcd", "kind": "etcd", "version": VERSION, "members": 1}],
+    }
+    (root / "case.yaml").write_text(yaml.safe_dump(case))
+    out = root / "results"
+    env = {**_env({}, root), "DBTESTER_HOME": home}
+    result = _dbtester(env, "run", str(root / "case.yaml"), "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((out / "parquet" / "figures").glob("database=etcd/date=*/*.parquet"))
+    return out
+
+
+def _derive(real: Path, target: Path, k: int, factor: float) -> Path:
+    store = ResultsDir(real)
+    summary = store.read_summary()
+    assert summary is not None
+    run = target / f"run-{k}"
+    derive_run(
+        store.load(),
+        summary,
+        run,
+        run_id=f"run-{k}",
+        started_unix=summary.started_unix + k * DAY,
+        factor=factor,
+    )
+    return run
+
+
+def _publish(env: dict[str, str], run: Path, url: str) -> None:
+    result = _dbtester(env, "publish", str(run), f"{url}/{run.name}")
+    assert result.returncode == 0, result.stderr
+
+
+def test_history_in_the_bucket_and_locally_gives_the_same_table_and_gate(
+    real_run: Path, bucket: Bucket, tmp_path: Path
+) -> None:
+    env = _env(bucket.env, tmp_path)
+    local = tmp_path / "history"
+    url = bucket.url("nightly")
+    for k, factor in enumerate([1.0, 1.01, 0.99]):
+        _publish(env, _derive(real_run, local, k, factor), url)
+
+    stored = bucket.objects("nightly")
+    assert "run-2/result.json" in stored
+    assert any(k.startswith("run-0/parquet/figures/database=etcd/date=") for k in stored)
+
+    tables = {}
+    for source in (url, str(local), f"file://{local}"):
+        result = _dbtester(env, "history", source, "--check")
+        assert result.returncode == 0, (source, result.stderr)
+        tables[source] = result.stdout
+    assert tables[url] == tables[str(local)] == tables[f"file://{local}"]
+    assert [line.split()[0] for line in tables[url].splitlines()[2:5]] == [
+        "run-0",
+        "run-1",
+        "run-2",
+    ]
+
+    # a synthetic slower run: 50% slower, from the same real run's records
+    _publish(env, _derive(real_run, local, 3, 1.5), url)
+    for source in (url, str(local)):
+        result = _dbtester(env, "history", source, "--check")
+        assert result.returncode == 1, (source, result.stdout, result.stderr)
+        assert "etcd Latency p99" in result.stderr and "run-3" in result.stderr
