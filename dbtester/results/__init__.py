@@ -6,7 +6,6 @@ that reads them (analysis, publishing, comparisons) goes through this package;
 it imports nothing from dbtester above ``errors``.
 """
 
-from dbtester.results import columnar
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.records import (
@@ -58,7 +57,6 @@ __all__ = [
     "TrialResults",
     "Verification",
     "account",
-    "columnar",
     "read_metrics",
     "upgrade",
 ]

@@ -19,7 +19,6 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dbtester.errors import ResultsError
-from dbtester.results import columnar
 from dbtester.results.files import check_unicode, present, read_regular_file
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
@@ -121,6 +120,9 @@ class ResultsDir:
         """Each database's figures, requests and per-second series as Parquet
         (:mod:`dbtester.results.columnar`), beside the files they come from;
         returns the paths written."""
+        # pyarrow (and pandas) on first use: most commands never write Parquet.
+        from dbtester.results import columnar
+
         written = []
         by_id = {db.id: db for db in summary.databases}
         for database in results.databases:
