@@ -328,7 +328,7 @@ class AgentService(pb_grpc.AgentServicer):
                     database_id=database_id,
                     member_index=index,
                     state=state,
-                    pid=member.process.pid if member.process else 0,
+                    pid=member.pid,
                     exit_code=member.exit_code,
                     sampling=bool(member.sampler and member.sampler.running),
                     samples=member.sampler.samples if member.sampler else 0,

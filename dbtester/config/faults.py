@@ -18,17 +18,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
-    "ACTIONS",
     "MAX_AT_S",
+    "UNDO",
+    "UNDONE",
     "Fault",
     "check_schedule",
     "parse_duration",
 ]
 
-#: what a fault can do to a member
-ACTIONS = ("kill", "restart", "pause", "resume")
 #: the action that undoes each one that takes a member out
 UNDO = {"kill": "restart", "pause": "resume"}
+#: the other way round: what each undoing action undoes
+UNDONE = {undo: action for action, undo in UNDO.items()}
 #: a day: past any load dbtester runs
 MAX_AT_S = 86_400.0
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0}
@@ -70,11 +71,11 @@ class Fault(BaseModel):
 
     @model_validator(mode="after")
     def _target(self) -> Fault:
-        undoes = self.action in UNDO.values()
+        undoes = self.action in UNDONE
         if undoes and self.member is not None:
             raise ValueError(
                 f"{self.action} takes no member: it undoes the latest"
-                f" {'kill' if self.action == 'restart' else 'pause'} still in effect"
+                f" {UNDONE[self.action]} still in effect"
             )
         if not undoes and self.member is None:
             raise ValueError(f"{self.action} needs a member: an index, leader or follower")
@@ -88,8 +89,8 @@ class Fault(BaseModel):
 
 def check_schedule(faults: Sequence[Fault], members: int) -> None:
     """The schedule as a whole: in time order, indices within ``members``, every
-    restart/resume after the kill/pause it undoes, never two members out at
-    once in a way that leaves the undo ambiguous. ValueError otherwise."""
+    restart/resume right after (in undo order) the kill/pause it undoes: each
+    undoes the latest one still in effect. ValueError otherwise."""
     out: list[str] = []  # actions in effect, latest last ("kill" or "pause")
     previous = 0.0
     for number, fault in enumerate(faults, 1):
@@ -105,7 +106,7 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
         if fault.action in UNDO:
             out.append(fault.action)
             continue
-        undone = next((a for a in ("kill", "pause") if UNDO[a] == fault.action), "")
+        undone = UNDONE[fault.action]
         if not out or out[-1] != undone:
             raise ValueError(f"{where}: there is no {undone} in effect for it to undo")
         out.pop()

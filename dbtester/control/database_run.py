@@ -10,7 +10,6 @@ into the record.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import Counter
@@ -71,9 +70,7 @@ def _on_each(
     or the AgentError it raised. Members start concurrently (each start waits
     0.5 s to see the member did not exit at once), so a trial's setup does not
     grow with the member count."""
-    if len(clients) < 2:
-        return [_caught(call, i, c) for i, c in enumerate(clients)]
-    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(clients))) as pool:
         return list(pool.map(lambda ic: _caught(call, *ic), enumerate(clients)))
 
 
@@ -488,17 +485,17 @@ class DatabaseRun:
         changed", a connection refused), which says nothing about the keys."""
         deadline = time.monotonic() + COUNT_RETRY_S
         settings = self._settings()
-        # Each try asks the next member first: one a fault left down answers nothing.
-        for turn in itertools.count():
-            shift = turn % max(1, len(settings.endpoints))
-            endpoints = settings.endpoints[shift:] + settings.endpoints[:shift]
+        endpoints = settings.endpoints
+        while True:
             try:
                 return self.kind.count_keys(replace(settings, endpoints=endpoints))
             except Exception:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(COUNT_RETRY_PAUSE_S)
-        raise AssertionError("unreachable")
+            # The next try asks the next member first: one a fault left down
+            # answers nothing.
+            endpoints = endpoints[1:] + endpoints[:1]
 
     def _verify(self) -> None:
         """After writes, the keys in the database must match what was acknowledged."""

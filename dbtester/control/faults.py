@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 
 from dbtester.agent.client import AgentClient
-from dbtester.config.faults import UNDO, Fault
+from dbtester.config.faults import UNDO, UNDONE, Fault
 from dbtester.databases.base import DatabaseKind, Peer
 from dbtester.errors import AgentError
 from dbtester.results import FaultRecord
@@ -125,14 +125,16 @@ class FaultRunner:
     def _resolve(self, fault: Fault) -> tuple[int, bool]:
         """(member index, whether it led the cluster when the fault hit)."""
         if fault.member is None:  # restart / resume: the latest kill / pause
-            undone = next(a for a, undo in UNDO.items() if undo == fault.action)
+            undone = UNDONE[fault.action]
             with self._lock:
                 latest = self._out[-1] if self._out else None
             if latest is None or latest[0] != undone:
                 raise LookupError(f"no {undone} in effect to undo")
             return latest[1], False
         if isinstance(fault.member, int):
-            return fault.member, fault.member == self.kind.leader(self.peers)
+            # Only the members that are up are asked: a paused one would make
+            # the fault wait for its timeout.
+            return fault.member, fault.member == self._leader(exclude=None)
         leader = self._wait_for_leader(exclude=None)
         if fault.member == "leader":
             return leader, True
@@ -144,9 +146,9 @@ class FaultRunner:
     def _wait_for_leader(self, exclude: int | None) -> int:
         deadline = time.monotonic() + LEADER_WAIT_S
         while True:
-            found = self.kind.leader(self._answering(exclude))
+            found = self._leader(exclude)
             if found is not None:
-                return self._index(found, exclude)
+                return found
             if time.monotonic() > deadline or self._stop.is_set():
                 raise LookupError(f"no member was reported as leader within {LEADER_WAIT_S:.0f} s")
             time.sleep(_POLL_S)
@@ -160,15 +162,13 @@ class FaultRunner:
             return None
         return round(time.monotonic() - began, 3)
 
-    def _answering(self, exclude: int | None) -> list[Peer]:
-        """The peers to ask (a killed or paused member answers nothing, or late)."""
-        skip = self.down | ({exclude} if exclude is not None else set())
-        return [p for i, p in enumerate(self.peers) if i not in skip]
-
-    def _index(self, found: int, exclude: int | None) -> int:
-        """``found`` indexes the answering peers; the index among all of them."""
-        skip = self.down | ({exclude} if exclude is not None else set())
-        return [i for i in range(len(self.peers)) if i not in skip][found]
+    def _leader(self, exclude: int | None) -> int | None:
+        """The leader as the members that are up (and not ``exclude``) name it,
+        as an index among all members; None while they name none. A killed or
+        paused member is not asked: it answers nothing, or late."""
+        up = [i for i in range(len(self.peers)) if i not in self.down and i != exclude]
+        found = self.kind.leader([self.peers[i] for i in up])
+        return None if found is None else up[found]
 
     def _track(self, action: str, member: int) -> None:
         with self._lock:

@@ -76,8 +76,7 @@ def run_load(
     10.0.0.2:3500 stopped answering") stops the load and becomes ``aborted``.
     Ctrl-C stops the engine within a second; what it recorded is saved."""
     threads = workers or DEFAULT_WORKERS
-    limit = max_error_rate * workload.requests
-    max_errors = int(limit) if max_error_rate < 1.0 else None
+    limit, max_errors = _error_limit(max_error_rate, workload.requests)
     out.root.mkdir(parents=True, exist_ok=True)
     load_plan = engine.plan(
         kind, settings, workload, threads=threads, seed=seed, max_errors=max_errors
@@ -122,8 +121,7 @@ def warm_up(
     workload's ``max_error_rate`` like the load's)."""
     threads = workers or DEFAULT_WORKERS
     warm = workload.model_copy(update={"requests": workload.warmup_requests, "client_steps": ()})
-    limit = workload.max_error_rate * warm.requests
-    max_errors = int(limit) if workload.max_error_rate < 1.0 else None
+    limit, max_errors = _error_limit(workload.max_error_rate, warm.requests)
     load_plan = {
         **engine.plan(kind, settings, warm, threads=threads, seed=seed, max_errors=max_errors),
         "first_key": workload.requests,
@@ -163,6 +161,13 @@ def seed_key(kind: str, settings: LoadSettings) -> None:
         raise DbtesterError(f"seeding the read key failed: {exc}") from None
     if records.counts() != {"ok": 1}:
         raise DbtesterError(f"seeding the read key failed: {records.counts()}")
+
+
+def _error_limit(rate: float, requests: int) -> tuple[float, int | None]:
+    """How many of ``requests`` may fail at ``rate``, and the engine's own stop
+    (None: no limit, at a rate of 1)."""
+    limit = rate * requests
+    return limit, (int(limit) if rate < 1.0 else None)
 
 
 def _drain(load: Load) -> None:
