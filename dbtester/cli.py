@@ -96,6 +96,10 @@ def validate(config: str) -> None:
         click.echo(f"  repeat: {case.repeat} trials per database, interleaved")
     if case.faults:
         click.echo(f"  faults during each load: {'; '.join(f.describe() for f in case.faults)}")
+        click.echo(
+            f"  a load fails when no request succeeds for {case.fault_recovery:g} s"
+            " (fault_recovery)"
+        )
     click.echo(f"  publish: {case.publish.url if case.publish else 'no (results stay local)'}")
 
 

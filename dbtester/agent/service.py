@@ -310,11 +310,15 @@ class AgentService(pb_grpc.AgentServicer):
         """One fault on one member: FAILED_PRECONDITION when its state does not
         allow it (kill a killed member, resume a running one...)."""
         member = self._member(request.run_id, request.database_id, request.member_index, context)
+        # The moment it is applied, not when applying it returned: a kill waits
+        # for the process to be gone, a restart for it to start, while clients
+        # already see the effect.
+        at = time.time()
         try:
             action(member)
         except MemberError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, _show(str(exc), 2000))
-        return pb.FaultResponse(at_unix=time.time(), pid=member.pid, state=member.state)
+        return pb.FaultResponse(at_unix=at, pid=member.pid, state=member.state)
 
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
         with self._lock:

@@ -141,6 +141,7 @@ def _database_summary(db: DatabaseAnalysis) -> DatabaseSummary:
             row: e.half_width for row, e in db.estimates.items() if e.half_width is not None
         },
         trial_figures=tuple(dict(f.values) for f in db.trial_figures) if several else (),
+        faults=tuple(db.figures.faults),
     )
 
 

@@ -16,9 +16,12 @@ import numpy.typing as npt
 import pandas as pd
 
 from dbtester.analyze.data import DatabaseData
+from dbtester.analyze.faults import FAULT_ROWS, fault_figures, fault_row
+from dbtester.results import FaultSummary
 
 __all__ = [
     "CV_ROW",
+    "NOT_RECOVERED",
     "PERCENTILES",
     "ROWS",
     "STEP_ROWS",
@@ -80,6 +83,9 @@ _PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
 #: that step's requests (see dbtester.analyze.steps)
 STEP_ROWS = ("AVG-THROUGHPUT", "Latency p50", "Latency p99", "SERVER-MAX-CPU-USAGE")
 _PER_STEP = re.compile(r"^CLIENTS-([1-9][0-9]*)-(.+)$")
+_PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
+#: FAULT-<k>-RECOVERY-SECONDS of a fault the load did not recover from
+NOT_RECOVERED = "not within the load"
 
 
 def step_row(clients: int, row: str) -> str:
@@ -97,8 +103,9 @@ def unstepped(row: str) -> tuple[int, str] | None:
 
 def table_rows(figures: Sequence[Figures]) -> list[str]:
     """ROWS, with per-server network rows (multi-host runs only) after the
-    totals, THROUGHPUT-CV (repeated runs only) after AVG-THROUGHPUT, and the
-    per-step rows (client_steps runs only) at the end, by client count."""
+    totals, THROUGHPUT-CV (repeated runs only) after AVG-THROUGHPUT, then the
+    per-fault rows (runs with faults only) by fault, and the per-step rows
+    (client_steps runs only) at the end, by client count."""
     extra = {row for f in figures for row in f.values if _PER_SERVER.match(row)}
     ordered = sorted(extra, key=lambda r: (len(r), r))  # SERVER-2-... before SERVER-10-...
     rows = list(ROWS)
@@ -108,6 +115,9 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
         rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
     steps = {found for f in figures for row in f.values if (found := unstepped(row))}
     by_step = sorted(steps, key=lambda s: (s[0], STEP_ROWS.index(s[1])))
+    numbers = (int(m[1]) for f in figures for r in f.values if (m := _PER_FAULT.match(r)))
+    faults = max(numbers, default=0)
+    rows += [fault_row(k, suffix) for k in range(1, faults + 1) for suffix in FAULT_ROWS]
     return rows + [step_row(clients, row) for clients, row in by_step]
 
 
@@ -128,14 +138,45 @@ class Figures:
     values: dict[str, float | int | str | None] = field(default_factory=dict)
     series: dict[str, Series] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: what each scheduled fault did (runs with faults only; per trial)
+    faults: list[FaultSummary] = field(default_factory=list)
 
 
 def compute(data: DatabaseData) -> Figures:
     figures = Figures()
     _client_rows(data, figures)
     _server_rows(data, figures)
+    _faults(data, figures)
     _verification(data, figures)
     return figures
+
+
+def _faults(data: DatabaseData, figures: Figures) -> None:
+    """The FAULT-<k>-... rows, and a note per fault on its errors and on a
+    load that did not recover from it."""
+    trial = data.record.trial
+    found = fault_figures(data.records, data.record.faults, data.load_start)
+    figures.faults = [f.model_copy(update={"trial": trial}) for f in found]
+    v = figures.values
+    for f in found:
+        k = f.number
+        v[fault_row(k, "")] = f.description
+        v[fault_row(k, "NEW-LEADER-SECONDS")] = f.new_leader_s
+        v[fault_row(k, "UNAVAILABLE-SECONDS")] = f.unavailable_s
+        v[fault_row(k, "RECOVERY-SECONDS")] = f.recovery_s if f.recovered else NOT_RECOVERED
+        v[fault_row(k, "ERRORS")] = sum(f.errors.values())
+        v[fault_row(k, "P99-BEFORE-MS")] = f.p99_before_ms
+        v[fault_row(k, "P99-DURING-MS")] = f.p99_during_ms
+        v[fault_row(k, "P99-AFTER-MS")] = f.p99_after_ms
+        said = f"{data.label}: fault {k} ({f.description}): no success for {f.unavailable_s:.2f} s"
+        said += f" from {f.unavailable_from_s:.2f} s"
+        if f.errors:
+            said += "; errors until the next fault or the end: " + ", ".join(
+                f"{kind} {n:,}" for kind, n in f.errors.items()
+            )
+        if not f.recovered:
+            said += "; throughput did not come back to 90% of its level before it within the load"
+        figures.notes.append(said)
 
 
 # --------------------------------------------------------------------------- client
@@ -184,8 +225,10 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     _latency_by_key(records.latency_ns, done_s, ok, figures)
     _client_metrics(data, figures)
     # A failure is timed by when the request was sent: a timeout completes only
-    # request_timeout_s later, long after the trouble began.
-    sent_s = records.due_ns[~ok] / 1e9 - data.load_start - first_due
+    # request_timeout_s later, long after the trouble began. Not by when it was
+    # due: in open loop a request may wait for a free client long past that.
+    sent_ns = records.due_ns[~ok] + records.latency_ns[~ok] - records.service_ns[~ok]
+    sent_s = sent_ns / 1e9 - data.load_start - first_due
     _failure_note(data, figures, sent_s, per_second)
 
 

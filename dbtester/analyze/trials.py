@@ -53,6 +53,7 @@ def combine(
         x, y = zip(*by_trial, strict=True)
         combined.series[BY_TRIAL] = Series(np.array(x, dtype=float), np.array(y, dtype=float))
     combined.notes = _notes(trials, numbers)
+    combined.faults = [f for trial in trials for f in trial.faults]
     return combined, estimates
 
 
@@ -69,14 +70,23 @@ def _notes(trials: Sequence[Figures], numbers: Sequence[int]) -> list[str]:
 
 
 def _words(values: Sequence[object]) -> str | None:
-    """A text row across trials: the one value all share, or how many say OK."""
+    """A text row across trials: the one value all share, how many say OK
+    (a check's row), or else each trial's, in order."""
     texts = [str(v) for v in values if v is not None]
     if not texts:
         return None
     if len(set(texts)) == 1 and len(texts) == len(values):
         return texts[0]
-    ok = sum(t.endswith(" OK") for t in texts)
-    return f"OK in {ok} of {len(values)} trials"
+    if any(t.endswith((" OK", " FAILED")) for t in texts):
+        ok = sum(t.endswith(" OK") for t in texts)
+        return f"OK in {ok} of {len(values)} trials"
+    return "; ".join(_word(v) for v in values)
+
+
+def _word(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def _mean_series(series: Sequence[Series]) -> Series:

@@ -23,13 +23,14 @@ from pydantic import (
     model_validator,
 )
 
-from dbtester.config.faults import Fault, check_schedule
+from dbtester.config.faults import MAX_AT_S, Fault, check_schedule, parse_duration
 from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
 from dbtester.util.keys import KeySpace
 
 __all__ = [
+    "DEFAULT_FAULT_RECOVERY_S",
     "ENDPOINT_PATTERN",
     "HOST_PATTERN",
     "ID_PATTERN",
@@ -281,6 +282,10 @@ else:  # a tagged union of the per-kind specs, discriminated by ``kind``
     AnySpec = Annotated[Union[tuple(SPECS.values())], Field(discriminator="kind")]  # noqa: UP007
 
 
+#: the default of the test case's ``fault_recovery`` (seconds)
+DEFAULT_FAULT_RECOVERY_S = 30.0
+
+
 class TestCase(_Model):
     """A whole test case: one workload run against every database, in order."""
 
@@ -294,7 +299,12 @@ class TestCase(_Model):
     repeat: int = Field(1, ge=1, le=MAX_REPEAT)
     #: applied to every database's cluster during its load (config/faults.py)
     faults: Annotated[tuple[Fault, ...], Field(strict=False, max_length=100)] = ()
+    #: with faults: a load in which no request succeeds for this long stops,
+    #: and the run fails (the cluster did not recover)
+    fault_recovery: float = Field(DEFAULT_FAULT_RECOVERY_S, gt=0, le=MAX_AT_S)
     publish: Publish | None = None
+
+    _recovery = field_validator("fault_recovery", mode="before")(parse_duration)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Self:

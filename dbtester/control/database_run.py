@@ -22,13 +22,13 @@ from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient
 from dbtester.config.faults import Fault
-from dbtester.config.model import DatabaseSpec
+from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec
 from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.control.faults import FaultRunner
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
-from dbtester.load import LoadResult, run_load, seed_key, warm_up
+from dbtester.load import STALLED, LoadResult, run_load, seed_key, warm_up
 from dbtester.results import (
     DatabaseRecord,
     FaultRecord,
@@ -110,12 +110,16 @@ def run_database(
     reporter: Reporter | None = None,
     trial: int | None = None,
     faults: Sequence[Fault] = (),
+    fault_recovery_s: float = DEFAULT_FAULT_RECOVERY_S,
 ) -> DatabaseRecord:
     """Run ``db`` (``trial`` k of a repeated run: a fresh cluster of its own)
     and return the record written into ``store``; a failure is in its
-    ``error``. ``faults`` are applied during the load. KeyboardInterrupt
-    propagates once the partial record is written."""
-    run = DatabaseRun(db, run_id, store, scratch, workers, reporter or Reporter(), trial, faults)
+    ``error``. ``faults`` are applied during the load, which fails when no
+    request succeeds for ``fault_recovery_s``. KeyboardInterrupt propagates
+    once the partial record is written."""
+    run = DatabaseRun(
+        db, run_id, store, scratch, workers, reporter or Reporter(), trial, faults, fault_recovery_s
+    )
     return run.run()
 
 
@@ -132,9 +136,11 @@ class DatabaseRun:
         reporter: Reporter,
         trial: int | None = None,
         faults: Sequence[Fault] = (),
+        fault_recovery_s: float = DEFAULT_FAULT_RECOVERY_S,
     ) -> None:
         self.db = db
         self.faults = tuple(faults)
+        self.fault_recovery_s = fault_recovery_s
         self.fault_records: tuple[FaultRecord, ...] = ()
         self.peers: list[Peer] = []
         self.run_id = run_id
@@ -428,12 +434,16 @@ class DatabaseRun:
                 workers=self.workers,
                 # Errors are what a scheduled fault is for: counted, never a limit.
                 max_error_rate=1.0 if self.faults else w.max_error_rate,
+                # ... but a cluster that never recovers must not be loaded forever
+                stall_s=self.fault_recovery_s if self.faults else None,
                 progress=self.reporter.stream,
                 label=self.db.id,
                 health=lambda: self.health.problem or runner.problem,
             )
         finally:
             self.fault_records = runner.stop()
+        if self.load.aborted.startswith(STALLED):
+            raise DbtesterError(f"{self.db.id}: {self._not_recovered()}")
         if self.load.aborted:
             found = self._diagnose()
             cause = f"; {found}" if found and found not in self.load.aborted else ""
@@ -441,6 +451,18 @@ class DatabaseRun:
         wrong = self.load.records.counts().get("wrong-value", 0)
         if wrong:
             raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
+
+    def _not_recovered(self) -> str:
+        """The load stalled: what the cluster did not recover from."""
+        assert self.load is not None
+        stalled = self.load.aborted
+        applied = [r for r in self.fault_records if not r.error]
+        last = applied[-1] if applied else None
+        after = f" after {last.action} member {last.member} at {last.at_s:g} s" if last else ""
+        return (
+            f"the cluster did not recover{after}: {stalled} (fault_recovery:"
+            f" {self.fault_recovery_s:g} s)"
+        )
 
     def _fault_runner(self) -> FaultRunner:
         return FaultRunner(

@@ -128,7 +128,15 @@ def run_case(
                 of = f" (trial {number} of {case.repeat})" if trial else ""
                 reporter.say(f"== {db.id}: {db.kind} {db.version}{of}")
                 record = run_database(
-                    db, run_id, store, scratch, workers, reporter, trial, case.faults
+                    db,
+                    run_id,
+                    store,
+                    scratch,
+                    workers,
+                    reporter,
+                    trial,
+                    case.faults,
+                    case.fault_recovery,
                 )
                 records.append(record)
                 if not record.passed:

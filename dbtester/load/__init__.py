@@ -2,6 +2,13 @@
 workload against a database's endpoints and records every request
 (``dbtester.results.Records``); this package is its Python boundary."""
 
-from dbtester.load.runner import DEFAULT_WORKERS, LoadResult, run_load, seed_key, warm_up
+from dbtester.load.runner import (
+    DEFAULT_WORKERS,
+    STALLED,
+    LoadResult,
+    run_load,
+    seed_key,
+    warm_up,
+)
 
-__all__ = ["DEFAULT_WORKERS", "LoadResult", "run_load", "seed_key", "warm_up"]
+__all__ = ["DEFAULT_WORKERS", "STALLED", "LoadResult", "run_load", "seed_key", "warm_up"]

@@ -30,7 +30,7 @@ from dbtester.util.progress import Progress
 if TYPE_CHECKING:
     from dbtester._engine import Load
 
-__all__ = ["DEFAULT_WORKERS", "LoadResult", "run_load", "seed_key", "warm_up"]
+__all__ = ["DEFAULT_WORKERS", "STALLED", "LoadResult", "run_load", "seed_key", "warm_up"]
 
 DEFAULT_WORKERS = 1
 POLL_S = 0.25
@@ -56,6 +56,10 @@ class LoadResult:
         return len(self.records) - self.ok
 
 
+#: how a load stopped for lack of successes begins its ``aborted``
+STALLED = "no request succeeded for"
+
+
 def run_load(
     kind: str,
     settings: LoadSettings,
@@ -68,12 +72,15 @@ def run_load(
     label: str = "",
     seed: int = 1,
     health: Callable[[], str] | None = None,
+    stall_s: float | None = None,
 ) -> LoadResult:
     """Drive ``workload`` against ``settings.endpoints``; save the records and
     the client sampler's CSV into ``out``.
 
     ``health`` is polled four times a second; a non-empty answer (e.g. "agent
     10.0.0.2:3500 stopped answering") stops the load and becomes ``aborted``.
+    With ``stall_s``, so does a load in which no request succeeded for that
+    long (``aborted`` then starts with STALLED).
     Ctrl-C stops the engine within a second; what it recorded is saved."""
     threads = workers or DEFAULT_WORKERS
     limit, max_errors = _error_limit(max_error_rate, workload.requests)
@@ -91,7 +98,7 @@ def run_load(
     aborted = ""
     bar = Progress(progress, workload.requests, label)
     try:
-        aborted = _watch(load, limit, bar, health)
+        aborted = _watch(load, limit, bar, health, stall_s)
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
@@ -202,16 +209,22 @@ def _watch(
     limit: float,
     bar: Progress,
     health: Callable[[], str] | None,
+    stall_s: float | None = None,
 ) -> str:
     """Progress until the engine finishes; why it stopped early, or "". On
     Ctrl-C the engine is stopped and drained before KeyboardInterrupt goes on."""
     total = int(bar.total)
     aborted = ""
+    succeeded, since = 0, time.monotonic()  # successes so far, and when they last grew
     try:
         while not load.wait(POLL_S):
             done, errors, _step = load.progress()
             problem = health() if health is not None and not aborted else ""
-            if problem:
+            if done - errors > succeeded:
+                succeeded, since = done - errors, time.monotonic()
+            elif stall_s is not None and not problem and time.monotonic() - since > stall_s:
+                problem = f"{STALLED} {stall_s:g} s"
+            if problem and not aborted:
                 aborted = problem
                 load.stop()
             bar.update(done, _describe(done, total, errors))

@@ -17,7 +17,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from dbtester.analyze.figures import Figures, Series
 from dbtester.analyze.steps import SCALING_SERIES
 
-__all__ = ["CHARTS", "STANDARD", "STYLE", "Chart", "drawn", "render_charts"]
+__all__ = ["CHARTS", "STANDARD", "STYLE", "Chart", "Span", "drawn", "fault_spans", "render_charts"]
 
 STYLE = Path(__file__).with_name("dbtester.mplstyle")
 SECONDS = "Seconds since the load started"
@@ -37,6 +37,35 @@ class Chart:
     markers: bool = False
     #: a logarithmic x axis, ticked at the x values drawn (client counts: 1 to 1,000)
     log_x: bool = False
+
+    @property
+    def over_time(self) -> bool:
+        """Its x axis is seconds since the load started (fault windows are shaded)."""
+        return self.x_label == SECONDS
+
+
+@dataclass(frozen=True)
+class Span:
+    """A fault window to shade: from ``start`` to ``end`` (None: to the end)."""
+
+    start: float
+    end: float | None
+    label: str
+
+
+def fault_spans(figures: Sequence[Figures]) -> list[Span]:
+    """The scheduled faults' windows, as the first database with any had them
+    (in its first trial): every database ran the same schedule, so its moments
+    differ between them only by how long the agents took to apply it."""
+    for figure in figures:
+        if figure.faults:
+            first = figure.faults[0].trial
+            return [
+                Span(f.start_s, f.end_s, f"fault {f.number}: {f.action} {f.target}")
+                for f in figure.faults
+                if f.trial == first
+            ]
+    return []
 
 
 def _scaling(row: str, title: str, y_label: str) -> Chart:
@@ -176,6 +205,8 @@ def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path:
                 if series.band is not None:
                     low, high = series.band
                     ax.fill_between(series.x, low, high, color=line.get_color(), alpha=0.2)
+        if chart.over_time:
+            _shade(ax, fault_spans(figures))
         ax.set_title(chart.title)
         ax.set_xlabel(chart.x_label)
         if chart.log_x:
@@ -187,6 +218,26 @@ def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path:
         fig.savefig(path)  # the format follows the suffix (.svg)
     finally:
         plt.close(fig)
+
+
+def _shade(ax: Axes, spans: Sequence[Span]) -> None:
+    """Grey bands over the fault windows, each labelled at the top."""
+    if not spans:
+        return
+    right = ax.get_xlim()[1]
+    for span in spans:
+        end = span.end if span.end is not None else right
+        ax.axvspan(span.start, end, color="0.5", alpha=0.15, linewidth=0)
+        ax.annotate(
+            span.label,
+            (span.start, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -2),
+            textcoords="offset points",
+            va="top",
+            fontsize="x-small",
+            color="0.3",
+        )
 
 
 def _log_ticks(ax: Axes, series: Sequence[Series | None]) -> None:

@@ -31,6 +31,7 @@ from bokeh.models import (
     HoverTool,
     NumeralTickFormatter,
 )
+from bokeh.models.annotations import BoxAnnotation, Label
 from bokeh.models.glyphs import Line, Scatter
 from bokeh.models.renderers import GlyphRenderer
 from bokeh.palettes import Category10_10
@@ -39,7 +40,7 @@ from bokeh.resources import Resources
 from dbtester import __version__
 from dbtester.analyze import Analysis, Compared
 from dbtester.analyze.figures import Figures, Series, table_rows
-from dbtester.report.charts import Chart, drawn
+from dbtester.report.charts import Chart, Span, drawn, fault_spans
 from dbtester.report.comparison import change_parts
 from dbtester.report.table import format_cell
 from dbtester.results import RunSummary
@@ -136,6 +137,8 @@ def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> pl
         line = _draw(plot, chart, series, label, color, tag)
         side: Literal["left", "right"] = "right" if index % 2 == 0 else "left"
         plot.add_tools(_hover(chart, label, color, side, line, series))
+    if chart.over_time:
+        _shade(plot, fault_spans(figures))
     if chart.log_x:
         ticks = sorted({float(x) for f in figures if (s := f.series.get(chart.name)) for x in s.x})
         plot.xaxis.ticker = FixedTicker(ticks=ticks)
@@ -144,6 +147,28 @@ def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> pl
     plot.legend.location = "top_left"
     plot.legend.background_fill_alpha = 0.6
     return plot
+
+
+def _shade(plot: plotting.figure, spans: Sequence[Span]) -> None:
+    """Grey boxes over the fault windows (one without an end runs off the
+    plot's right edge), each labelled at the top."""
+    for span in spans:
+        box = BoxAnnotation(left=span.start, fill_color="gray", fill_alpha=0.15)
+        if span.end is not None:
+            box.right = span.end
+        plot.add_layout(box)
+        plot.add_layout(
+            Label(
+                x=span.start,
+                y=0,
+                y_units="screen",
+                text=span.label,
+                text_font_size="10px",
+                text_color="#555555",
+                x_offset=2,
+                y_offset=PLOT_HEIGHT - 90,
+            )
+        )
 
 
 def _draw(

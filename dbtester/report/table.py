@@ -35,6 +35,8 @@ def format_value(row: str, value: float | int | str | None) -> str:
         return value
     if stepped := unstepped(row):  # CLIENTS-<n>-<row>: as <row>
         row = stepped[1]
+    if row.startswith("FAULT-") and row.endswith(("-SECONDS", "-MS")):  # FAULT-<k>-...
+        return f"{value:.2f} {'s' if row.endswith('-SECONDS') else 'ms'}"
     if row == CV_ROW:
         return f"{value:.1f} %"
     if row == "TOTAL-SECONDS":

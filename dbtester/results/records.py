@@ -23,6 +23,7 @@ __all__ = [
     "DatabaseSummary",
     "Environment",
     "FaultRecord",
+    "FaultSummary",
     "FigureValue",
     "LoadWindow",
     "MemberRecord",
@@ -225,6 +226,33 @@ class Environment(_Record):
         return ", ".join(f"{k}: {v}" for k, v in parts.items() if v not in ("", None))
 
 
+class FaultSummary(_Record):
+    """What one scheduled fault did to the load (``result.json``): a member
+    taken out and, when it was, brought back. Times are seconds since the
+    load started, by completion (dbtester.analyze.faults defines each)."""
+
+    number: int  # from 1: FAULT-<number>-... rows
+    action: str  # kill, pause
+    target: str  # as written: an index, "leader", "follower"
+    member: int | None
+    undo: str = ""  # restart, resume ("" when not undone within the load)
+    start_s: float
+    end_s: float | None = None  # when it was undone
+    description: str = ""
+    trial: int | None = None  # which trial (None: the database ran once)
+    new_leader_s: float | None = None
+    #: the longest stretch with no successful request, and when it began
+    unavailable_s: float
+    unavailable_from_s: float
+    #: whether throughput came back to 90% of its median before the fault
+    recovered: bool
+    recovery_s: float | None = None
+    errors: dict[str, int] = Field(default_factory=dict)  # kind -> failures after it
+    p99_before_ms: float | None = None  # 10 s before the fault
+    p99_during_ms: float | None = None  # while the member was out
+    p99_after_ms: float | None = None  # 10 s after it was back
+
+
 class DatabaseSummary(_Record):
     """One database in ``result.json``: its verdict and every table figure."""
 
@@ -242,6 +270,8 @@ class DatabaseSummary(_Record):
     intervals: dict[str, float] = Field(default_factory=dict)
     #: every trial's figures, in trial order (2+ trials only)
     trial_figures: tuple[dict[str, FigureValue], ...] = ()
+    #: what each scheduled fault did, per trial
+    faults: tuple[FaultSummary, ...] = ()
 
 
 class ComparisonRecord(_Record):

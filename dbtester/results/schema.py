@@ -27,6 +27,10 @@ History (add a line and an upgrade step whenever what a file holds changes):
    in no figure, but its writes are in ``verification``) and ``faults`` (the
    scheduled faults as they happened). Only keys were added, with defaults
    that describe a version 3 run: it upgrades as it is.
+5. Fault figures. ``result.json`` has, per database, ``faults``: what each
+   scheduled fault did to the load (unavailability, recovery, errors by kind,
+   p99 around it), per trial; its table rows are ``FAULT-<k>-...``. Only a key
+   was added, empty for a run without faults: a version 4 file upgrades as it is.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: the key a file of each version names its version by
 _VERSION_KEYS = ("schema_version", "schema")
@@ -62,8 +66,12 @@ def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 4}
 
 
+def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 5}
+
+
 #: version N -> the step that turns a version N file into version N + 1
-UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def version_of(data: Mapping[str, Any], path: Path) -> int:

@@ -66,3 +66,24 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     assert np.count_nonzero(done > restart["unix"]) > 0  # the load went on after it
     said = result.stdout + result.stderr
     assert "scheduled faults during the load: kill leader at 1 s; restart at 2.5 s" in said
+
+    # the figures of the fault: an unavailability window that the raw records
+    # show, no longer than their longest stretch without a success after the kill
+    summary = json.loads((out / "result.json").read_text())
+    (figures,) = summary["databases"][0]["faults"]
+    ok_done = np.sort(done[records.code == 0]) - load["started_unix"]
+    gaps = np.diff(ok_done)
+    after_kill = ok_done[1:] > kill["unix"] - load["started_unix"]
+    assert 0 < figures["unavailable_s"] <= gaps[after_kill].max() + 1e-3
+    assert figures["member"] == kill["member"] and figures["undo"] == "restart"
+    assert figures["new_leader_s"] == kill["new_leader_s"]
+    # errors from the kill on (all of them but what failed as it was applied)
+    start = load["started_unix"] + figures["start_s"]
+    counted = sum(figures["errors"].values())
+    assert abs(counted - int(np.count_nonzero(failed >= start))) <= 3  # start_s is rounded
+    assert counted >= 0.95 * len(failed)
+    rows = summary["databases"][0]["figures"]
+    assert rows["FAULT-1-UNAVAILABLE-SECONDS"] == figures["unavailable_s"]
+    assert rows["FAULT-1"].startswith(f"kill leader (member {kill['member']}) at 1.")
+    table = (out / "summary.txt").read_text()
+    assert "FAULT-1-RECOVERY-SECONDS" in table and "FAULT-1-P99-DURING-MS" in table

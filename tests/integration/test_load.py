@@ -17,7 +17,7 @@ from dbtester.agent.client import AgentClient
 from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings, Peer
-from dbtester.load.runner import LoadResult, run_load, seed_key, warm_up
+from dbtester.load.runner import STALLED, LoadResult, run_load, seed_key, warm_up
 from dbtester.results import DatabaseLayout
 from tests.integration.agents import agents, loopback_peers
 from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
@@ -155,7 +155,12 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
 
 
 def _write_while_stopping(
-    tmp_path: Path, home: str, requests: int, stop_after_s: float, max_error_rate: float
+    tmp_path: Path,
+    home: str,
+    requests: int,
+    stop_after_s: float,
+    max_error_rate: float,
+    stall_s: float | None = None,
 ) -> LoadResult:
     """Writes to a 1-member etcd whose member is stopped ``stop_after_s`` in."""
     with cluster("etcd", 1, tmp_path, home) as (peers, clients):
@@ -174,6 +179,7 @@ def _write_while_stopping(
                 workers=1,
                 progress=None,
                 max_error_rate=max_error_rate,
+                stall_s=stall_s,
             )
         finally:
             killer.join()
@@ -196,6 +202,19 @@ def test_error_limit_stops_the_run(tmp_path: Path, installed_home) -> None:
     result = _write_while_stopping(tmp_path, home, 200000, 1.5, max_error_rate=0.01)
     assert "passed the limit" in result.aborted
     assert len(result.records) < 200000
+
+
+def test_a_load_with_no_success_for_the_stall_bound_stops(tmp_path: Path, installed_home) -> None:
+    """No error limit (as with scheduled faults), but a bound on how long
+    nothing may succeed: the member is stopped 1.5 s in and never comes back."""
+    home = installed_home("etcd", VERSIONS["etcd"])
+    result = _write_while_stopping(tmp_path, home, 10_000_000, 1.5, max_error_rate=1.0, stall_s=2.0)
+    assert result.aborted == f"{STALLED} 2 s"
+    done = (result.records.due_ns + result.records.latency_ns) / 1e9
+    last_ok = done[result.records.code == 0].max()
+    # stopped 2 s (and at most a poll and the engine's stop later) after the last success
+    assert 2.0 <= result.ended_unix - last_ok < 5.0
+    assert len(result.records) < 10_000_000
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,255 @@
+"""What each scheduled fault did to the load: the figures of one trial's
+fault windows, from its per-request records. Pure.
+
+A *window* is one fault that takes a member out (kill, pause) with the one
+that brings it back (restart, resume), on the load's clock (seconds since it
+started). Every time is a completion time: a request in open loop may be due
+long before it is sent, and a failure counts when its reply (or timeout)
+came, which is when the client saw the trouble.
+
+Per window:
+
+- **unavailability**: the longest stretch with no successful completion,
+  counting from the last success before the fault, until the next window or
+  the end of the load;
+- **recovery**: seconds from the fault until a whole second of successful
+  completions is back to 90% of the median second before the fault, after
+  first falling below it (0 when it never fell; None when it did not come
+  back within the load);
+- **errors**, by kind: failures completed from the fault to the next window
+  or the end of the load;
+- **p99** of successful requests completed in the 10 s before the fault,
+  while the member was out, and in the 10 s after it came back;
+- the seconds until another member was named leader (from run.json).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dbtester.results import FaultRecord, FaultSummary, Records
+
+__all__ = [
+    "FAULT_ROWS",
+    "RECOVERED_SHARE",
+    "SIDE_S",
+    "Window",
+    "fault_figures",
+    "fault_row",
+    "windows",
+]
+
+#: throughput counts as back at this share of its median before the fault
+RECOVERED_SHARE = 0.9
+#: p99 before and after a fault is taken over this many seconds
+SIDE_S = 10.0
+#: recovery is looked for in 1-s windows that start this often
+_STEP_S = 0.1
+
+#: per window k, table rows FAULT-<k>-<suffix>, in table order
+FAULT_ROWS = (
+    "",  # FAULT-<k>: what happened, in words
+    "NEW-LEADER-SECONDS",
+    "UNAVAILABLE-SECONDS",
+    "RECOVERY-SECONDS",
+    "ERRORS",
+    "P99-BEFORE-MS",
+    "P99-DURING-MS",
+    "P99-AFTER-MS",
+)
+
+
+def fault_row(number: int, suffix: str) -> str:
+    """The table row of window ``number`` (from 1) for ``suffix`` (FAULT_ROWS)."""
+    return f"FAULT-{number}-{suffix}" if suffix else f"FAULT-{number}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A member out of the cluster: from its fault to the one that undid it."""
+
+    number: int  # from 1, in schedule order
+    fault: FaultRecord
+    start_s: float  # on the load's clock
+    end_s: float | None  # when it was undone; None: not within the load
+    undo: FaultRecord | None
+
+    def describe(self) -> str:
+        """e.g. ``kill leader (member 2) at 10.0 s, restart at 20.0 s``."""
+        f = self.fault
+        who = f"member {f.member}" if f.target in ("", str(f.member)) else f.target
+        if who != f"member {f.member}" and f.member is not None:
+            who += f" (member {f.member})"
+        text = f"{f.action} {who} at {self.start_s:.1f} s"
+        if self.undo is not None and self.end_s is not None:
+            text += f", {self.undo.action} at {self.end_s:.1f} s"
+        return text
+
+
+def windows(faults: Sequence[FaultRecord], load_start: float) -> list[Window]:
+    """The trial's fault windows, in order; faults that were not applied (an
+    error, no time) are left out."""
+    found: list[Window] = []
+    out: list[int] = []  # indices into found still out, latest last
+    for record in faults:
+        if record.error or record.unix is None:
+            continue
+        t = record.unix - load_start
+        if record.target:  # one that takes a member out (an undo names none)
+            found.append(Window(len(found) + 1, record, t, None, None))
+            out.append(len(found) - 1)
+        elif out:
+            i = out.pop()
+            found[i] = Window(found[i].number, found[i].fault, found[i].start_s, t, record)
+    return found
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """One trial's requests on the load's clock, successes sorted by completion."""
+
+    ok_s: npt.NDArray[np.float64]  # successes' completion times, sorted
+    ok_ms: npt.NDArray[np.float64]  # their latencies, in the same order
+    failed_s: npt.NDArray[np.float64]  # failures' completion times
+    failed_sent_s: npt.NDArray[np.float64]  # and when they were sent
+    failed_kind: list[str]
+    last_sent_s: float  # after this no request was offered
+    last_done_s: float
+
+    @classmethod
+    def of(cls, records: Records, load_start: float) -> _Timeline:
+        origin = load_start * 1e9
+        done = (records.due_ns + records.latency_ns - origin) / 1e9
+        sent = done - records.service_ns / 1e9
+        ok = records.code == 0
+        order = np.argsort(done[ok], kind="stable")
+        failed = ~ok
+        return cls(
+            ok_s=done[ok][order],
+            ok_ms=(records.latency_ns[ok] / 1e6)[order],
+            failed_s=done[failed],
+            failed_sent_s=sent[failed],
+            failed_kind=[records.codes[c] for c in records.code[failed]],
+            last_sent_s=float(sent.max()),
+            last_done_s=float(done.max()),
+        )
+
+    def successes(self, begin: float, end: float) -> npt.NDArray[np.float64]:
+        """Latencies (ms) of successes completed in [begin, end)."""
+        lo, hi = np.searchsorted(self.ok_s, [begin, end])
+        return self.ok_ms[lo:hi]
+
+    def per_second(self, begin: float, end: float) -> npt.NDArray[np.int64]:
+        """Successes in each whole second [begin + i, begin + i + 1) before ``end``."""
+        edges = begin + np.arange(0, max(0, int(end - begin)) + 1, dtype=float)
+        counts = np.diff(np.searchsorted(self.ok_s, edges))
+        return counts.astype(np.int64)
+
+    def longest_gap(self, start: float, horizon: float) -> tuple[float, float]:
+        """(from, to) of the longest stretch without a success, among those
+        from the last success before ``start`` (or ``start``) until ``horizon``.
+        A stretch still open then ends at the last failure sent in it: after
+        the load stopped offering requests, nothing could have succeeded."""
+        first = int(np.searchsorted(self.ok_s, start, side="right")) - 1
+        last = int(np.searchsorted(self.ok_s, horizon, side="left"))
+        times = self.ok_s[max(first, 0) : last]
+        if first < 0:
+            times = np.concatenate(([start], times))
+        open_since = float(times[-1])
+        tried = (self.failed_sent_s >= open_since) & (self.failed_s < horizon)
+        if tried.any():
+            times = np.concatenate((times, [float(self.failed_s[tried].max())]))
+        if len(times) < 2:
+            return open_since, open_since
+        gaps = np.diff(times)
+        at = int(np.argmax(gaps))
+        return float(times[at]), float(times[at + 1])
+
+
+def fault_figures(
+    records: Records | None, faults: Sequence[FaultRecord], load_start: float
+) -> list[FaultSummary]:
+    """The figures of every fault window of one trial (see the module's doc)."""
+    found = windows(faults, load_start)
+    if records is None or len(records) == 0 or not found:
+        return []
+    timeline = _Timeline.of(records, load_start)
+    summaries = []
+    for i, window in enumerate(found):
+        # until the next window, or past the load's last completion (inclusive)
+        horizon = found[i + 1].start_s if i + 1 < len(found) else timeline.last_done_s + 1e-9
+        since = 0.0
+        if i:  # throughput before this window: since the last one ended
+            previous = found[i - 1]
+            since = previous.start_s if previous.end_s is None else previous.end_s
+        summaries.append(_summary(window, timeline, since, horizon))
+    return summaries
+
+
+def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> FaultSummary:
+    start = window.start_s
+    gap_from, gap_to = line.longest_gap(start, horizon)
+    before = line.per_second(since, start)
+    if len(before) == 0:  # no whole second since the last window: take all before
+        before = line.per_second(0.0, start)
+    recovery = _recovery(line, start, horizon, float(np.median(before))) if len(before) else None
+    in_fault = (line.failed_s >= start) & (line.failed_s < horizon)
+    errors: dict[str, int] = {}
+    for kind, hit in zip(line.failed_kind, in_fault, strict=True):
+        if hit:
+            errors[kind] = errors.get(kind, 0) + 1
+    during_end = window.end_s if window.end_s is not None else horizon
+    after = (
+        line.successes(window.end_s, min(window.end_s + SIDE_S, horizon))
+        if window.end_s is not None
+        else np.zeros(0)
+    )
+    return FaultSummary(
+        number=window.number,
+        action=window.fault.action,
+        target=window.fault.target,
+        member=window.fault.member,
+        undo=window.undo.action if window.undo is not None else "",
+        start_s=round(start, 3),
+        end_s=None if window.end_s is None else round(window.end_s, 3),
+        description=window.describe(),
+        new_leader_s=window.fault.new_leader_s,
+        unavailable_s=round(gap_to - gap_from, 3),
+        unavailable_from_s=round(gap_from, 3),
+        recovered=recovery is not None,
+        recovery_s=None if recovery is None else round(recovery, 3),
+        errors=dict(sorted(errors.items(), key=lambda kv: -kv[1])),
+        p99_before_ms=_p99(line.successes(start - SIDE_S, start)),
+        p99_during_ms=_p99(line.successes(start, during_end)),
+        p99_after_ms=_p99(after),
+    )
+
+
+def _recovery(line: _Timeline, start: float, horizon: float, median: float) -> float | None:
+    """Seconds from ``start`` until a whole second of successes is back to
+    RECOVERED_SHARE of ``median`` after first falling below it (0 when it
+    never fell); None when it is not back before ``horizon``."""
+    if median <= 0:
+        return None
+    # whole seconds while requests were still offered
+    end = min(horizon, line.last_sent_s)
+    begins = np.arange(start, end - 1.0 + 1e-9, _STEP_S)
+    if len(begins) == 0:
+        return None
+    counts = np.searchsorted(line.ok_s, begins + 1.0) - np.searchsorted(line.ok_s, begins)
+    back = counts >= RECOVERED_SHARE * median
+    fell = np.flatnonzero(~back)
+    if len(fell) == 0:
+        return 0.0
+    again = np.flatnonzero(back[fell[0] :])
+    if len(again) == 0:
+        return None
+    return float(begins[fell[0] + again[0]] - start)
+
+
+def _p99(latency_ms: npt.NDArray[np.float64]) -> float | None:
+    return float(np.percentile(latency_ms, 99)) if len(latency_ms) else None
