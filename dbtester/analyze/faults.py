@@ -19,7 +19,9 @@ Per window:
 - **errors**, by kind: failures completed from the fault to the next window
   or the end of the load;
 - **p99** of successful requests completed in the 10 s before the fault,
-  while the member was out, and in the 10 s after it came back;
+  while the member was out, and in the 10 s after it came back, and the
+  **slowest** one from the fault to 10 s after it came back (a request held
+  by a paused member waits for all of the pause, and is rarely in a p99);
 - the seconds until another member was named leader (from run.json).
 """
 
@@ -60,6 +62,7 @@ FAULT_ROWS = (
     "P99-BEFORE-MS",
     "P99-DURING-MS",
     "P99-AFTER-MS",
+    "SLOWEST-MS",
 )
 
 
@@ -203,11 +206,9 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
         if hit:
             errors[kind] = errors.get(kind, 0) + 1
     during_end = window.end_s if window.end_s is not None else horizon
-    after = (
-        line.successes(window.end_s, min(window.end_s + SIDE_S, horizon))
-        if window.end_s is not None
-        else np.zeros(0)
-    )
+    after_end = horizon if window.end_s is None else min(window.end_s + SIDE_S, horizon)
+    after = line.successes(window.end_s, after_end) if window.end_s is not None else np.zeros(0)
+    around = line.successes(start, after_end)
     return FaultSummary(
         number=window.number,
         action=window.fault.action,
@@ -226,6 +227,7 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
         p99_before_ms=_p99(line.successes(start - SIDE_S, start)),
         p99_during_ms=_p99(line.successes(start, during_end)),
         p99_after_ms=_p99(after),
+        slowest_ms=float(around.max()) if len(around) else None,
     )
 
 

@@ -168,6 +168,7 @@ def _faults(data: DatabaseData, figures: Figures) -> None:
         v[fault_row(k, "P99-BEFORE-MS")] = f.p99_before_ms
         v[fault_row(k, "P99-DURING-MS")] = f.p99_during_ms
         v[fault_row(k, "P99-AFTER-MS")] = f.p99_after_ms
+        v[fault_row(k, "SLOWEST-MS")] = f.slowest_ms
         said = f"{data.label}: fault {k} ({f.description}): no success for {f.unavailable_s:.2f} s"
         said += f" from {f.unavailable_from_s:.2f} s"
         if f.errors:

@@ -251,6 +251,7 @@ class FaultSummary(_Record):
     p99_before_ms: float | None = None  # 10 s before the fault
     p99_during_ms: float | None = None  # while the member was out
     p99_after_ms: float | None = None  # 10 s after it was back
+    slowest_ms: float | None = None  # from the fault to 10 s after it was back
 
 
 class DatabaseSummary(_Record):

@@ -101,6 +101,7 @@ def test_slower_requests_during_a_pause_show_in_its_p99() -> None:
     assert f.p99_before_ms == pytest.approx(2.0)
     assert f.p99_during_ms == pytest.approx(500.0)
     assert f.p99_after_ms == pytest.approx(2.0)
+    assert f.slowest_ms == pytest.approx(500.0)
 
 
 def test_windows_pair_each_undo_with_the_latest_fault_still_in_effect() -> None:

@@ -1,0 +1,140 @@
+"""Scheduled faults against real 3-member clusters of every kind: the leader
+killed and restarted mid-write, a member paused for 5 s, and a death nobody
+scheduled. Each run's figures are checked against its raw per-request records."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+import yaml
+
+from dbtester.results.requests import Records
+from tests.e2e.test_fault_suite import _reap
+from tests.e2e.test_faults import _finish, _start_run, _wait_for
+from tests.e2e.test_run import _dbtester
+from tests.integration.test_agent_cluster import VERSIONS
+
+pytestmark = pytest.mark.integration
+
+
+def _case(
+    kind: str, faults: Sequence[Mapping[str, object]], requests: int, rate: int
+) -> dict[str, Any]:
+    return {
+        "title": f"faults on {kind}",
+        "workload": {
+            "type": "write",
+            "requests": requests,
+            "key_size": 64,
+            "value_size": 256,
+            "clients": 20,
+            "connections": 6,
+            "rate": rate,
+        },
+        "databases": [{"id": kind, "kind": kind, "version": VERSIONS[kind], "members": 3}],
+        "faults": faults,
+    }
+
+
+def _run(tmp_path: Path, home: str, case: dict[str, Any]) -> tuple[Path, str]:
+    config = tmp_path / "case.yaml"
+    config.write_text(yaml.safe_dump(case))
+    out = tmp_path / "out"
+    result = _dbtester(Path(home), "run", str(config), "--out", str(out), timeout=600)
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said[-4000:]
+    return out, said
+
+
+def _successes(out: Path, db: str) -> np.ndarray:
+    """Completion times (s since the load started) of the successful requests, sorted."""
+    record = json.loads((out / db / "run.json").read_text())
+    records = Records.load(out / db / "client-latency.npz")
+    done = (records.due_ns + records.latency_ns) / 1e9 - record["load"]["started_unix"]
+    return np.sort(done[records.code == 0])
+
+
+@pytest.mark.parametrize("kind", ["etcd", "zookeeper", "consul"])
+def test_the_leader_killed_and_restarted(kind: str, tmp_path: Path, installed_home) -> None:
+    home = installed_home(kind, VERSIONS[kind])
+    faults = [
+        {"at": "1500ms", "action": "kill", "member": "leader"},
+        {"at": "4s", "action": "restart"},
+    ]
+    out, said = _run(tmp_path, home, _case(kind, faults, 9000, 1000))
+    assert "restart member" in said
+
+    record = json.loads((out / kind / "run.json").read_text())
+    v = record["verification"]
+    assert v["lost"] == 0 and v["unexpected"] == 0 and v["acknowledged"] > 0, v
+    kill, restart = record["faults"]
+    assert kill["new_leader_s"] is not None and kill["new_leader_s"] > 0
+    assert restart["member"] == kill["member"] and restart["pid"] != kill["pid"]
+    (figures,) = json.loads((out / "result.json").read_text())["databases"][0]["faults"]
+    # a window there was, and the raw records show one at least as long
+    ok = _successes(out, kind)
+    after = ok[1:] > figures["start_s"]
+    assert 0 < figures["unavailable_s"] <= np.diff(ok)[after].max() + 1e-3
+    assert figures["unavailable_from_s"] >= figures["start_s"] - figures["unavailable_s"]
+    # the cluster served again after the new leader, before the restart
+    assert np.count_nonzero((ok > figures["start_s"]) & (ok < figures["end_s"])) > 0
+    table = (out / "summary.txt").read_text()
+    assert f"kill leader (member {kill['member']}) at 1.5 s" in table
+    print(f"{kind}: { ({k: figures[k] for k in ('unavailable_s', 'recovery_s', 'errors')}) }")
+
+
+def test_a_member_paused_for_5_s_shows_in_the_figures(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", VERSIONS["etcd"])
+    faults = [
+        {"at": "1s", "action": "pause", "member": "leader"},
+        {"at": "6s", "action": "resume"},
+    ]
+    out, _ = _run(tmp_path, home, _case("etcd", faults, 9000, 1000))
+    (figures,) = json.loads((out / "result.json").read_text())["databases"][0]["faults"]
+    assert (figures["action"], figures["undo"]) == ("pause", "resume")
+    assert 4.5 < figures["end_s"] - figures["start_s"] < 6.0
+    # requests to the paused leader wait: the pause shows as a stall or as slow requests
+    assert (
+        figures["unavailable_s"] > 0.5 or figures["p99_during_ms"] > 10 * figures["p99_before_ms"]
+    )
+    assert figures["p99_during_ms"] > figures["p99_before_ms"]
+    record = json.loads((out / "etcd" / "run.json").read_text())
+    assert record["verification"]["lost"] == 0
+
+
+def test_an_unscheduled_death_still_fails_a_run_with_faults(tmp_path: Path, installed_home) -> None:
+    home = installed_home("etcd", VERSIONS["etcd"])
+    faults: list[dict[str, object]] = [
+        {"at": "1s", "action": "kill", "member": 0},
+        {"at": "20s", "action": "restart"},
+    ]
+    config = tmp_path / "case.yaml"
+    config.write_text(yaml.safe_dump(_case("etcd", faults, 30000, 1000)))
+    log = tmp_path / "run.log"
+    run = _start_run(home, config, tmp_path / "out", log)
+    family: list[int] = []
+    try:
+        _wait_for(log, "kill member 0 at 1 s")
+        time.sleep(1.0)
+        children = psutil.Process(run.pid).children(recursive=True)
+        family = [p.pid for p in children]
+        agent = next(p for p in children if "/etcd/agent-2" in " ".join(p.cmdline()))
+        (etcd,) = [c.pid for c in agent.children(recursive=True) if c.name() == "etcd"]
+        os.kill(etcd, signal.SIGKILL)  # member 2: nobody scheduled this
+        code = _finish(run)
+    finally:
+        _reap(run, family)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    record = json.loads((tmp_path / "out" / "etcd" / "run.json").read_text())
+    assert "member 2" in record["error"], record["error"]
+    assert "member 0" not in record["error"]  # the scheduled kill is not the failure
