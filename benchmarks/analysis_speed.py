@@ -26,7 +26,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbtester.render import render
-from dbtester.results import CLIENT_COLUMNS, Records
+from dbtester.results import CLIENT_COLUMNS, SCHEMA_VERSION, Records
 from dbtester.results import SERVER_COLUMNS as COLUMNS
 
 
@@ -77,7 +77,15 @@ def synthesize(directory: Path, samples: int, databases: int, seconds: int) -> N
                             100_000_000 + s * 1000,
                         ]
                     )
-            members.append({"index": m, "pid": 100 + m, "disk_usage_bytes": 1_000_000_000})
+            members.append(
+                {
+                    "index": m,
+                    "host": "127.0.0.1",
+                    "agent": f"127.0.0.1:{3500 + m}",
+                    "pid": 100 + m,
+                    "disk_usage_bytes": 1_000_000_000,
+                }
+            )
         with (folder / "client-metrics.csv").open("w", newline="") as out:
             writer = csv.writer(out)
             writer.writerow(CLIENT_COLUMNS)
@@ -94,7 +102,10 @@ def synthesize(directory: Path, samples: int, databases: int, seconds: int) -> N
                     ]
                 )
         run = {
-            "schema": 1,
+            "schema_version": SCHEMA_VERSION,
+            "run_id": "analysis-benchmark",
+            "started_unix": start,
+            "endpoints": [f"127.0.0.1:{2379 + 10 * m}" for m in range(3)],
             "database": {"id": db_id, "kind": "etcd", "version": "3.5.17"},
             "members": members,
             "embedded": True,
