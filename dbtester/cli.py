@@ -391,6 +391,8 @@ def run(
         return
     done = publish(outcome.out, target.url, public_url=target.public_url)
     click.echo(f"README: {done.readme}", err=True)
+    if done.report:
+        click.echo(f"report: {done.report}", err=True)
 
 
 def print_outcome(outcome: RunOutcome) -> None:
@@ -586,11 +588,15 @@ def publish_command(directory: Path, url: str, public_url: str | None) -> None:
 
     Every file goes to URL/<its path in DIR>; the published README's chart links
     point at BASE/charts/. Local files are never changed. Prints where the README
-    is; exit 3 if an upload fails, and the same command again completes it.
+    is (and, on stderr, report.html); exit 3 if an upload fails, and the same
+    command again completes it.
     """
     from dbtester.publish import publish
 
-    click.echo(publish(directory, url, public_url=public_url).readme)
+    done = publish(directory, url, public_url=public_url)
+    click.echo(done.readme)
+    if done.report:
+        click.echo(f"report: {done.report}", err=True)
 
 
 # --------------------------------------------------------------------------- agents (SSH)

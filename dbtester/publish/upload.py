@@ -134,6 +134,7 @@ class Published:
     size: int  # bytes sent
     seconds: float
     readme: str  # where the published README is read: its public URL, or its path
+    report: str = ""  # likewise its report.html ("" when the directory has none)
 
 
 def publish(
@@ -187,8 +188,12 @@ def publish(
         f"published {len(items):,} files ({sent / 1e6:,.1f} MB) to {clean_url(url)}"
         f" in {bar.elapsed:.1f} s"
     )
-    where = f"{base}/{readme_rel}" if base else dest.target(readme_rel)
-    return Published(clean_url(url), len(items), total, seconds, where)
+    def published(rel: str) -> str:
+        return f"{base}/{rel}" if base else dest.target(rel)
+
+    report_rel = layout.relative(layout.report)
+    report = published(report_rel) if any(i.rel == report_rel for i in items) else ""
+    return Published(clean_url(url), len(items), total, seconds, published(readme_rel), report)
 
 
 def _failure(directory: Path, url: str, public_url: str | None, what: str) -> PublishError:

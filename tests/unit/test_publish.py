@@ -261,10 +261,13 @@ def test_publish_to_a_path_copies_the_tree_and_touches_nothing(tmp_path: Path) -
     assert tree_hashes(target) == before  # relative links: the README too is identical
     assert tree_hashes(root) == before
     assert done.files == len(before) and done.readme == f"{target}/README.md"
+    assert done.report == ""  # this directory has no report.html
     assert stream.getvalue().startswith(f"published {len(before)} files (")
     # again: the same keys, no nested folder
     publish(root, str(target), quiet=True)
     assert tree_hashes(target) == before
+    (root / "report.html").write_text("<html></html>")
+    assert publish(root, str(target), quiet=True).report == f"{target}/report.html"
 
 
 def test_publish_with_a_public_url_rewrites_only_the_published_readme(tmp_path: Path) -> None:
