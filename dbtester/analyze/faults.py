@@ -82,14 +82,14 @@ class Window:
     undo: FaultRecord | None
 
     def describe(self) -> str:
-        """e.g. ``kill leader (member 2) at 10.0 s, restart at 20.0 s``."""
+        """As scheduled, e.g. ``kill leader at 10 s, restart at 20 s``: the same
+        for every database and trial (the member hit and the moments it took
+        effect are in the record)."""
         f = self.fault
-        who = f"member {f.member}" if f.target in ("", str(f.member)) else f.target
-        if who != f"member {f.member}" and f.member is not None:
-            who += f" (member {f.member})"
-        text = f"{f.action} {who} at {self.start_s:.1f} s"
-        if self.undo is not None and self.end_s is not None:
-            text += f", {self.undo.action} at {self.end_s:.1f} s"
+        who = f"member {f.target}" if f.target.isdigit() else f.target
+        text = f"{f.action} {who} at {f.at_s:g} s"
+        if self.undo is not None:
+            text += f", {self.undo.action} at {self.undo.at_s:g} s"
         return text
 
 

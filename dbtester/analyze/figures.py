@@ -169,8 +169,11 @@ def _faults(data: DatabaseData, figures: Figures) -> None:
         v[fault_row(k, "P99-DURING-MS")] = f.p99_during_ms
         v[fault_row(k, "P99-AFTER-MS")] = f.p99_after_ms
         v[fault_row(k, "SLOWEST-MS")] = f.slowest_ms
-        said = f"{data.label}: fault {k} ({f.description}): no success for {f.unavailable_s:.2f} s"
-        said += f" from {f.unavailable_from_s:.2f} s"
+        said = (
+            f"{data.label}: fault {k} ({f.description}; member {f.member}, at"
+            f" {f.start_s:.2f} s): no success for {f.unavailable_s:.2f} s from"
+            f" {f.unavailable_from_s:.2f} s"
+        )
         if f.errors:
             said += "; errors until the next fault or the end: " + ", ".join(
                 f"{kind} {n:,}" for kind, n in f.errors.items()

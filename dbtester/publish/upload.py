@@ -188,6 +188,7 @@ def publish(
         f"published {len(items):,} files ({sent / 1e6:,.1f} MB) to {clean_url(url)}"
         f" in {bar.elapsed:.1f} s"
     )
+
     def published(rel: str) -> str:
         return f"{base}/{rel}" if base else dest.target(rel)
 
