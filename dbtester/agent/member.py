@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+from dbtester.agent.isolation import Isolation
 from dbtester.agent.sampler import Sampler, data_disk, dir_usage
 from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
 from dbtester.errors import MemberError
@@ -98,6 +99,7 @@ class Member:
         self._lock = threading.Lock()
         self._log_handler: logging.Handler | None = None
         self._stopped: StopResult | None = None
+        self._isolation: Isolation | None = None
         # Its own logger (under the agent's): its agent.log holds only its lines.
         self.log = logging.getLogger(
             f"dbtester.agent.member.{spec.member_dir.parent.name}.{spec.index}.{id(self)}"
@@ -257,6 +259,49 @@ class Member:
             self.state = "running"
             self.log.info("resumed (scheduled fault): SIGCONT to group %d", self.pid)
 
+    def isolate(self, agent_port: int) -> None:
+        """Cut this member's host off the network (an nftables table; see
+        agent/isolation.py), keeping the agent reachable on ``agent_port``. The
+        process state stays as it is: an isolated member runs (the heartbeat
+        must not count it dead, and a real death is still seen), it only hears
+        nothing. Kill, restart, pause and resume work on it as on any other."""
+        with self._lock:
+            self._expect("isolate", ("running", "paused", "killed"))
+            if self.isolated:
+                raise MemberError(
+                    f"cannot isolate {self.kind.name} member {self.spec.index}: it is isolated"
+                    " already"
+                )
+            isolation = Isolation(f"{self.dir}", agent_port)
+            isolation.apply()
+            self._isolation = isolation
+            self.log.info(
+                "isolated (scheduled fault): nftables table inet %s drops all but"
+                " loopback and tcp ports %s",
+                isolation.table,
+                ", ".join(map(str, isolation.ports)),
+            )
+
+    def heal(self) -> None:
+        with self._lock:
+            if not self.isolated:
+                raise MemberError(
+                    f"cannot heal {self.kind.name} member {self.spec.index}: it is not isolated"
+                )
+            self._heal()
+
+    def _heal(self) -> None:
+        """Delete the isolation table (the lock held); MemberError when nft fails,
+        and the table is still there."""
+        assert self._isolation is not None
+        self._isolation.remove()
+        self.log.info("healed (scheduled fault): table inet %s deleted", self._isolation.table)
+        self._isolation = None
+
+    @property
+    def isolated(self) -> bool:
+        return self._isolation is not None
+
     def _expect(self, action: str, states: tuple[str, ...]) -> None:
         if self.state not in states or self.process is None:
             raise MemberError(
@@ -283,6 +328,14 @@ class Member:
             if self._stopped is not None:  # a second stop (watchdog, then controller)
                 return self._stopped
             begin = time.monotonic()
+            if self.isolated:
+                # Never leave a host cut off after its member is gone; a
+                # failure is told, and the stop goes on.
+                try:
+                    self._heal()
+                except MemberError as exc:
+                    self.error = self.error or f"the isolation outlived the member: {exc}"
+                    self.log.error("could not heal on stop: %s", exc)
             if self.state == "running" and self.process is not None:
                 code = self.process.poll()
                 if code is not None:  # died since the last status call

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from dbtester.config.faults import Fault, check_schedule
+from dbtester.config.faults import Fault, check_isolation, check_schedule
 from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
@@ -320,6 +320,8 @@ class TestCase(_Model):
                 " endpoints (a cluster dbtester does not run)"
             )
         check_schedule(faults, min(db.member_count for db in databases))
+        for db in databases:
+            check_isolation(faults, db.id, [h.address for h in db.hosts])
         return faults
 
     def database(self, db_id: str) -> DatabaseSpec:
