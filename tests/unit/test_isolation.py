@@ -5,12 +5,17 @@ failing nft says. The real firewall is in tests/integration/test_multihost.py.""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from dbtester.agent.isolation import Isolation, sweep
+from dbtester.agent.member import Member
+from dbtester.databases import KINDS
+from dbtester.databases.base import MemberSpec, Peer
 from dbtester.errors import MemberError
+from dbtester.install import Installed
 
 FAKE_NFT = """\
 #!/bin/sh
@@ -79,3 +84,43 @@ def test_sweep_removes_only_this_ports_tables(
     log = _fake_nft(tmp_path, monkeypatch, tables=tables)
     assert sweep(3500) == ["dbtester_isolate_3500_abc"]
     assert log.read_text().splitlines()[1:] == ["delete table inet dbtester_isolate_3500_abc"]
+
+
+def test_a_member_keeps_its_isolation_until_healed_or_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Isolate refuses twice and heal refuses without it; a member's stop
+    deletes a table no heal did (no rule outlives the run). The process state
+    is left alone: an isolated member still reads as running, not dead."""
+    log = _fake_nft(tmp_path, monkeypatch)
+    kind = KINDS["etcd"]
+    spec = MemberSpec(
+        index=0,
+        peers=(Peer("m0", "10.0.0.1", dict(kind.default_ports)),),
+        flags=kind.flags_model(),
+        member_dir=tmp_path / "member-0",
+        data_dir=tmp_path / "member-0" / "data",
+        cluster_token="t",
+    )
+    installed = Installed("etcd", "3.5.17", tmp_path, "test", {}, "")
+    member = Member(kind, installed, spec, sample_interval=1.0, failure_root=tmp_path / "failed")
+    with pytest.raises(MemberError, match="cannot isolate etcd member 0: it is new"):
+        member.isolate(3500)
+    member.process = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    member.state = "running"
+    try:
+        with pytest.raises(MemberError, match="cannot heal etcd member 0: it is not isolated"):
+            member.heal()
+        member.isolate(3500)
+        with pytest.raises(MemberError, match="it is isolated already"):
+            member.isolate(3500)
+        assert member.isolated and member.poll() == "running"
+        member.stop(failed=False, grace=5.0)
+    finally:
+        if member.process.poll() is None:
+            member.process.kill()
+        member.process.wait()
+    assert not member.isolated
+    asked = [line for line in log.read_text().splitlines() if line.startswith(("-f", "delete"))]
+    table = Isolation(str(tmp_path / "member-0"), 3500).table  # the member's own
+    assert asked == ["-f -", f"delete table inet {table}"]
