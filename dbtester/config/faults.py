@@ -98,8 +98,8 @@ def _where(number: int, fault: Fault) -> str:
 
 def check_schedule(faults: Sequence[Fault], members: int) -> None:
     """The schedule as a whole: in time order, indices within ``members``, every
-    restart/resume right after (in undo order) the kill/pause it undoes: each
-    undoes the latest one still in effect. ValueError otherwise."""
+    restart/resume/heal right after (in undo order) the kill/pause/isolate it
+    undoes: each undoes the latest one still in effect. ValueError otherwise."""
     out: list[str] = []  # actions in effect, latest last ("kill", "pause", "isolate")
     previous = 0.0
     for number, fault in enumerate(faults):
