@@ -32,7 +32,7 @@ from dbtester.agent.sampler import Sampler, data_disk, dir_usage
 from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
 from dbtester.errors import MemberError
 from dbtester.install import Installed
-from dbtester.util.net import interface_for, port_free
+from dbtester.util.net import interface_for, is_loopback, port_free
 from dbtester.util.procs import with_parent_death_signal
 
 __all__ = ["Member", "StopResult", "log_tail"]
@@ -267,6 +267,14 @@ class Member:
         nothing. Kill, restart, pause and resume work on it as on any other."""
         with self._lock:
             self._expect("isolate", ("running", "paused", "killed"))
+            if is_loopback(self.spec.me.host):
+                # The table keeps loopback traffic: it would cut this machine
+                # off from everyone else and the member from no one.
+                raise MemberError(
+                    f"cannot isolate {self.kind.name} member {self.spec.index}: it listens on"
+                    f" loopback ({self.spec.me.host}), which an isolation keeps open; isolate"
+                    " needs members on hosts of their own"
+                )
             if self.isolated:
                 raise MemberError(
                     f"cannot isolate {self.kind.name} member {self.spec.index}: it is isolated"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,12 @@ def test_a_member_keeps_its_isolation_until_healed_or_stopped(
     member.process = subprocess.Popen(["sleep", "30"], start_new_session=True)
     member.state = "running"
     try:
+        # on loopback it would cut the machine off, not the member
+        on_loopback = Peer("m0", "127.0.0.1", dict(kind.default_ports))
+        member.spec = replace(spec, peers=(on_loopback,))
+        with pytest.raises(MemberError, match=r"it listens on loopback \(127.0.0.1\)"):
+            member.isolate(3500)
+        member.spec = spec
         with pytest.raises(MemberError, match="cannot heal etcd member 0: it is not isolated"):
             member.heal()
         member.isolate(3500)
