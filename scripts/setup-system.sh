@@ -5,6 +5,7 @@
 #   - dpkg-deb/apt-get to unpack Debian's etcd-server 3.4.23 without installing it
 #   - Go, to build etcd >= 3.5 and Consul through the Go module proxy
 #   - openssh, iproute2, python3-venv for the multi-host test (sshd in namespaces)
+#   - nftables: the agent's `isolate` fault (a firewall table; also in that test)
 #   - chromium, which the report's browser test drives headless through Playwright
 set -euo pipefail
 
@@ -19,6 +20,8 @@ command -v strace >/dev/null 2>&1 || need+=(strace)     # the agent fuzz harness
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+# `isolate` cuts a member's host off with an nftables table (the agent runs nft).
+[ -x /usr/sbin/nft ] || command -v nft >/dev/null 2>&1 || need+=(nftables)
 # The report's browser test (tests/e2e/test_report.py): `playwright install`
 # would download a browser from outside the package registries; Debian's is used.
 [ -x /usr/bin/chromium ] || need+=(chromium)

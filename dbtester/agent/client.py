@@ -24,7 +24,14 @@ from dbtester.proto import agent_pb2_grpc as pb_grpc
 __all__ = ["FAULT_ACTIONS", "AgentClient", "ClockOffset"]
 
 #: a scheduled fault's action -> the agent RPC that carries it out
-FAULT_ACTIONS = {"kill": "Kill", "restart": "Restart", "pause": "Pause", "resume": "Resume"}
+FAULT_ACTIONS = {
+    "kill": "Kill",
+    "restart": "Restart",
+    "pause": "Pause",
+    "resume": "Resume",
+    "isolate": "Isolate",
+    "heal": "Heal",
+}
 
 
 def _failed(address: str, error: grpc.RpcError) -> AgentError:
@@ -157,8 +164,9 @@ class AgentClient:
     def fault(
         self, action: str, run_id: str, database_id: str, member_index: int
     ) -> pb.FaultResponse:
-        """A scheduled fault on one member: ``action`` is "kill", "restart",
-        "pause" or "resume" (the agent's RPC of that name)."""
+        """A scheduled fault on one member: ``action`` is a key of FAULT_ACTIONS
+        ("kill", "restart", "pause", "resume", "isolate", "heal"), carried by
+        the agent's RPC of that name."""
         if action not in FAULT_ACTIONS:
             raise ValueError(f"unknown fault action {action!r}")
         request = pb.FaultRequest(run_id=run_id, database_id=database_id, member_index=member_index)

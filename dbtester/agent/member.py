@@ -27,11 +27,12 @@ from pathlib import Path
 
 import psutil
 
+from dbtester.agent.isolation import Isolation
 from dbtester.agent.sampler import Sampler, data_disk, dir_usage
 from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
 from dbtester.errors import MemberError
 from dbtester.install import Installed
-from dbtester.util.net import interface_for, port_free
+from dbtester.util.net import interface_for, is_loopback, port_free
 from dbtester.util.procs import with_parent_death_signal
 
 __all__ = ["Member", "StopResult", "log_tail"]
@@ -98,6 +99,7 @@ class Member:
         self._lock = threading.Lock()
         self._log_handler: logging.Handler | None = None
         self._stopped: StopResult | None = None
+        self._isolation: Isolation | None = None
         # Its own logger (under the agent's): its agent.log holds only its lines.
         self.log = logging.getLogger(
             f"dbtester.agent.member.{spec.member_dir.parent.name}.{spec.index}.{id(self)}"
@@ -257,6 +259,57 @@ class Member:
             self.state = "running"
             self.log.info("resumed (scheduled fault): SIGCONT to group %d", self.pid)
 
+    def isolate(self, agent_port: int) -> None:
+        """Cut this member's host off the network (an nftables table; see
+        agent/isolation.py), keeping the agent reachable on ``agent_port``. The
+        process state stays as it is: an isolated member runs (the heartbeat
+        must not count it dead, and a real death is still seen), it only hears
+        nothing. Kill, restart, pause and resume work on it as on any other."""
+        with self._lock:
+            self._expect("isolate", ("running", "paused", "killed"))
+            if is_loopback(self.spec.me.host):
+                # The table keeps loopback traffic: it would cut this machine
+                # off from everyone else and the member from no one.
+                raise MemberError(
+                    f"cannot isolate {self.kind.name} member {self.spec.index}: it listens on"
+                    f" loopback ({self.spec.me.host}), which an isolation keeps open; isolate"
+                    " needs members on hosts of their own"
+                )
+            if self.isolated:
+                raise MemberError(
+                    f"cannot isolate {self.kind.name} member {self.spec.index}: it is isolated"
+                    " already"
+                )
+            isolation = Isolation(f"{self.dir}", agent_port)
+            isolation.apply()
+            self._isolation = isolation
+            self.log.info(
+                "isolated (scheduled fault): nftables table inet %s drops all but"
+                " loopback and tcp ports %s",
+                isolation.table,
+                ", ".join(map(str, isolation.ports)),
+            )
+
+    def heal(self) -> None:
+        with self._lock:
+            if not self.isolated:
+                raise MemberError(
+                    f"cannot heal {self.kind.name} member {self.spec.index}: it is not isolated"
+                )
+            self._heal()
+
+    def _heal(self) -> None:
+        """Delete the isolation table (the lock held); MemberError when nft fails,
+        and the table is still there."""
+        assert self._isolation is not None
+        self._isolation.remove()
+        self.log.info("healed (scheduled fault): table inet %s deleted", self._isolation.table)
+        self._isolation = None
+
+    @property
+    def isolated(self) -> bool:
+        return self._isolation is not None
+
     def _expect(self, action: str, states: tuple[str, ...]) -> None:
         if self.state not in states or self.process is None:
             raise MemberError(
@@ -283,6 +336,14 @@ class Member:
             if self._stopped is not None:  # a second stop (watchdog, then controller)
                 return self._stopped
             begin = time.monotonic()
+            if self.isolated:
+                # Never leave a host cut off after its member is gone; a
+                # failure is told, and the stop goes on.
+                try:
+                    self._heal()
+                except MemberError as exc:
+                    self.error = self.error or f"the isolation outlived the member: {exc}"
+                    self.log.error("could not heal on stop: %s", exc)
             if self.state == "running" and self.process is not None:
                 code = self.process.poll()
                 if code is not None:  # died since the last status call

@@ -14,6 +14,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dbtester.agent.auth import AuthInterceptor, is_loopback_peer
 from dbtester.agent.config import AgentConfig, read_token
+from dbtester.agent.isolation import sweep
 from dbtester.agent.service import AgentService
 from dbtester.errors import DbtesterError
 from dbtester.proto import agent_pb2_grpc as pb_grpc
@@ -42,6 +43,11 @@ class AgentServer:
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = self._bind(config)
+        self.service.agent_port = self.port
+        # An agent killed outright could not heal: its isolation of this host
+        # would outlive it. Its successor on the same port removes it.
+        for table in sweep(self.port):
+            log.warning("removed isolation table inet %s an earlier agent left", table)
         if token is None and not _is_loopback_listen(config.listen):
             log.warning(
                 "no --token-file: only loopback clients will be served on %s", config.listen

@@ -56,6 +56,9 @@ class AgentService(pb_grpc.AgentServicer):
         self._lock = threading.Lock()
         self._last_contact = time.monotonic()
         self._timeout = config.heartbeat_timeout_s
+        #: the port the agent listens on (the server sets the bound one): the
+        #: one an isolation keeps open, so the controller can still heal
+        self.agent_port = _listen_port(config.listen)
         self._closing = threading.Event()
         self._watchdog = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._watchdog.start()
@@ -78,8 +81,10 @@ class AgentService(pb_grpc.AgentServicer):
                 self.stop_all(failed=True)
 
     def _running(self) -> list[Member]:
+        """Every member not stopped yet: a killed, paused or isolated one too
+        (its stop resumes it, archives its data, deletes its isolation)."""
         with self._lock:
-            return [m for m in self.members.values() if m.poll() in (*BUSY, "exited")]
+            return [m for m in self.members.values() if m.poll() != "stopped"]
 
     def stop_all(self, *, failed: bool) -> None:
         for member in self._running():
@@ -301,6 +306,12 @@ class AgentService(pb_grpc.AgentServicer):
     def Resume(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
         return self._fault(request, context, Member.resume)
 
+    def Isolate(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        return self._fault(request, context, lambda member: member.isolate(self.agent_port))
+
+    def Heal(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        return self._fault(request, context, Member.heal)
+
     def _fault(
         self,
         request: pb.FaultRequest,
@@ -318,7 +329,9 @@ class AgentService(pb_grpc.AgentServicer):
             action(member)
         except MemberError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, _show(str(exc), 2000))
-        return pb.FaultResponse(at_unix=at, pid=member.pid, state=member.state)
+        return pb.FaultResponse(
+            at_unix=at, pid=member.pid, state=member.state, isolated=member.isolated
+        )
 
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
         with self._lock:
@@ -337,6 +350,7 @@ class AgentService(pb_grpc.AgentServicer):
                     sampling=bool(member.sampler and member.sampler.running),
                     samples=member.sampler.samples if member.sampler else 0,
                     error=member.error,
+                    isolated=member.isolated,
                 )
             )
         return pb.StatusResponse(
@@ -378,6 +392,12 @@ class AgentService(pb_grpc.AgentServicer):
 def _show(value: str, limit: int = 80) -> str:
     """A name from a request, quoted and cut short, for an error message."""
     return repr(value if len(value) <= limit else value[: limit - 3] + "...")
+
+
+def _listen_port(listen: str) -> int:
+    """The port of ``host:port`` (0 when it has none the agent can tell)."""
+    port = listen.rsplit(":", 1)[-1]
+    return int(port) if port.isdigit() else 0
 
 
 def _out_of_range(field: str, value: float, low: float, high: float) -> str | None:

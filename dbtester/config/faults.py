@@ -4,9 +4,11 @@ cluster during its load, at the same moments.
 A fault is ``{at: 10s, action: kill, member: leader}``: ``at`` counts from the
 load's start (``10s``, ``1.5s``, ``500ms``, ``2m`` or a number of seconds);
 ``member`` is an index, ``leader`` or ``follower`` (resolved by the database
-kind at the moment of the fault). ``restart`` and ``resume`` undo the latest
-``kill`` / ``pause`` that is still in effect and name no member of their own
-(they reach the member it hit, which may no longer be the leader).
+kind at the moment of the fault). ``restart``, ``resume`` and ``heal`` undo
+the latest ``kill`` / ``pause`` / ``isolate`` that is still in effect and name
+no member of their own (they reach the member it hit, which may no longer be
+the leader). ``isolate`` cuts a member's host off the network, so it needs
+members on hosts of their own (:func:`check_isolation`).
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dbtester.util.net import is_loopback
+
 __all__ = [
     "MAX_AT_S",
     "UNDO",
     "UNDONE",
     "Fault",
+    "check_isolation",
     "check_schedule",
     "parse_duration",
 ]
 
 #: the action that undoes each one that takes a member out
-UNDO = {"kill": "restart", "pause": "resume"}
+UNDO = {"kill": "restart", "pause": "resume", "isolate": "heal"}
 #: the other way round: what each undoing action undoes
 UNDONE = {undo: action for action, undo in UNDO.items()}
 #: a day: past any load dbtester runs
@@ -57,7 +62,7 @@ class Fault(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     at: float = Field(gt=0, le=MAX_AT_S)  # seconds after the load starts
-    action: Literal["kill", "restart", "pause", "resume"]
+    action: Literal["kill", "restart", "pause", "resume", "isolate", "heal"]
     member: int | Literal["leader", "follower"] | None = None
 
     _at = field_validator("at", mode="before")(parse_duration)
@@ -87,14 +92,18 @@ class Fault(BaseModel):
         return f"{self.action}{who if self.member is not None else ''} at {self.at:g} s"
 
 
+def _where(number: int, fault: Fault) -> str:
+    return f"faults[{number}] ({fault.describe()})"
+
+
 def check_schedule(faults: Sequence[Fault], members: int) -> None:
     """The schedule as a whole: in time order, indices within ``members``, every
-    restart/resume right after (in undo order) the kill/pause it undoes: each
-    undoes the latest one still in effect. ValueError otherwise."""
-    out: list[str] = []  # actions in effect, latest last ("kill" or "pause")
+    restart/resume/heal right after (in undo order) the kill/pause/isolate it
+    undoes: each undoes the latest one still in effect. ValueError otherwise."""
+    out: list[str] = []  # actions in effect, latest last ("kill", "pause", "isolate")
     previous = 0.0
-    for number, fault in enumerate(faults, 1):
-        where = f"faults[{number - 1}] ({fault.describe()})"
+    for number, fault in enumerate(faults):
+        where = _where(number, fault)
         if fault.at < previous:
             raise ValueError(f"{where}: faults must be in time order (the one before is later)")
         previous = fault.at
@@ -110,3 +119,44 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
         if not out or out[-1] != undone:
             raise ValueError(f"{where}: there is no {undone} in effect for it to undo")
         out.pop()
+
+
+def check_isolation(faults: Sequence[Fault], database: str, addresses: Sequence[str]) -> None:
+    """``isolate`` cuts the isolated member's whole host off the network (a
+    firewall rule on it), so that host must run no other member of the
+    database: ``addresses`` are its members' host addresses, in member order,
+    empty when this machine runs them all on loopback. A ``leader`` or
+    ``follower`` is named only at run time: every member needs a host of its
+    own. ValueError otherwise, naming the fault and the database."""
+    for number, fault in enumerate(faults):
+        if fault.action != "isolate":
+            continue
+        where = f"{_where(number, fault)}: database {database}"
+        if not addresses or any(is_loopback(a) for a in addresses):
+            # The rule keeps loopback traffic (the agent's own), so on loopback
+            # it would cut nothing off.
+            given = "no hosts:" if not addresses else "a loopback host address"
+            raise ValueError(
+                f"{where} runs its members on this machine's loopback ({given}); isolate"
+                " cuts a member's host off the network, so it needs members on hosts of"
+                " their own (give the database hosts: with their network addresses)"
+            )
+        if isinstance(fault.member, int):
+            # check_schedule has refused an index out of range already.
+            hit = [fault.member] if fault.member < len(addresses) else []
+        else:
+            hit = list(range(len(addresses)))
+        for member in hit:
+            shared = [i for i, a in enumerate(addresses) if a == addresses[member] and i != member]
+            if not shared:
+                continue
+            need = (
+                f"member {member} needs a host of its own"
+                if isinstance(fault.member, int)
+                else f"the {fault.member} is named only at run time: every member needs a host"
+                " of its own"
+            )
+            raise ValueError(
+                f"{where}: host {addresses[member]} runs members {member} and {shared[0]};"
+                f" isolate cuts a whole host off the network, so {need}"
+            )

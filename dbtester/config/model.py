@@ -23,7 +23,13 @@ from pydantic import (
     model_validator,
 )
 
-from dbtester.config.faults import MAX_AT_S, Fault, check_schedule, parse_duration
+from dbtester.config.faults import (
+    MAX_AT_S,
+    Fault,
+    check_isolation,
+    check_schedule,
+    parse_duration,
+)
 from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
@@ -330,6 +336,8 @@ class TestCase(_Model):
                 " endpoints (a cluster dbtester does not run)"
             )
         check_schedule(faults, min(db.member_count for db in databases))
+        for db in databases:
+            check_isolation(faults, db.id, [h.address for h in db.hosts])
         return faults
 
     def database(self, db_id: str) -> DatabaseSpec:

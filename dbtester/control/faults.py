@@ -3,8 +3,8 @@ load, on a thread of its own, through the members' agents.
 
 Each fault waits for its moment (seconds after the load's start), resolves
 its member (``leader`` / ``follower`` through the database kind at that
-moment; ``restart`` / ``resume`` reach the member the latest kill / pause
-hit), asks that member's agent, and is recorded with the moment it took
+moment; ``restart`` / ``resume`` / ``heal`` reach the member the latest
+kill / pause / isolate hit), asks that member's agent, and is recorded with the moment it took
 effect on the controller's clock (the agent's time less its measured clock
 offset). A fault that cannot be applied is recorded with its reason and
 reported as the run's problem, which stops the load: a measurement of a
@@ -27,7 +27,7 @@ from dbtester.util.progress import Reporter
 __all__ = ["LEADER_WAIT_S", "FaultRunner"]
 
 #: how long a fault on ``leader`` waits for the cluster to name one, and how
-#: long a kill or pause of the leader watches for the next one
+#: long a kill, pause or isolation of the leader watches for the next one
 LEADER_WAIT_S = 30.0
 _POLL_S = 0.1
 
@@ -57,7 +57,7 @@ class FaultRunner:
         self.label = label
         self.records: list[FaultRecord] = []
         self.problem = ""
-        self._out: list[tuple[str, int]] = []  # (kill|pause, member) still in effect
+        self._out: list[tuple[str, int]] = []  # (kill|pause|isolate, member) in effect
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -80,7 +80,8 @@ class FaultRunner:
 
     @property
     def down(self) -> set[int]:
-        """Members a kill or pause has taken out and nothing has brought back."""
+        """Members a kill, pause or isolation has taken out and nothing has
+        brought back (an isolated one runs, but neither we nor its peers reach it)."""
         with self._lock:
             return {member for _, member in self._out}
 
@@ -124,7 +125,7 @@ class FaultRunner:
 
     def _resolve(self, fault: Fault) -> tuple[int, bool]:
         """(member index, whether it led the cluster when the fault hit)."""
-        if fault.member is None:  # restart / resume: the latest kill / pause
+        if fault.member is None:  # restart / resume / heal: the latest kill / pause / isolate
             undone = UNDONE[fault.action]
             with self._lock:
                 latest = self._out[-1] if self._out else None
@@ -132,8 +133,8 @@ class FaultRunner:
                 raise LookupError(f"no {undone} in effect to undo")
             return latest[1], False
         if isinstance(fault.member, int):
-            # Only the members that are up are asked: a paused one would make
-            # the fault wait for its timeout.
+            # Only the members that are up are asked: a paused or isolated one
+            # would make the fault wait for its timeout.
             return fault.member, fault.member == self._leader(exclude=None)
         leader = self._wait_for_leader(exclude=None)
         if fault.member == "leader":
@@ -164,8 +165,9 @@ class FaultRunner:
 
     def _leader(self, exclude: int | None) -> int | None:
         """The leader as the members that are up (and not ``exclude``) name it,
-        as an index among all members; None while they name none. A killed or
-        paused member is not asked: it answers nothing, or late."""
+        as an index among all members; None while they name none. A killed,
+        paused or isolated member is not asked: it answers nothing, or late (and
+        an isolated one may still think it leads)."""
         up = [i for i in range(len(self.peers)) if i not in self.down and i != exclude]
         found = self.kind.leader([self.peers[i] for i in up])
         return None if found is None else up[found]

@@ -92,7 +92,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MemberStatus(_message.Message):
-    __slots__ = ("run_id", "database_id", "member_index", "state", "pid", "exit_code", "sampling", "samples", "error")
+    __slots__ = ("run_id", "database_id", "member_index", "state", "pid", "exit_code", "sampling", "samples", "error", "isolated")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,7 @@ class MemberStatus(_message.Message):
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    ISOLATED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     member_index: int
@@ -111,7 +112,8 @@ class MemberStatus(_message.Message):
     sampling: bool
     samples: int
     error: str
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., state: _Optional[str] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., sampling: _Optional[bool] = ..., samples: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    isolated: bool
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., state: _Optional[str] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., sampling: _Optional[bool] = ..., samples: _Optional[int] = ..., error: _Optional[str] = ..., isolated: _Optional[bool] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("agent_version", "wall_time_unix", "members", "hostname")
@@ -180,11 +182,13 @@ class FaultRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ...) -> None: ...
 
 class FaultResponse(_message.Message):
-    __slots__ = ("at_unix", "pid", "state")
+    __slots__ = ("at_unix", "pid", "state", "isolated")
     AT_UNIX_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    ISOLATED_FIELD_NUMBER: _ClassVar[int]
     at_unix: float
     pid: int
     state: str
-    def __init__(self, at_unix: _Optional[float] = ..., pid: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+    isolated: bool
+    def __init__(self, at_unix: _Optional[float] = ..., pid: _Optional[int] = ..., state: _Optional[str] = ..., isolated: _Optional[bool] = ...) -> None: ...

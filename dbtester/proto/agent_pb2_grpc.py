@@ -79,6 +79,16 @@ class AgentStub:
                 request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
                 response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
                 _registered_method=True)
+        self.Isolate = channel.unary_unary(
+                '/dbtester.agent.v1.Agent/Isolate',
+                request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+                _registered_method=True)
+        self.Heal = channel.unary_unary(
+                '/dbtester.agent.v1.Agent/Heal',
+                request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServicer:
@@ -149,6 +159,22 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Isolate(self, request, context):
+        """The member's host cut off the network: an nftables table that drops all
+        but loopback, the agent's port and ssh (a link down would cut the agent
+        off too). Needs nft and root or CAP_NET_ADMIN on the agent's host.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heal(self, request, context):
+        """The isolation table deleted (also done when the member stops).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +220,16 @@ def add_AgentServicer_to_server(servicer, server):
             ),
             'Resume': grpc.unary_unary_rpc_method_handler(
                     servicer.Resume,
+                    request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
+            ),
+            'Isolate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Isolate,
+                    request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
+            ),
+            'Heal': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heal,
                     request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
                     response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
             ),
@@ -439,6 +475,60 @@ class Agent:
             request,
             target,
             '/dbtester.agent.v1.Agent/Resume',
+            dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+            dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Isolate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dbtester.agent.v1.Agent/Isolate',
+            dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+            dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dbtester.agent.v1.Agent/Heal',
             dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
             dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
             options,

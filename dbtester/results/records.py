@@ -144,12 +144,12 @@ class FaultRecord(_Record):
     """One scheduled fault as it happened (the test case's ``faults:``)."""
 
     at_s: float  # when it was due, seconds after the load's start
-    action: str  # kill, restart, pause, resume
+    action: str  # kill, restart, pause, resume, isolate, heal
     target: str  # as written: an index, "leader", "follower", or "" (undoes the latest)
     member: int | None = None  # the member it hit (None when it could not be resolved)
     unix: float | None = None  # when it took effect, on the controller's clock
     pid: int = 0  # the member's PID after it (a restart's new one)
-    #: for a kill or pause of the leader: seconds until another member was
+    #: for a kill, pause or isolate of the leader: seconds until another member was
     #: reported as leader (None when none was within the bound, or not the leader)
     new_leader_s: float | None = None
     error: str = ""  # why it could not be applied ("" when it was)

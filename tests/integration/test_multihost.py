@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -29,6 +30,7 @@ pytestmark = [
 ]
 
 ETCD = "3.5.17"
+Done = subprocess.CompletedProcess[str]
 
 
 @dataclass
@@ -137,10 +139,88 @@ def lab(tmp_path_factory: pytest.TempPathFactory, shared_home: Path) -> Iterator
         )
 
 
-def test_agents_up_run_and_down(lab: Lab) -> None:
+@pytest.fixture(scope="module")
+def agents_up(lab: Lab) -> Done:
+    """The first ``agents up`` of the module (the slow one: it installs the
+    agents), shared: the run that isolates a member goes before
+    test_agents_up_run_and_down, which checks this first up and brings them down."""
     # --no-systemd: on a machine whose init is systemd, the three "hosts" would
     # otherwise share one unit in the real /etc/systemd/system.
-    up = lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args(), "--no-systemd")
+    return lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args(), "--no-systemd")
+
+
+def test_isolating_the_leader_and_healing_it(lab: Lab, agents_up: Done) -> None:
+    """``isolate`` cuts the leader's host off (an nftables table its agent adds,
+    which keeps the agent reachable); the other two elect a new leader, writes
+    stall meanwhile, none acknowledged is lost; ``heal`` lets it back, and no
+    table is left on any host."""
+    assert agents_up.returncode == 0, agents_up.stderr + agents_up.stdout
+    case = yaml.safe_load(lab.config.read_text())
+    # Open loop: requests stay due while the cluster has no leader, so the
+    # stall shows in the records rather than slowing the load down.
+    case["workload"].update(requests=12_000, rate=1_500, clients=200, connections=6)
+    case["faults"] = [
+        {"at": "2s", "action": "isolate", "member": "leader"},
+        {"at": "5s", "action": "heal"},
+    ]
+    config = lab.root / "isolate.yaml"
+    config.write_text(yaml.safe_dump(case, sort_keys=False))
+    out = lab.root / "isolate-results"
+    run = lab.dbtester("run", str(config), "--out", str(out))
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+
+    record = json.loads((out / "etcd-3hosts" / "run.json").read_text())
+    assert record["verification"]["lost"] == 0, record["verification"]
+    isolated, healed = record["faults"]
+    assert (isolated["action"], isolated["target"], healed["action"]) == (
+        "isolate",
+        "leader",
+        "heal",
+    )
+    assert healed["member"] == isolated["member"] and not isolated["error"] + healed["error"]
+    load = record["load"]
+    assert load["started_unix"] < isolated["unix"] < healed["unix"] < load["ended_unix"]
+    assert isolated["new_leader_s"] is not None and isolated["new_leader_s"] > 0
+    print(f"isolate: a new leader {isolated['new_leader_s']:.2f} s later; {load['counts']}")
+
+    # Successful completions stop for a while at the isolation (no leader until
+    # the other two elect one): the widest gap between two of them that begins
+    # before the heal begins at the isolation (within the clock offset's error).
+    with np.load(out / "etcd-3hosts" / "client-latency.npz") as records:
+        ok = records["code"] == 0
+        done = np.sort(records["due_ns"][ok] + records["latency_ns"][ok]) / 1e9
+    starts, widths = done[:-1], np.diff(done)
+    candidates = (starts > isolated["unix"] - 1.0) & (starts < healed["unix"])
+    widest = int(np.argmax(np.where(candidates, widths, 0.0)))
+    began = starts[widest] - isolated["unix"]
+    print(f"isolate: completions stopped {widths[widest]:.2f} s from {began:+.2f} s after it")
+    assert widths[widest] > 0.3 and -0.25 < began < 1.0
+    # ...and the run reports that window: no longer than the records' longest
+    # stretch without a success from the isolation on
+    (figures,) = json.loads((out / "result.json").read_text())["databases"][0]["faults"]
+    assert (figures["action"], figures["undo"], figures["member"]) == (
+        "isolate",
+        "heal",
+        isolated["member"],
+    )
+    longest = widths[starts > isolated["unix"] - 1.0].max()
+    assert 0.3 < figures["unavailable_s"] <= longest + 1e-3
+    table = (out / "summary.txt").read_text()
+    assert "isolate leader at 2 s, heal at 5 s" in table and "FAULT-1-UNAVAILABLE-SECONDS" in table
+    print(f"isolate: reported unavailable {figures['unavailable_s']:.2f} s")
+
+    # The isolated member's agent made the firewall table and deleted it...
+    said = (out / "etcd-3hosts" / f"server-{isolated['member']}-agent.log").read_text()
+    assert "isolated (scheduled fault): nftables table inet dbtester_isolate_3500_" in said
+    assert "healed (scheduled fault)" in said
+    # ...and none is left on any host.
+    for host in lab.topology.server_hosts:
+        tables = host.run(["nft", "list", "tables"], check=True).stdout
+        assert "dbtester_isolate" not in tables, (host.name, tables)
+
+
+def test_agents_up_run_and_down(lab: Lab, agents_up: Done) -> None:
+    up = agents_up
     assert up.returncode == 0, up.stderr + up.stdout
     assert "wrote a new agent token" in up.stdout
     token_file = Path(lab.env["DBTESTER_AGENT_TOKEN_FILE"])

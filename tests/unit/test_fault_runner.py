@@ -15,6 +15,7 @@ from dbtester.config.faults import Fault
 from dbtester.control import faults as faults_module
 from dbtester.control.faults import FaultRunner
 from dbtester.databases.base import DatabaseKind, Peer
+from dbtester.errors import AgentError
 from dbtester.util.progress import Reporter
 
 
@@ -130,3 +131,59 @@ def test_faults_not_yet_due_are_dropped_when_the_load_ends() -> None:
     assert time.monotonic() - started < 5
     assert calls == [("kill", 2)] and len(records) == 1
     assert runner.down == {2}
+
+
+def test_an_isolated_leader_counts_as_down_until_healed() -> None:
+    """Isolating the leader records how long until another was named; while
+    isolated it is never asked for the leader (it may still think it leads,
+    and its answer could not reach us anyway), so ``follower`` is named among
+    the others; heal reaches it again."""
+    calls: list[tuple[str, int]] = []
+    kind = Kind()
+    runner = _runner(
+        [
+            _fault(0.05, "isolate", "leader"),
+            _fault(0.10, "kill", "follower"),
+            _fault(0.15, "restart"),
+            _fault(0.20, "heal"),
+        ],
+        kind,
+        calls,
+    )
+    runner.start(time.time())
+    time.sleep(0.6)
+    records = runner.stop()
+    # the leader (1) isolated; among 0 and 2, 2 now leads: 0 is the follower
+    assert calls == [("isolate", 1), ("kill", 0), ("restart", 0), ("heal", 1)]
+    assert [r.target for r in records] == ["leader", "follower", "", ""]
+    assert records[0].new_leader_s is not None and records[0].unix == 1001 - 1.5
+    assert all(r.new_leader_s is None for r in records[1:])
+    assert kind.asked[0] == ["m0", "m1", "m2"]
+    assert all("m1" not in asked for asked in kind.asked[1:]), kind.asked
+    assert not runner.problem and runner.down == set()
+
+
+def test_an_isolation_the_agent_refuses_fails_the_run() -> None:
+    """No nft on the member's host (or not allowed to use it): the agent's
+    reason is the fault's error and the run's problem; the heal never runs."""
+
+    class NoFirewall(Agent):
+        def fault(self, action: str, run_id: str, database_id: str, member: int) -> Reply:
+            if action == "isolate":
+                raise AgentError(
+                    f"10.0.0.{member}:3500",
+                    "FAILED_PRECONDITION: isolate needs the nft command",
+                    "FAILED_PRECONDITION",
+                )
+            return super().fault(action, run_id, database_id, member)
+
+    calls: list[tuple[str, int]] = []
+    runner = _runner([_fault(0.01, "isolate", 0), _fault(0.05, "heal")], Kind(), calls)
+    runner.clients = cast(list[AgentClient], [NoFirewall(i, calls) for i in range(3)])
+    runner.start(time.time())
+    time.sleep(0.3)
+    (record,) = runner.stop()
+    assert calls == [] and record.member == 0
+    assert "FAILED_PRECONDITION: isolate needs the nft command" in record.error
+    assert runner.problem.startswith("fault isolate member 0 at 0.01 s: ")
+    assert runner.down == set()

@@ -55,7 +55,11 @@ def test_a_schedule_that_kills_restarts_pauses_and_resumes() -> None:
     [
         ("  - {at: 2x, action: kill, member: 0}\n", "7:10", "'2x' is not a duration"),
         ("  - {at: 0s, action: kill, member: 0}\n", "7:10", "greater than 0"),
-        ("  - {at: 1s, action: explode, member: 0}\n", "7:22", "'kill', 'restart'"),
+        (
+            "  - {at: 1s, action: explode, member: 0}\n",
+            "7:22",
+            "'kill', 'restart', 'pause', 'resume', 'isolate', 'heal'",
+        ),
         ("  - {at: 1s, action: kill}\n", "7:5", "kill needs a member"),
         ("  - {at: 1s, action: kill, member: -1}\n", "7:36", "counts from 0"),
         ("  - {at: 1s, action: kill, member: boss}\n", "7:36", "'leader', 'follower'"),
@@ -78,6 +82,25 @@ def test_a_schedule_that_kills_restarts_pauses_and_resumes() -> None:
         # database a has 3 members: index 3 exists only in b
         ("  - {at: 1s, action: kill, member: 3}\n", "7:3", "member 3 does not exist"),
         ("  - {at: 1s, action: kill, member: 0, when: now}\n", "7:39", "unknown key 'when'"),
+        ("  - {at: 1s, action: heal}\n", "7:3", "no isolate in effect"),
+        ("  - {at: 1s, action: isolate}\n", "7:5", "isolate needs a member"),
+        (
+            "  - {at: 1s, action: kill, member: 0}\n  - {at: 2s, action: heal}\n",
+            "7:3",
+            "faults[1] (heal at 2 s): there is no isolate in effect",
+        ),
+        (
+            "  - {at: 1s, action: isolate, member: 0}\n  - {at: 2s, action: heal, member: 0}\n",
+            "8:5",
+            "heal takes no member",
+        ),
+        # the embedded databases run every member on this machine's loopback
+        (
+            "  - {at: 1s, action: isolate, member: 1}\n  - {at: 2s, action: heal}\n",
+            "7:3",
+            "faults[0] (isolate member 1 at 1 s): database a runs its members on this"
+            " machine's loopback (no hosts:)",
+        ),
     ],
 )
 def test_bad_faults_say_where_and_why(faults: str, where: str, words: str) -> None:
@@ -94,3 +117,75 @@ def test_faults_need_agents() -> None:
     )
     with pytest.raises(ConfigError, match="faults need agents on the members: b only"):
         load_test_case_text(text + "  - {at: 1s, action: kill, member: 0}\n", "case.yaml")
+
+
+HOSTS_CASE = """\
+title: t
+workload: {type: write, requests: 100, clients: 10, connections: 5}
+databases:
+  - id: spread
+    kind: etcd
+    version: 3.5.17
+    hosts: [{address: 10.0.0.1}, {address: 10.0.0.2}, {address: 10.0.0.3}]
+  - id: packed
+    kind: etcd
+    version: 3.5.17
+    hosts: [{address: 10.0.1.1}, {address: 10.0.1.2}, {address: %s, agent_port: 3501}]
+faults:
+  - {at: 2s, action: kill, member: 0}
+  - {at: 3s, action: isolate, member: %s}
+  - {at: 5s, action: heal}
+  - {at: 6s, action: restart}
+"""
+
+
+def test_isolate_and_heal_on_hosts_of_their_own() -> None:
+    """Every member on a host of its own: any member may be isolated; heal and
+    restart undo, latest first, what is still in effect."""
+    faults = load_test_case_text(HOSTS_CASE % ("10.0.1.3", "leader"), "case.yaml").case.faults
+    assert [(f.action, f.member) for f in faults] == [
+        ("kill", 0),
+        ("isolate", "leader"),
+        ("heal", None),
+        ("restart", None),
+    ]
+    assert faults[1].describe() == "isolate leader at 3 s" and faults[2].describe() == "heal at 5 s"
+
+
+@pytest.mark.parametrize(
+    ("address", "member", "words"),
+    [
+        # two members on one host: isolating either cuts the other off too
+        (
+            "10.0.1.2",
+            "1",
+            "faults[1] (isolate member 1 at 3 s): database packed: host 10.0.1.2 runs"
+            " members 1 and 2; isolate cuts a whole host off the network, so member 1"
+            " needs a host of its own",
+        ),
+        # the leader is named at run time: it may be either of them
+        (
+            "10.0.1.1",
+            "leader",
+            "database packed: host 10.0.1.1 runs members 0 and 2; isolate cuts a whole"
+            " host off the network, so the leader is named only at run time: every member"
+            " needs a host of its own",
+        ),
+        ("10.0.1.1", "follower", "so the follower is named only at run time"),
+        # the rule keeps loopback traffic: on loopback it would cut nothing
+        ("127.0.0.1", "0", "database packed runs its members on this machine's loopback"),
+    ],
+)
+def test_isolate_refuses_a_member_without_a_host_of_its_own(
+    address: str, member: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_test_case_text(HOSTS_CASE % (address, member), "case.yaml")
+    message = str(caught.value)
+    assert "case.yaml:13:3" in message and words in message, message
+
+
+def test_isolate_of_a_member_alone_on_its_host_is_allowed_beside_shared_ones() -> None:
+    # members 1 and 2 share 10.0.1.2; member 0 has 10.0.1.1 to itself
+    faults = load_test_case_text(HOSTS_CASE % ("10.0.1.2", "0"), "case.yaml").case.faults
+    assert faults[1].member == 0
