@@ -133,6 +133,7 @@ pub struct Conn {
     shared: Arc<Shared>,
 }
 
+/// What calls and the task bringing the connection home share.
 struct Shared {
     /// Its own endpoint first, then the others (failover::ordered).
     endpoints: Vec<Endpoint>,
@@ -147,8 +148,8 @@ struct Shared {
 }
 
 impl Conn {
-    /// Connects (TCP and the HTTP/2 preface; no call is made) to the first
-    /// of `endpoints` that accepts, each dial bounded by `dial_timeout`.
+    /// Connects (TCP, the HTTP/2 preface and a PING; no call is made) to the
+    /// first of `endpoints` that accepts, each dial bounded by `dial_timeout`.
     pub async fn open(endpoints: Vec<Endpoint>, dial_timeout: Duration) -> Result<Conn, BoxError> {
         let authority = Authority::try_from(endpoints[0].authority.as_str())?;
         let (at, sender) = dial_any(&endpoints, 0, dial_timeout).await?;
