@@ -1,7 +1,8 @@
 """The load engine against a real 3-member cluster whose leader is killed mid
-load and restarted: connections move to the members that are up, so
-requests succeed again once the cluster has recovered, and they come back to
-the restarted member."""
+load and restarted: connections (ZooKeeper: sessions) move to the members
+that are up, so requests succeed again once the cluster has recovered, and
+after the restart they go on succeeding; etcd's restarted member shows its
+connections came back (ZooKeeper sessions stay where they moved)."""
 
 from __future__ import annotations
 
