@@ -3,7 +3,8 @@
 //! a time and its clients queue for it first come, first served (tokio's
 //! Mutex is fair); that wait is part of the latency, not of the service time.
 
-use std::time::Instant;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
@@ -16,9 +17,10 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
+use crate::failover::{self, Backoff, dial_bound, ordered};
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Consistency, Endpoint, Operation, Plan, Step};
-use crate::protocol::{Protocol, endpoint_for, within};
+use crate::protocol::{Protocol, within};
 
 const ROOT: &str = "/v1/kv/dbtester/";
 
@@ -38,14 +40,131 @@ impl Drop for Link {
     }
 }
 
+/// One HTTP/1.1 connection to the cluster, through its endpoints as
+/// failover.rs describes: its own first, on to the next when one does not
+/// accept, back home once home accepts again.
 struct Conn {
-    endpoint: Endpoint,
+    /// Its own endpoint first, then the others (failover::ordered).
+    endpoints: Vec<Endpoint>,
+    /// The own endpoint's, wherever requests go (Consul does not check it).
     host: HeaderValue,
-    link: Mutex<Option<Link>>,
+    dial_timeout: Duration,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// None: the last connection failed; the next request reconnects.
+    link: Option<Link>,
+    /// The endpoint it is (or was last) on: an index into `endpoints`.
+    at: usize,
+    backoff: Backoff,
+    /// What the last dial through every endpoint ended in: the outcome of
+    /// requests during the backoff after it.
+    refused: Outcome,
+    /// Whether a task is trying to go back home (one at a time).
+    homing: bool,
+    /// Dials made (the backoff test counts them).
+    #[cfg(test)]
+    dials: usize,
+}
+
+/// Every endpoint failed: the outcome requests get, and why (for messages).
+struct DialFailure {
+    outcome: Outcome,
+    text: String,
+}
+
+impl Conn {
+    /// A connection on the first endpoint from the current one on that
+    /// accepts; while the backoff after none did lasts, none is dialled.
+    async fn reconnect(self: &Arc<Conn>, state: &mut State) -> Result<(), DialFailure> {
+        if state.backoff.waiting(Instant::now()) {
+            return Err(DialFailure {
+                outcome: state.refused.clone(),
+                text: "no endpoint accepted a connection (backing off)".into(),
+            });
+        }
+        let n = self.endpoints.len();
+        let mut errors = Vec::new();
+        let mut outcome = Outcome::ConnectionError;
+        for i in 0..n {
+            let at = (state.at + i) % n;
+            let endpoint = &self.endpoints[at];
+            #[cfg(test)]
+            {
+                state.dials += 1;
+            }
+            match tokio::time::timeout(self.dial_timeout, connect(endpoint)).await {
+                Ok(Ok(link)) => {
+                    state.link = Some(link);
+                    state.at = at;
+                    state.backoff.succeeded();
+                    if at != 0 && !state.homing {
+                        state.homing = true;
+                        tokio::spawn(go_home(Arc::downgrade(self)));
+                    }
+                    return Ok(());
+                }
+                Ok(Err(e)) => {
+                    outcome = e.outcome();
+                    errors.push((endpoint.authority.clone(), e.to_string()));
+                }
+                Err(_) => {
+                    // Not "timeout": that names a request with no reply in time.
+                    outcome = Outcome::ConnectionError;
+                    let text = format!(
+                        "no connection within {:.3} s",
+                        self.dial_timeout.as_secs_f64()
+                    );
+                    errors.push((endpoint.authority.clone(), text));
+                }
+            }
+        }
+        state.backoff.failed(Instant::now());
+        state.refused = outcome.clone();
+        Err(DialFailure {
+            outcome,
+            text: failover::none_accepted(&errors),
+        })
+    }
+}
+
+/// Every HOME_RETRY, dials the own endpoint; once it accepts, it replaces the
+/// connection (between requests: it waits its turn for the connection). Ends
+/// when home or when the Conn is gone; holds no strong reference meanwhile.
+async fn go_home(conn: Weak<Conn>) {
+    loop {
+        tokio::time::sleep(failover::HOME_RETRY).await;
+        let (home, bound) = {
+            let Some(conn) = conn.upgrade() else {
+                return;
+            };
+            let mut state = conn.state.lock().await;
+            if state.at == 0 {
+                state.homing = false; // a reconnect wrapped round to it
+                return;
+            }
+            (conn.endpoints[0].clone(), conn.dial_timeout)
+        };
+        let Ok(Ok(link)) = tokio::time::timeout(bound, connect(&home)).await else {
+            continue;
+        };
+        let Some(conn) = conn.upgrade() else {
+            return;
+        };
+        let mut state = conn.state.lock().await;
+        if state.at != 0 {
+            state.link = Some(link); // the old one closes as it is dropped
+            state.at = 0;
+            state.backoff.succeeded();
+        }
+        state.homing = false;
+        return;
+    }
 }
 
 pub struct Consul {
-    conns: Vec<Conn>,
+    conns: Vec<Arc<Conn>>,
     value: Bytes,
     read: bool,
     query: &'static str,
@@ -54,25 +173,36 @@ pub struct Consul {
 impl Protocol for Consul {
     async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
         let conns = try_join_all((0..step.connections).map(|c| async move {
-            let endpoint = endpoint_for(plan, c).clone();
-            let what = || format!("cannot connect to consul at {}", endpoint.authority);
-            let host = HeaderValue::from_str(&endpoint.authority)
+            let endpoints = ordered(&plan.endpoints, c % plan.endpoints.len());
+            let what = || format!("cannot connect to consul at {}", endpoints[0].authority);
+            let host = HeaderValue::from_str(&endpoints[0].authority)
                 .map_err(|e| EngineError(format!("{}: {e}", what())))?;
-            let link = within(plan.timeout, what, async {
-                let mut link = connect(&endpoint)
+            let conn = Arc::new(Conn {
+                endpoints: endpoints.clone(),
+                host,
+                dial_timeout: dial_bound(plan.timeout),
+                state: Mutex::new(State {
+                    link: None,
+                    at: 0,
+                    backoff: Backoff::default(),
+                    refused: Outcome::ConnectionError,
+                    homing: false,
+                    #[cfg(test)]
+                    dials: 0,
+                }),
+            });
+            within(plan.timeout, what, async {
+                let mut state = conn.state.lock().await;
+                conn.reconnect(&mut state)
                     .await
-                    .map_err(|e| EngineError(format!("{}: {}", what(), e)))?;
-                probe(&mut link, &host)
+                    .map_err(|e| EngineError(format!("{}: {}", what(), e.text)))?;
+                let link = state.link.as_mut().expect("reconnect leaves a link");
+                probe(link, &conn.host)
                     .await
-                    .map_err(|e| EngineError(format!("{}: {}", what(), e)))?;
-                Ok(link)
+                    .map_err(|e| EngineError(format!("{}: {}", what(), e)))
             })
             .await?;
-            Ok::<_, EngineError>(Conn {
-                endpoint,
-                host,
-                link: Mutex::new(Some(link)),
-            })
+            Ok::<_, EngineError>(conn)
         }))
         .await?;
         Ok(Consul {
@@ -107,14 +237,19 @@ impl Protocol for Consul {
             return Outcome::Named("bad-request"); // unreachable: keys are "k" and digits
         };
 
-        let mut slot = conn.link.lock().await; // first come, first served
-        let link = match slot.take() {
-            Some(link) if !link.busy && !link.sender.is_closed() => slot.insert(link),
-            // None: the last connection failed; reconnect as part of this request.
-            _ => match connect(&conn.endpoint).await {
-                Ok(link) => slot.insert(link),
-                Err(e) => return e.outcome(),
-            },
+        let mut guard = conn.state.lock().await; // first come, first served
+        let state = &mut *guard;
+        let usable = |link: &Link| !link.busy && !link.sender.is_closed();
+        if !state.link.as_ref().is_some_and(usable) {
+            // The last connection failed: reconnect as part of this request.
+            state.link = None;
+            if let Err(e) = conn.reconnect(state).await {
+                return e.outcome;
+            }
+        }
+        let slot = &mut state.link;
+        let Some(link) = slot.as_mut() else {
+            return Outcome::ConnectionError; // unreachable: reconnect left one
         };
         if let Err(e) = link.sender.ready().await {
             *slot = None;
@@ -138,7 +273,7 @@ impl Protocol for Consul {
             }
         };
         link.busy = false;
-        drop(slot); // the next client in line may send now
+        drop(guard); // the next client in line may send now
         check(self.read, status, &body, &self.value)
     }
 
@@ -251,10 +386,18 @@ mod tests {
     async fn serve_true() -> std::net::SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        serve_on(listener);
+        addr
+    }
+
+    /// The same server on `listener`; aborting the task closes the listener
+    /// and every connection it accepted (a member killed).
+    fn serve_on(listener: TcpListener) -> JoinHandle<()> {
         tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
             loop {
                 let (socket, _) = listener.accept().await.unwrap();
-                tokio::spawn(async move {
+                connections.spawn(async move {
                     let (read, mut write) = socket.into_split();
                     let mut read = BufReader::new(read);
                     let mut line = String::new();
@@ -283,8 +426,116 @@ mod tests {
                     }
                 });
             }
-        });
-        addr
+        })
+    }
+
+    fn plan_for(addrs: &[std::net::SocketAddr]) -> Plan {
+        let mut plan = crate::plan::tests::good_plan();
+        plan.protocol = Kind::Consul;
+        plan.endpoints = addrs
+            .iter()
+            .map(|a| crate::plan::parse_endpoint(&a.to_string()).unwrap())
+            .collect();
+        plan
+    }
+
+    const ONE: Step = Step {
+        clients: 1,
+        connections: 1,
+        requests: 0,
+        rate: 0.0,
+    };
+
+    async fn listen() -> (TcpListener, std::net::SocketAddr) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        (listener, addr)
+    }
+
+    async fn put(consul: &Consul) -> Outcome {
+        consul.request(0, b"k0000001", &mut Instant::now()).await
+    }
+
+    async fn at(consul: &Consul) -> usize {
+        consul.conns[0].state.lock().await.at
+    }
+
+    #[tokio::test]
+    async fn a_connection_moves_to_the_next_endpoint_and_back_home() {
+        let (home, home_addr) = listen().await;
+        let (second, second_addr) = listen().await;
+        let home_server = serve_on(home);
+        serve_on(second);
+        let consul = Consul::open(&plan_for(&[home_addr, second_addr]), &ONE)
+            .await
+            .unwrap();
+        assert_eq!(put(&consul).await, Outcome::Ok);
+        // Home is killed: at most the request it dies under fails, then the
+        // connection is on the second endpoint.
+        home_server.abort();
+        let _ = home_server.await;
+        let mut failed = 0;
+        while put(&consul).await != Outcome::Ok {
+            failed += 1;
+            assert!(failed <= 1, "requests fail on the second endpoint");
+        }
+        assert_eq!(at(&consul).await, 1);
+        // Home is back: within HOME_RETRY (and a dial) the connection returns.
+        serve_on(TcpListener::bind(home_addr).await.unwrap());
+        let back = Instant::now();
+        while at(&consul).await != 0 {
+            assert_eq!(put(&consul).await, Outcome::Ok);
+            assert!(back.elapsed() < Duration::from_secs(3), "not back home");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(put(&consul).await, Outcome::Ok);
+
+        // Home refuses from the start: the connection opens on the second.
+        let (refusing, refusing_addr) = listen().await;
+        drop(refusing);
+        let consul = Consul::open(&plan_for(&[refusing_addr, second_addr]), &ONE)
+            .await
+            .unwrap();
+        assert_eq!(at(&consul).await, 1);
+        assert_eq!(put(&consul).await, Outcome::Ok);
+    }
+
+    #[tokio::test]
+    async fn when_no_endpoint_accepts_requests_fail_without_dialling_during_the_backoff() {
+        let (one, one_addr) = listen().await;
+        let (two, two_addr) = listen().await;
+        let servers = [serve_on(one), serve_on(two)];
+        let consul = Consul::open(&plan_for(&[one_addr, two_addr]), &ONE)
+            .await
+            .unwrap();
+        assert_eq!(put(&consul).await, Outcome::Ok);
+        for server in servers {
+            server.abort();
+            let _ = server.await;
+        }
+        let dials = || async { consul.conns[0].state.lock().await.dials };
+        // The request that finds the connection gone (or dies with it) and
+        // the next dial both endpoints and fail refused...
+        let mut outcome = put(&consul).await;
+        if outcome != Outcome::ConnectionRefused {
+            outcome = put(&consul).await;
+        }
+        assert_eq!(outcome, Outcome::ConnectionRefused);
+        let before = dials().await;
+        // ...and the ones during the backoff (50 ms) fail the same way
+        // without a dial.
+        let started = Instant::now();
+        for _ in 0..100 {
+            assert_eq!(put(&consul).await, Outcome::ConnectionRefused);
+        }
+        if started.elapsed() < Duration::from_millis(40) {
+            assert_eq!(dials().await, before);
+        }
+        // After it, a request dials again.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        serve_on(TcpListener::bind(two_addr).await.unwrap());
+        assert_eq!(put(&consul).await, Outcome::Ok);
+        assert_eq!(at(&consul).await, 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,10 +10,11 @@ use futures_util::future::try_join_all;
 use http::Uri;
 use prost::Message;
 
+use crate::failover::{dial_bound, ordered, ordered_from};
 use crate::grpc::{Conn, Failure, frame};
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Balancer, Consistency, Endpoint, Operation, Plan, Step};
-use crate::protocol::{Protocol, endpoint_for, within};
+use crate::protocol::{Protocol, within};
 
 const PUT: &str = "/etcdserverpb.KV/Put";
 const RANGE: &str = "/etcdserverpb.KV/Range";
@@ -83,13 +84,16 @@ impl Protocol for Etcd {
         };
         let read = plan.operation == Operation::Read;
         let targets = try_join_all((0..step.connections).map(|c| {
-            let target = match (balancer, &leader) {
-                (Balancer::Leader, Some(leader)) => leader,
-                (Balancer::PickFirst, _) => &plan.endpoints[0],
-                _ => endpoint_for(plan, c),
+            // Its own endpoint as the balancer picks it, then the others
+            // after it: where it goes when its own does not accept.
+            let endpoints = match (balancer, &leader) {
+                (Balancer::Leader, Some(leader)) => ordered_from(&plan.endpoints, leader),
+                (Balancer::PickFirst, _) => ordered(&plan.endpoints, 0),
+                _ => ordered(&plan.endpoints, c % plan.endpoints.len()),
             };
             async move {
-                let conn = connect(plan, target).await?;
+                let target = &endpoints[0];
+                let conn = connect(plan, endpoints.clone()).await?;
                 probe(plan, target, &conn).await?;
                 let uri = conn.uri(if read { RANGE } else { PUT });
                 Ok::<_, EngineError>(Target { conn, uri })
@@ -168,10 +172,12 @@ fn describe(failure: &Failure) -> String {
     }
 }
 
-async fn connect(plan: &Plan, target: &Endpoint) -> Result<Conn, EngineError> {
-    let what = || format!("cannot connect to etcd at {}", target.authority);
+/// A connection to the first of `endpoints` that accepts.
+async fn connect(plan: &Plan, endpoints: Vec<Endpoint>) -> Result<Conn, EngineError> {
+    let target = endpoints[0].authority.clone();
+    let what = || format!("cannot connect to etcd at {target}");
     within(plan.timeout, what, async {
-        Conn::open(target)
+        Conn::open(endpoints, dial_bound(plan.timeout))
             .await
             .map_err(|e| EngineError(format!("{}: {}", what(), chain(e.as_ref()))))
     })
@@ -228,7 +234,7 @@ async fn leader(plan: &Plan) -> Result<Endpoint, EngineError> {
 }
 
 async fn status(plan: &Plan, endpoint: &Endpoint) -> Result<StatusResponse, EngineError> {
-    let conn = connect(plan, endpoint).await?;
+    let conn = connect(plan, vec![endpoint.clone()]).await?;
     let what = || format!("etcd at {}: Maintenance.Status", endpoint.authority);
     within(plan.timeout, what, async {
         let request = frame(&StatusRequest {});

@@ -14,7 +14,8 @@
 //! connection, the connection or the stream lost) is a transport failure.
 
 use std::error::Error as StdError;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use h2::RecvStream;
@@ -25,6 +26,7 @@ use http::{Method, Request, Response, StatusCode};
 use tokio::net::TcpStream;
 
 use crate::coalesce;
+use crate::failover::{self, Backoff};
 use crate::plan::Endpoint;
 
 /// Names of gRPC's status codes, by number.
@@ -117,37 +119,63 @@ struct Link {
     /// Which connection this is (counts redials): a caller that saw it fail
     /// redials only if no one replaced it meanwhile.
     generation: u64,
+    /// The endpoint it is to (an index into `Shared::endpoints`; 0 is home).
+    at: usize,
+    /// Whether a task is trying to go back home (one at a time).
+    homing: bool,
 }
 
-/// One HTTP/2 connection to one server, redialled when it is lost (as
-/// tonic's Channel did): a call that finds it broken dials again, and fails
-/// as a transport failure if that fails too.
+/// One HTTP/2 connection to the cluster, redialled when it is lost (as
+/// tonic's Channel did), through the cluster's endpoints as failover.rs
+/// describes: a call that finds it broken dials its current endpoint again,
+/// then the next ones, and fails as a transport failure if none accepts.
 pub struct Conn {
-    endpoint: Endpoint,
+    shared: Arc<Shared>,
+}
+
+/// What calls and the task bringing the connection home share.
+struct Shared {
+    /// Its own endpoint first, then the others (failover::ordered).
+    endpoints: Vec<Endpoint>,
+    /// Requests name the own endpoint's authority wherever they go (as a
+    /// gRPC channel names its target, not the backend); etcd does not check it.
     authority: Authority,
+    dial_timeout: Duration,
     link: Mutex<Link>,
-    /// One redial at a time; the others wait and use its connection.
-    redial: tokio::sync::Mutex<()>,
+    /// One redial at a time; the others wait and use its connection. It also
+    /// holds the backoff after every endpoint refused.
+    redial: tokio::sync::Mutex<Backoff>,
 }
 
 impl Conn {
-    /// Connects (TCP and the HTTP/2 preface; no call is made).
-    pub async fn open(endpoint: &Endpoint) -> Result<Conn, BoxError> {
-        let authority = Authority::try_from(endpoint.authority.as_str())?;
-        let link = dial(endpoint, 0).await?;
-        Ok(Conn {
-            endpoint: endpoint.clone(),
+    /// Connects (TCP, the HTTP/2 preface and a PING; no call is made) to the
+    /// first of `endpoints` that accepts, each dial bounded by `dial_timeout`.
+    pub async fn open(endpoints: Vec<Endpoint>, dial_timeout: Duration) -> Result<Conn, BoxError> {
+        let authority = Authority::try_from(endpoints[0].authority.as_str())?;
+        let (at, sender) = dial_any(&endpoints, 0, dial_timeout).await?;
+        let shared = Arc::new(Shared {
+            endpoints,
             authority,
-            link: Mutex::new(link),
-            redial: tokio::sync::Mutex::new(()),
-        })
+            dial_timeout,
+            link: Mutex::new(Link {
+                sender,
+                generation: 0,
+                at: 0,
+                homing: false,
+            }),
+            redial: tokio::sync::Mutex::new(Backoff::default()),
+        });
+        if at != 0 {
+            install(&shared, at, None);
+        }
+        Ok(Conn { shared })
     }
 
     /// The URI of method `path` ("/package.Service/Method") on this server.
     pub fn uri(&self, path: &'static str) -> Uri {
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(Scheme::HTTP);
-        parts.authority = Some(self.authority.clone());
+        parts.authority = Some(self.shared.authority.clone());
         parts.path_and_query = Some(PathAndQuery::from_static(path));
         Uri::from_parts(parts).expect("scheme, authority and path make a URI")
     }
@@ -182,39 +210,142 @@ impl Conn {
     }
 
     fn current(&self) -> (u64, SendRequest<Bytes>) {
-        let link = self.lock();
+        let link = self.shared.lock();
         (link.generation, link.sender.clone())
     }
 
+    /// Which endpoint (index into its list) the connection is on now.
+    #[cfg(test)]
+    fn at(&self) -> usize {
+        self.shared.lock().at
+    }
+
     /// A fresh connection in place of connection `failed`, unless another
-    /// caller replaced it already.
+    /// caller replaced it already: its endpoint again, then the next ones.
+    /// While the backoff after all of them refused lasts, none is dialled.
     async fn redialled(&self, failed: u64) -> Result<SendRequest<Bytes>, Failure> {
-        let _turn = self.redial.lock().await;
+        let shared = &self.shared;
+        let mut backoff = shared.redial.lock().await;
         let (generation, sender) = self.current();
         if generation != failed {
             return sender.ready().await.map_err(Failure::transport);
         }
-        let link = dial(&self.endpoint, failed + 1)
-            .await
-            .map_err(Failure::Transport)?;
-        let sender = link.sender.clone();
-        *self.lock() = link;
-        sender.ready().await.map_err(Failure::transport)
+        if backoff.waiting(Instant::now()) {
+            return Err(Failure::transport(
+                "no endpoint accepted a connection (backing off)",
+            ));
+        }
+        let from = shared.lock().at;
+        match dial_any(&shared.endpoints, from, shared.dial_timeout).await {
+            Ok((at, sender)) => {
+                backoff.succeeded();
+                install(shared, at, Some(sender.clone()));
+                sender.ready().await.map_err(Failure::transport)
+            }
+            Err(error) => {
+                backoff.failed(Instant::now());
+                Err(Failure::Transport(error))
+            }
+        }
     }
+}
 
+impl Shared {
     fn lock(&self) -> MutexGuard<'_, Link> {
         self.link.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
+/// Makes `sender` (on endpoint `at`) the connection, a new generation (None:
+/// the one there is already on `at`); away from home, starts the task that
+/// brings it back.
+fn install(shared: &Arc<Shared>, at: usize, sender: Option<SendRequest<Bytes>>) {
+    let mut link = shared.lock();
+    if let Some(sender) = sender {
+        link.sender = sender;
+        link.generation += 1;
+    }
+    link.at = at;
+    if at != 0 && !link.homing {
+        link.homing = true;
+        tokio::spawn(go_home(Arc::downgrade(shared)));
+    }
+}
+
+/// Every HOME_RETRY, dials the own endpoint; once it accepts, new calls go
+/// there (calls in flight finish on the old connection, which closes after
+/// them). Ends when the connection is home or dropped; holds no strong
+/// reference while it waits, so dropping the Conn closes it.
+async fn go_home(shared: Weak<Shared>) {
+    loop {
+        tokio::time::sleep(failover::HOME_RETRY).await;
+        let (home, bound) = {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let mut link = shared.lock();
+            if link.at == 0 {
+                link.homing = false; // a redial wrapped round to it
+                return;
+            }
+            (shared.endpoints[0].clone(), shared.dial_timeout)
+        };
+        let Ok(Ok(sender)) = tokio::time::timeout(bound, dial(&home)).await else {
+            continue;
+        };
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        // After any redial in progress, so that one cannot replace this.
+        let mut backoff = shared.redial.lock().await;
+        backoff.succeeded();
+        let mut link = shared.lock();
+        if link.at != 0 {
+            link.sender = sender;
+            link.generation += 1;
+            link.at = 0;
+        }
+        link.homing = false;
+        return;
+    }
+}
+
+/// The first of `endpoints` from index `from` on (wrapping round) that
+/// accepts a connection within `bound`: its index and the connection.
+async fn dial_any(
+    endpoints: &[Endpoint],
+    from: usize,
+    bound: Duration,
+) -> Result<(usize, SendRequest<Bytes>), BoxError> {
+    let mut errors: Vec<(String, BoxError)> = Vec::new();
+    for i in 0..endpoints.len() {
+        let at = (from + i) % endpoints.len();
+        let error = match tokio::time::timeout(bound, dial(&endpoints[at])).await {
+            Ok(Ok(sender)) => return Ok((at, sender)),
+            Ok(Err(error)) => error,
+            Err(_) => format!("no connection within {:.3} s", bound.as_secs_f64()).into(),
+        };
+        errors.push((endpoints[at].authority.clone(), error));
+    }
+    if errors.len() == 1 {
+        // One endpoint: its own error, its kind (refused, reset) intact.
+        return Err(errors.remove(0).1);
+    }
+    let each: Vec<(String, String)> = errors
+        .iter()
+        .map(|(authority, error)| (authority.clone(), crate::outcome::chain(error.as_ref())))
+        .collect();
+    Err(failover::none_accepted(&each).into())
+}
+
 /// A TCP connection with Nagle off and its writes gathered (coalesce.rs),
 /// and HTTP/2 on it with hyper's client settings (what tonic used): 2 MB
 /// stream and 5 MB connection windows.
-async fn dial(endpoint: &Endpoint, generation: u64) -> Result<Link, BoxError> {
+async fn dial(endpoint: &Endpoint) -> Result<SendRequest<Bytes>, BoxError> {
     let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await?;
     tcp.set_nodelay(true)?;
     let (socket, sink) = coalesce::split(tcp);
-    let (sender, connection) = h2::client::Builder::new()
+    let (sender, mut connection) = h2::client::Builder::new()
         .initial_max_send_streams(100)
         .initial_window_size(2 << 20)
         .initial_connection_window_size(5 << 20)
@@ -225,11 +356,18 @@ async fn dial(endpoint: &Endpoint, generation: u64) -> Result<Link, BoxError> {
         .enable_push(false)
         .handshake::<_, Bytes>(socket)
         .await?;
+    let ping = connection.ping_pong();
     tokio::spawn(async move {
         // Its error reaches every stream and the next ready(); nothing to do here.
         let _ = coalesce::Driver::new(connection, sink).await;
     });
-    Ok(Link { sender, generation })
+    // The handshake only wrote the preface; a server that answers a PING is
+    // there (a paused one's kernel accepted the TCP connection all the same),
+    // as gRPC waits for the server's preface before it uses a connection.
+    if let Some(mut ping) = ping {
+        ping.ping(h2::Ping::opaque()).await?;
+    }
+    Ok(sender)
 }
 
 /// A gRPC request's headers: POST, the path, and the two headers gRPC requires.
@@ -404,10 +542,32 @@ mod tests {
     /// A stand-in gRPC server on loopback; the method's name says how it
     /// answers. "drop" closes the connection instead.
     async fn serve() -> (Endpoint, tokio::task::JoinHandle<()>) {
+        let (endpoint, _, server) = serve_switchable().await;
+        (endpoint, server)
+    }
+
+    /// What a switchable stand-in does with connections, and how many it took.
+    #[derive(Default)]
+    struct Switch {
+        /// Off: every connection is closed as soon as it is accepted (a
+        /// member that is down; a dial to it fails).
+        off: std::sync::atomic::AtomicBool,
+        accepted: std::sync::atomic::AtomicUsize,
+    }
+
+    async fn serve_switchable() -> (Endpoint, Arc<Switch>, tokio::task::JoinHandle<()>) {
+        use std::sync::atomic::Ordering::SeqCst;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
+        let switch = Arc::new(Switch::default());
+        let state = switch.clone();
         let server = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
+                state.accepted.fetch_add(1, SeqCst);
+                if state.off.load(SeqCst) {
+                    drop(socket);
+                    continue;
+                }
                 tokio::spawn(async move {
                     let mut conn = h2::server::handshake(socket).await.unwrap();
                     while let Some(Ok((request, respond))) = conn.accept().await {
@@ -421,7 +581,7 @@ mod tests {
             }
         });
         let endpoint = crate::plan::parse_endpoint(&address.to_string()).unwrap();
-        (endpoint, server)
+        (endpoint, switch, server)
     }
 
     async fn answer(
@@ -483,7 +643,9 @@ mod tests {
     #[tokio::test]
     async fn calls_read_statuses_as_grpc_defines_them() {
         let (endpoint, server) = serve().await;
-        let conn = Conn::open(&endpoint).await.unwrap();
+        let conn = Conn::open(vec![endpoint], Duration::from_secs(1))
+            .await
+            .unwrap();
         let message = frame(&crate::etcd::RangeRequest {
             key: Bytes::from_static(b"key"),
             serializable: true,
@@ -518,7 +680,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_and_large_calls_get_their_own_replies() {
         let (endpoint, server) = serve().await;
-        let conn = Conn::open(&endpoint).await.unwrap();
+        let conn = Conn::open(vec![endpoint], Duration::from_secs(1))
+            .await
+            .unwrap();
         let uri = conn.uri("/ok");
         let calls = (0..200u32).map(|i| {
             let message = frame(&crate::etcd::PutRequest {
@@ -544,7 +708,9 @@ mod tests {
     #[tokio::test]
     async fn a_lost_connection_is_redialled_by_the_next_call() {
         let (endpoint, server) = serve().await;
-        let conn = Conn::open(&endpoint).await.unwrap();
+        let conn = Conn::open(vec![endpoint], Duration::from_secs(1))
+            .await
+            .unwrap();
         let message = frame(&crate::etcd::StatusRequest {});
         let call = |how: &'static str| {
             let (conn, message) = (&conn, message.clone());
@@ -557,12 +723,114 @@ mod tests {
         assert!(call("/ok").await.is_ok());
         assert_eq!(conn.current().0, 1);
         // With no server at all, a call fails as a transport failure, and
-        // the one after that tries again.
+        // so do the ones after it (dialling again after the backoff).
         server.abort();
         let _ = call("/drop").await;
         for _ in 0..2 {
             assert!(matches!(call("/ok").await, Err(Failure::Transport(_))));
         }
+    }
+
+    /// An endpoint nothing listens on (connections to it are refused).
+    async fn refusing() -> Endpoint {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        crate::plan::parse_endpoint(&address.to_string()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_connection_moves_to_the_next_endpoint_and_back_home() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let message = frame(&crate::etcd::StatusRequest {});
+        // Its own endpoint refuses from the start: it opens on the next one.
+        let (second, _, second_server) = serve_switchable().await;
+        let conn = Conn::open(
+            vec![refusing().await, second.clone()],
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+        assert_eq!(conn.at(), 1);
+        assert!(
+            conn.unary(&conn.uri("/ok"), message.clone(), echo)
+                .await
+                .is_ok()
+        );
+
+        // Its own endpoint dies under it: the next call goes to the second.
+        let (home, switch, home_server) = serve_switchable().await;
+        let conn = Conn::open(vec![home, second], Duration::from_secs(1))
+            .await
+            .unwrap();
+        let call = |how: &'static str| {
+            let (conn, message) = (&conn, message.clone());
+            async move { conn.unary(&conn.uri(how), message, echo).await }
+        };
+        assert!(call("/ok").await.is_ok());
+        assert_eq!(conn.at(), 0);
+        switch.off.store(true, SeqCst);
+        assert!(matches!(call("/drop").await, Err(Failure::Transport(_))));
+        assert!(call("/ok").await.is_ok());
+        assert_eq!(conn.at(), 1);
+
+        // Home accepts again: within HOME_RETRY (and a dial) it is back there,
+        // and calls go on succeeding meanwhile.
+        let back = Instant::now();
+        switch.off.store(false, SeqCst);
+        while conn.at() != 0 {
+            assert!(call("/ok").await.is_ok());
+            assert!(back.elapsed() < Duration::from_secs(3), "not back home");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let accepted = switch.accepted.load(SeqCst);
+        assert!(call("/ok").await.is_ok());
+        assert_eq!(
+            switch.accepted.load(SeqCst),
+            accepted,
+            "calls on the home connection"
+        );
+        home_server.abort();
+        second_server.abort();
+    }
+
+    #[tokio::test]
+    async fn when_no_endpoint_accepts_calls_fail_without_dialling_during_the_backoff() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (first, one, first_server) = serve_switchable().await;
+        let (second, two, second_server) = serve_switchable().await;
+        let conn = Conn::open(vec![first, second], Duration::from_secs(1))
+            .await
+            .unwrap();
+        let message = frame(&crate::etcd::StatusRequest {});
+        let call = |how: &'static str| {
+            let (conn, message) = (&conn, message.clone());
+            async move { conn.unary(&conn.uri(how), message, echo).await }
+        };
+        assert!(call("/ok").await.is_ok());
+        one.off.store(true, SeqCst);
+        two.off.store(true, SeqCst);
+        assert!(call("/drop").await.is_err());
+        let dials = || one.accepted.load(SeqCst) + two.accepted.load(SeqCst);
+        let before = dials();
+        // The first call after the loss dials both and fails...
+        assert!(matches!(call("/ok").await, Err(Failure::Transport(_))));
+        assert_eq!(dials(), before + 2);
+        // ...and the calls during the backoff (50 ms) fail without a dial.
+        let started = Instant::now();
+        for _ in 0..100 {
+            assert!(matches!(call("/ok").await, Err(Failure::Transport(_))));
+        }
+        if started.elapsed() < Duration::from_millis(40) {
+            assert_eq!(dials(), before + 2);
+        }
+        // After it, a call dials again; once an endpoint accepts, calls succeed.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        two.off.store(false, SeqCst);
+        assert!(call("/ok").await.is_ok());
+        assert_eq!(conn.at(), 1);
+        first_server.abort();
+        second_server.abort();
     }
 
     #[test]

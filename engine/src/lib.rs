@@ -6,6 +6,7 @@ mod coalesce;
 mod consul;
 mod engine;
 mod etcd;
+mod failover;
 mod grpc;
 mod keys;
 mod outcome;

@@ -42,8 +42,3 @@ pub async fn within<T>(
         ))),
     }
 }
-
-/// Connection `c` goes to endpoint `c % n` (round robin by connection).
-pub fn endpoint_for(plan: &Plan, connection: usize) -> &crate::plan::Endpoint {
-    &plan.endpoints[connection % plan.endpoints.len()]
-}

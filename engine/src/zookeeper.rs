@@ -1,14 +1,16 @@
 //! ZooKeeper through the zookeeper-client crate: one session (its own TCP
-//! connection) per connection; keys are znodes under /dbtester.
+//! connection) per connection, given every server; keys are znodes under
+//! /dbtester.
 
 use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, try_join_all};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
 
+use crate::failover::ordered;
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Operation, Plan, Step};
-use crate::protocol::{Protocol, endpoint_for, within};
+use crate::protocol::{Protocol, within};
 
 const ROOT: &str = "/dbtester";
 /// How long closing waits for the server to end each session (short: a stop()
@@ -32,14 +34,29 @@ impl Protocol for ZooKeeper {
             unreachable!("zookeeper opened for another protocol");
         };
         let clients = try_join_all((0..step.connections).map(|c| {
-            let endpoint = &endpoint_for(plan, c).authority;
-            let what = move || format!("cannot establish a ZooKeeper session with {endpoint}");
-            within(plan.timeout, what, async move {
+            // Every server, its own first, so the session moves to another
+            // when its server goes away, as a real client's does. The crate
+            // shuffles the list (as ZooKeeper's Java client does) before it
+            // connects and again before each reconnect: the order given
+            // cannot pin a session to its own server, so sessions land on
+            // servers at random, and one that moved does not come back.
+            // While a session moves, the requests it had in flight fail with
+            // ConnectionLoss; new ones wait in the crate's queue and go out
+            // once it is connected again (or time out).
+            let servers = ordered(&plan.endpoints, c % plan.endpoints.len())
+                .into_iter()
+                .map(|e| e.authority)
+                .collect::<Vec<_>>()
+                .join(",");
+            let listed = servers.clone();
+            let what = move || format!("cannot establish a ZooKeeper session with {listed}");
+            within(plan.timeout, what.clone(), async move {
                 Client::connector()
                     .with_session_timeout(session_timeout)
-                    // A refused connection fails now instead of retrying until the timeout.
+                    // Each server is tried once; none accepting fails now
+                    // instead of cycling through them until the timeout.
                     .with_fail_eagerly()
-                    .connect(endpoint)
+                    .connect(&servers)
                     .await
                     .map_err(|e| EngineError(format!("{}: {}", what(), e)))
             })

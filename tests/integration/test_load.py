@@ -25,7 +25,7 @@ from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
 
 @contextmanager
 def cluster(
-    kind: str, members: int, tmp: Path, home: str
+    kind: str, members: int, tmp: Path, home: str, flags: dict[str, object] | None = None
 ) -> Iterator[tuple[list[Peer], list[AgentClient]]]:
     peers = loopback_peers(kind, members)
     with agents(tmp, members, home=home) as running:
@@ -38,7 +38,7 @@ def cluster(
                 version=VERSIONS[kind],
                 member_index=i,
                 peers=peers,
-                flags={},
+                flags=dict(flags or {}),
             )
         _wait_serving(kind, peers)
         yield peers, clients
