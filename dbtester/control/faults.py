@@ -60,6 +60,8 @@ class FaultRunner:
         self._out: list[tuple[str, int]] = []  # (kill|pause|isolate, member) in effect
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: each looks for the next leader after a fault took the leader out
+        self._watchers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def start(self, load_start: float) -> None:
@@ -75,6 +77,8 @@ class FaultRunner:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        for watcher in self._watchers:
+            watcher.join()
         with self._lock:
             return tuple(self.records)
 
@@ -91,26 +95,32 @@ class FaultRunner:
         for fault in self.faults:
             if self._stop.wait(max(0.0, load_start + fault.at - time.time())):
                 return
-            record = self._apply(fault, load_start)
+            record, led = self._apply(fault)
             with self._lock:
                 self.records.append(record)
+                index = len(self.records) - 1
             if record.error:
                 self.problem = self.problem or f"fault {fault.describe()}: {record.error}"
                 self.reporter.say(f"{self.label}: {self.problem}")
                 return
-            self.reporter.say(f"{self.label}: {_said(record)}")
+            self.reporter.say(f"{self.label}: {_said(record, led is not None)}")
+            if led is not None:
+                self._watch_for_leader(index, led)
 
-    def _apply(self, fault: Fault, load_start: float) -> FaultRecord:
+    def _apply(self, fault: Fault) -> tuple[FaultRecord, float | None]:
+        """The fault's record, and when it took the leader out (time.monotonic()
+        as it was asked for) or None if it did not."""
         target = "" if fault.member is None else str(fault.member)
         base = FaultRecord(at_s=fault.at, action=fault.action, target=target)
         try:
             member, was_leader = self._resolve(fault)
         except LookupError as exc:
-            return base.model_copy(update={"error": str(exc)})
+            return base.model_copy(update={"error": str(exc)}), None
+        asked = time.monotonic()
         try:
             reply = self.clients[member].fault(fault.action, self.run_id, self.db_id, member)
         except AgentError as exc:
-            return base.model_copy(update={"member": member, "error": str(exc)})
+            return base.model_copy(update={"member": member, "error": str(exc)}), None
         self._track(fault.action, member)
         record = base.model_copy(
             update={
@@ -119,9 +129,16 @@ class FaultRunner:
                 "pid": reply.pid,
             }
         )
-        if was_leader and fault.action in UNDO:
-            record = record.model_copy(update={"new_leader_s": self._next_leader(member)})
-        return record
+        return record, asked if was_leader and fault.action in UNDO else None
+
+    def _watch_for_leader(self, index: int, since: float) -> None:
+        """Look for the next leader on a thread of its own: the schedule goes
+        on meanwhile (a restart due before the cluster names one must not wait)."""
+        watcher = threading.Thread(
+            target=self._next_leader, args=(index, since), name="next-leader", daemon=True
+        )
+        self._watchers.append(watcher)
+        watcher.start()
 
     def _resolve(self, fault: Fault) -> tuple[int, bool]:
         """(member index, whether it led the cluster when the fault hit)."""
@@ -154,14 +171,23 @@ class FaultRunner:
                 raise LookupError(f"no member was reported as leader within {LEADER_WAIT_S:.0f} s")
             time.sleep(_POLL_S)
 
-    def _next_leader(self, old: int) -> float | None:
-        """Seconds until a member other than ``old`` is reported as leader."""
-        began = time.monotonic()
+    def _next_leader(self, index: int, since: float) -> None:
+        """Record in fault ``index`` (which took the leader out at ``since``,
+        time.monotonic()) the seconds until another member was named leader;
+        nothing if none was within LEADER_WAIT_S or before the load ended."""
+        old = self.records[index].member
         try:
-            self._wait_for_leader(exclude=old)
+            found = self._wait_for_leader(exclude=old)
         except LookupError:
-            return None
-        return round(time.monotonic() - began, 3)
+            return
+        seconds = round(time.monotonic() - since, 3)
+        with self._lock:
+            record = self.records[index].model_copy(update={"new_leader_s": seconds})
+            self.records[index] = record
+        self.reporter.say(
+            f"{self.label}: member {found} leads, {seconds:.2f} s after the"
+            f" {record.action} of member {old}"
+        )
 
     def _leader(self, exclude: int | None) -> int | None:
         """The leader as the members that are up (and not ``exclude``) name it,
@@ -180,8 +206,6 @@ class FaultRunner:
                 self._out.pop()
 
 
-def _said(record: FaultRecord) -> str:
+def _said(record: FaultRecord, led: bool) -> str:
     text = f"{record.action} member {record.member} at {record.at_s:g} s"
-    if record.new_leader_s is not None:
-        text += f" (it led; a new leader {record.new_leader_s:.2f} s later)"
-    return text
+    return f"{text} (it led)" if led else text

@@ -187,3 +187,40 @@ def test_an_isolation_the_agent_refuses_fails_the_run() -> None:
     assert "FAILED_PRECONDITION: isolate needs the nft command" in record.error
     assert runner.problem.startswith("fault isolate member 0 at 0.01 s: ")
     assert runner.down == set()
+
+
+def test_a_restart_due_before_a_new_leader_is_named_is_not_held_up() -> None:
+    """The cluster names no other leader for 0.4 s after the kill; the restart
+    due 0.05 s after it runs on time, and the kill still gets its new_leader_s."""
+    killed_at: list[float] = []
+
+    class SlowElection(Kind):
+        def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+            names = [p.name for p in peers]
+            if "m1" in names:
+                return names.index("m1")
+            if killed_at and time.monotonic() - killed_at[0] < 0.4:
+                return None  # electing
+            return names.index("m2") if "m2" in names else None
+
+    calls: list[tuple[str, int]] = []
+    moments: list[float] = []
+
+    class Timed(Agent):
+        def fault(self, action: str, run_id: str, database_id: str, member: int) -> Reply:
+            moments.append(time.monotonic())
+            if action == "kill":
+                killed_at.append(time.monotonic())
+            return super().fault(action, run_id, database_id, member)
+
+    runner = _runner(
+        [_fault(0.05, "kill", "leader"), _fault(0.10, "restart")], SlowElection(), calls
+    )
+    runner.clients = cast(list[AgentClient], [Timed(i, calls) for i in range(3)])
+    runner.start(time.time())
+    time.sleep(0.8)
+    kill, restart = runner.stop()
+    assert calls == [("kill", 1), ("restart", 1)]
+    assert moments[1] - moments[0] < 0.3  # not after the election
+    assert kill.new_leader_s is not None and 0.4 <= kill.new_leader_s < 0.8
+    assert restart.new_leader_s is None
