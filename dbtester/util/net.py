@@ -3,7 +3,10 @@ tests, free ports, and which interface carries an address."""
 
 from __future__ import annotations
 
+import random
 import socket
+import threading
+from pathlib import Path
 
 import psutil
 
@@ -33,12 +36,52 @@ def is_loopback(host: str) -> bool:
     return host.startswith("127.") or host.strip("[]") in ("::1", "localhost")
 
 
+#: ports free_port picks from: below Linux's ephemeral range (by default
+#: 32768-60999), where every outgoing connection takes its local port. The
+#: kernel's own pick (bind to port 0) comes from that range, so a member given
+#: one could find it taken, minutes later, by some connection of the load's.
+_PICK_LOW = 10_000
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed: set[int] = set()
+_handing = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the kernel's pick)."""
+    """A port nothing listens on or connects from right now, never handed out
+    before by this process, and outside the range outgoing connections take
+    their ports from (the kernel's pick where that range leaves no room)."""
+    high = _ephemeral_start() - 1
+    with _handing:
+        for _ in range(200 if high > _PICK_LOW else 0):
+            port = random.randint(_PICK_LOW, high)
+            if port not in _handed and _bindable(host, port):
+                _handed.add(port)
+                return port
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family) as sock:
+            sock.bind((host.strip("[]"), 0))
+            port = int(sock.getsockname()[1])
+        _handed.add(port)
+        return port
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether ``port`` can be bound without SO_REUSEADDR: nothing listens on it
+    and no connection, not even one closing (TIME_WAIT), uses it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as sock:
-        sock.bind((host.strip("[]"), 0))
-        return int(sock.getsockname()[1])
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError:
+            return False
+    return True
 
 
 def port_free(host: str, port: int) -> bool:

@@ -40,7 +40,16 @@ def _case(
             "connections": 6,
             "rate": rate,
         },
-        "databases": [{"id": kind, "kind": kind, "version": VERSIONS[kind], "members": 3}],
+        "databases": [
+            {
+                "id": kind,
+                "kind": kind,
+                "version": VERSIONS[kind],
+                "members": 3,
+                # elections at production timing (its default is 5x slower)
+                **({"flags": {"raft_multiplier": 1}} if kind == "consul" else {}),
+            }
+        ],
         "faults": faults,
     }
 
