@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from dbtester.analyze.data import DatabaseData
-from dbtester.analyze.figures import Figures, compute, step_row, table_rows, unstepped
+from dbtester.analyze.figures import Figures, Series, compute, step_row, table_rows, unstepped
 from dbtester.analyze.steps import SCALING_SERIES, add_steps, client_steps
 from dbtester.publish.readme import published_readme
 from dbtester.render import render
@@ -245,3 +245,51 @@ def test_a_stepped_results_directory_renders_steps_everywhere(run_cli: Any, v1: 
     assert "<th>CLIENTS-100-Latency p99</th>" in page
     summary = json.loads((v1 / "result.json").read_text())
     assert all("CLIENTS-10-Latency p50" in db["figures"] for db in summary["databases"])
+
+
+def test_fault_windows_are_shaded_on_charts_over_time_only(tmp_path: Path) -> None:
+    from bokeh.models.annotations import BoxAnnotation, Label
+
+    from dbtester.report.interactive import _plot
+    from dbtester.results import FaultSummary
+
+    seconds = np.arange(0, 30, dtype=float)
+    figures = Figures()
+    figures.series["AVG-THROUGHPUT"] = Series(seconds, np.full(30, 1000.0))
+    figures.series["AVG-LATENCY-MS-BY-KEY"] = Series(seconds * 1000, np.full(30, 2.0))
+    figures.faults = [
+        FaultSummary(
+            number=1,
+            action="kill",
+            target="leader",
+            member=2,
+            undo="restart",
+            start_s=10.02,
+            end_s=20.4,
+            unavailable_s=1.0,
+            unavailable_from_s=10.0,
+            recovered=True,
+        ),
+        FaultSummary(
+            number=2,
+            action="pause",
+            target="0",
+            member=0,
+            start_s=25.0,
+            unavailable_s=0.1,
+            unavailable_from_s=25.0,
+            recovered=True,
+        ),
+    ]
+    render_charts(lambda name: tmp_path / f"{name}.svg", ["db"], [figures])
+    over_time = (tmp_path / "AVG-THROUGHPUT.svg").read_text()
+    assert "fault 1: kill leader" in over_time and "fault 2: pause 0" in over_time
+    assert "fault 1" not in (tmp_path / "AVG-LATENCY-MS-BY-KEY.svg").read_text()
+
+    (chart,) = [c for c in CHARTS if c.name == "AVG-THROUGHPUT"]
+    plot = _plot(chart, ["db"], [figures])
+    boxes = [(b.left, b.right) for b in plot.center if isinstance(b, BoxAnnotation)]
+    assert boxes[0] == (10.02, 20.4)
+    assert boxes[1][0] == 25.0  # no end: runs off the right edge
+    labels = [x.text for x in plot.center if isinstance(x, Label)]
+    assert labels == ["fault 1: kill leader", "fault 2: pause 0"]
