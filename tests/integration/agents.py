@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -23,12 +22,12 @@ from dbtester.agent.client import AgentClient
 from dbtester.control.agents import spawn_agent
 from dbtester.databases import KINDS
 from dbtester.databases.base import Peer
+from dbtester.util import net
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    # below the ephemeral range, never twice (a member's port must stay free)
+    return net.free_port()
 
 
 def loopback_peers(kind: str, count: int) -> list[Peer]:

@@ -29,6 +29,7 @@ import yaml
 
 from dbtester.errors import PublishError
 from dbtester.publish import publish, published_readme
+from dbtester.util import net
 from tests.unit.test_publish import make_results, tree_hashes
 
 pytestmark = pytest.mark.integration
@@ -40,9 +41,8 @@ FOREIGN = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_")
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    # below the ephemeral range, never twice (a member's port must stay free)
+    return net.free_port()
 
 
 @contextlib.contextmanager
