@@ -37,7 +37,6 @@ from hypothesis import strategies as st
 from dbtester.control.agents import spawn_agent
 from dbtester.databases import KINDS
 from dbtester.proto import agent_pb2 as pb
-from dbtester.util import net
 from tests.fuzz.engine import budget, fuzz
 from tests.fuzz.mutate import HOSTILE_TEXT, hostile_values, mutate_bytes, rarely
 from tests.integration.agents import kill_groups, terminate
@@ -286,8 +285,11 @@ DOUBLES = (
 
 
 def _free_port() -> int:
-    # below the ephemeral range, never twice (a member's port must stay free)
-    return net.free_port()
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def valid_start(draw: st.DataObject) -> pb.StartRequest:
