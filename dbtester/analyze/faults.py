@@ -1,8 +1,8 @@
 """What each scheduled fault did to the load: the figures of one trial's
 fault windows, from its per-request records. Pure.
 
-A *window* is one fault that takes a member out (kill, pause) with the one
-that brings it back (restart, resume), on the load's clock (seconds since it
+A *window* is one fault that takes a member out (kill, pause, isolate) with
+the one that brings it back (restart, resume, heal), on the load's clock (seconds since it
 started). Every time is a completion time: a request in open loop may be due
 long before it is sent, and a failure counts when its reply (or timeout)
 came, which is when the client saw the trouble.
@@ -27,21 +27,24 @@ Per window:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from dbtester.results import FaultRecord, FaultSummary, Records
+from dbtester.results import FaultRecord, FaultSummary, FigureValue, Records
 
 __all__ = [
     "FAULT_ROWS",
+    "NOT_RECOVERED",
     "RECOVERED_SHARE",
     "SIDE_S",
     "Window",
     "fault_figures",
     "fault_row",
+    "fault_values",
     "windows",
 ]
 
@@ -52,23 +55,32 @@ SIDE_S = 10.0
 #: recovery is looked for in 1-s windows that start this often
 _STEP_S = 0.1
 
-#: per window k, table rows FAULT-<k>-<suffix>, in table order
-FAULT_ROWS = (
-    "",  # FAULT-<k>: what happened, in words
-    "NEW-LEADER-SECONDS",
-    "UNAVAILABLE-SECONDS",
-    "RECOVERY-SECONDS",
-    "ERRORS",
-    "P99-BEFORE-MS",
-    "P99-DURING-MS",
-    "P99-AFTER-MS",
-    "SLOWEST-MS",
-)
+#: FAULT-<k>-RECOVERY-SECONDS of a fault the load did not recover from
+NOT_RECOVERED = "not within the load"
+
+#: per window k, table rows FAULT-<k>-<suffix> in table order, and each one's value
+_ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
+    "": lambda f: f.description,  # FAULT-<k>: what happened, in words
+    "NEW-LEADER-SECONDS": lambda f: f.new_leader_s,
+    "UNAVAILABLE-SECONDS": lambda f: f.unavailable_s,
+    "RECOVERY-SECONDS": lambda f: f.recovery_s if f.recovered else NOT_RECOVERED,
+    "ERRORS": lambda f: sum(f.errors.values()),
+    "P99-BEFORE-MS": lambda f: f.p99_before_ms,
+    "P99-DURING-MS": lambda f: f.p99_during_ms,
+    "P99-AFTER-MS": lambda f: f.p99_after_ms,
+    "SLOWEST-MS": lambda f: f.slowest_ms,
+}
+FAULT_ROWS = tuple(_ROWS)
 
 
 def fault_row(number: int, suffix: str) -> str:
     """The table row of window ``number`` (from 1) for ``suffix`` (FAULT_ROWS)."""
     return f"FAULT-{number}-{suffix}" if suffix else f"FAULT-{number}"
+
+
+def fault_values(f: FaultSummary) -> dict[str, FigureValue]:
+    """The table rows of window ``f`` and their values, in table order."""
+    return {fault_row(f.number, suffix): value(f) for suffix, value in _ROWS.items()}
 
 
 @dataclass(frozen=True)
@@ -201,10 +213,7 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
         before = line.per_second(0.0, start)
     recovery = _recovery(line, start, horizon, float(np.median(before))) if len(before) else None
     in_fault = (line.failed_s >= start) & (line.failed_s < horizon)
-    errors: dict[str, int] = {}
-    for kind, hit in zip(line.failed_kind, in_fault, strict=True):
-        if hit:
-            errors[kind] = errors.get(kind, 0) + 1
+    errors = Counter(k for k, hit in zip(line.failed_kind, in_fault, strict=True) if hit)
     during_end = window.end_s if window.end_s is not None else horizon
     after_end = horizon if window.end_s is None else min(window.end_s + SIDE_S, horizon)
     after = line.successes(window.end_s, after_end) if window.end_s is not None else np.zeros(0)
@@ -223,7 +232,7 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
         unavailable_from_s=round(gap_from, 3),
         recovered=recovery is not None,
         recovery_s=None if recovery is None else round(recovery, 3),
-        errors=dict(sorted(errors.items(), key=lambda kv: -kv[1])),
+        errors=dict(errors.most_common()),
         p99_before_ms=_p99(line.successes(start - SIDE_S, start)),
         p99_during_ms=_p99(line.successes(start, during_end)),
         p99_after_ms=_p99(after),

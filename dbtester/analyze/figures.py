@@ -16,12 +16,16 @@ import numpy.typing as npt
 import pandas as pd
 
 from dbtester.analyze.data import DatabaseData
-from dbtester.analyze.faults import FAULT_ROWS, fault_figures, fault_row
+from dbtester.analyze.faults import (
+    FAULT_ROWS,
+    fault_figures,
+    fault_row,
+    fault_values,
+)
 from dbtester.results import FaultSummary
 
 __all__ = [
     "CV_ROW",
-    "NOT_RECOVERED",
     "PERCENTILES",
     "ROWS",
     "STEP_ROWS",
@@ -84,8 +88,6 @@ _PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
 STEP_ROWS = ("AVG-THROUGHPUT", "Latency p50", "Latency p99", "SERVER-MAX-CPU-USAGE")
 _PER_STEP = re.compile(r"^CLIENTS-([1-9][0-9]*)-(.+)$")
 _PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
-#: FAULT-<k>-RECOVERY-SECONDS of a fault the load did not recover from
-NOT_RECOVERED = "not within the load"
 
 
 def step_row(clients: int, row: str) -> str:
@@ -157,20 +159,10 @@ def _faults(data: DatabaseData, figures: Figures) -> None:
     trial = data.record.trial
     found = fault_figures(data.records, data.record.faults, data.load_start)
     figures.faults = [f.model_copy(update={"trial": trial}) for f in found]
-    v = figures.values
     for f in found:
-        k = f.number
-        v[fault_row(k, "")] = f.description
-        v[fault_row(k, "NEW-LEADER-SECONDS")] = f.new_leader_s
-        v[fault_row(k, "UNAVAILABLE-SECONDS")] = f.unavailable_s
-        v[fault_row(k, "RECOVERY-SECONDS")] = f.recovery_s if f.recovered else NOT_RECOVERED
-        v[fault_row(k, "ERRORS")] = sum(f.errors.values())
-        v[fault_row(k, "P99-BEFORE-MS")] = f.p99_before_ms
-        v[fault_row(k, "P99-DURING-MS")] = f.p99_during_ms
-        v[fault_row(k, "P99-AFTER-MS")] = f.p99_after_ms
-        v[fault_row(k, "SLOWEST-MS")] = f.slowest_ms
+        figures.values.update(fault_values(f))
         said = (
-            f"{data.label}: fault {k} ({f.description}; member {f.member}, at"
+            f"{data.label}: fault {f.number} ({f.description}; member {f.member}, at"
             f" {f.start_s:.2f} s): no success for {f.unavailable_s:.2f} s from"
             f" {f.unavailable_from_s:.2f} s"
         )
