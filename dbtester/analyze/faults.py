@@ -139,7 +139,7 @@ class _Timeline:
     def of(cls, records: Records, load_start: float) -> _Timeline:
         origin = load_start * 1e9
         done = (records.due_ns + records.latency_ns - origin) / 1e9
-        sent = done - records.service_ns / 1e9
+        sent = (records.sent_ns() - origin) / 1e9
         ok = records.code == 0
         order = np.argsort(done[ok], kind="stable")
         failed = ~ok

@@ -223,8 +223,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     # A failure is timed by when the request was sent: a timeout completes only
     # request_timeout_s later, long after the trouble began. Not by when it was
     # due: in open loop a request may wait for a free client long past that.
-    sent_ns = records.due_ns[~ok] + records.latency_ns[~ok] - records.service_ns[~ok]
-    sent_s = sent_ns / 1e9 - data.load_start - first_due
+    sent_s = records.sent_ns()[~ok] / 1e9 - data.load_start - first_due
     _failure_note(data, figures, sent_s, per_second)
 
 

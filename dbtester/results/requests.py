@@ -112,6 +112,11 @@ class Records:
         found = np.bincount(self.code, minlength=len(self.codes))
         return {name: int(n) for name, n in zip(self.codes, found, strict=False) if n}
 
+    def sent_ns(self) -> npt.NDArray[np.int64]:
+        """When each request went out (unix ns): its due time plus its wait for
+        a free client (in open loop it may be sent long after it was due)."""
+        return self.due_ns + self.latency_ns - self.service_ns
+
     def span_s(self, origin_s: float = 0.0) -> float:
         """Seconds from the first request's due time to the last completion:
         the load's duration (TOTAL-SECONDS). Both ends are taken in seconds

@@ -71,8 +71,7 @@ class Faults:
 def _sent_ns(result: LoadResult) -> np.ndarray:
     """When each request went out (its due time plus its wait for a client):
     an open loop that falls behind sends requests well after they were due."""
-    records = result.records
-    return records.due_ns + records.latency_ns - records.service_ns
+    return result.records.sent_ns()
 
 
 def _ok_share(
