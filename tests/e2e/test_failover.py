@@ -77,9 +77,16 @@ def test_the_leader_killed_and_restarted(kind: str, tmp_path: Path, installed_ho
     home = installed_home(kind, VERSIONS[kind])
     faults = [
         {"at": "1500ms", "action": "kill", "member": "leader"},
-        {"at": "4s", "action": "restart"},
+        # Consul at raft_multiplier 1 elects in about 2.3 s on a quiet machine;
+        # 4.5 s leaves room on a loaded one for the cluster to serve without it
+        {"at": "6s", "action": "restart"},
     ]
-    out, said = _run(tmp_path, home, _case(kind, faults, 9000, 1000))
+    case = _case(kind, faults, 10000, 1000)
+    # etcd holds a write whose leader died until its own timeout (about 7 s); with
+    # every client waiting on one, none would be left to show the cluster serving
+    # again before the restart. A client's own shorter timeout frees them.
+    case["workload"]["request_timeout_s"] = 2
+    out, said = _run(tmp_path, home, case)
     assert "restart member" in said
 
     record = json.loads((out / kind / "run.json").read_text())
@@ -95,9 +102,10 @@ def test_the_leader_killed_and_restarted(kind: str, tmp_path: Path, installed_ho
     assert 0 < figures["unavailable_s"] <= np.diff(ok)[after].max() + 1e-3
     assert figures["unavailable_from_s"] >= figures["start_s"] - figures["unavailable_s"]
     # the cluster served again after the new leader, before the restart
-    assert np.count_nonzero((ok > figures["start_s"]) & (ok < figures["end_s"])) > 0
+    served = np.count_nonzero((ok > figures["start_s"]) & (ok < figures["end_s"]))
+    assert served > 0, (kill, figures)
     table = (out / "summary.txt").read_text()
-    assert "kill leader at 1.5 s, restart at 4 s" in table
+    assert "kill leader at 1.5 s, restart at 6 s" in table
     assert f"member {kill['member']}, at 1." in said  # the note: whom it hit, and when
     print(f"{kind}: { ({k: figures[k] for k in ('unavailable_s', 'recovery_s', 'errors')}) }")
 
@@ -116,7 +124,10 @@ def test_a_member_paused_for_5_s_shows_in_the_figures(tmp_path: Path, installed_
     assert (
         figures["unavailable_s"] > 0.5 or figures["p99_during_ms"] > 10 * figures["p99_before_ms"]
     )
-    assert figures["p99_during_ms"] > figures["p99_before_ms"]
+    # a request on a connection to the paused leader waits until it resumes; the
+    # p99 while it is paused need not rise (those requests complete after it)
+    assert figures["slowest_ms"] > 4000, figures
+    assert figures["new_leader_s"] is not None, figures
     record = json.loads((out / "etcd" / "run.json").read_text())
     assert record["verification"]["lost"] == 0
 
