@@ -12,10 +12,12 @@ Per window:
 - **unavailability**: the longest stretch with no successful completion,
   counting from the last success before the fault, until the next window or
   the end of the load;
-- **recovery**: seconds from the fault until a whole second of successful
-  completions is back to 90% of the median second before the fault, after
-  first falling below it (0 when it never fell; None when it did not come
-  back within the load);
+- **recovery**: seconds from the fault until the end of the first whole
+  second of successful completions back at 90% of the median second before
+  the fault, after first falling below it (0 when it never fell; None when it
+  did not come back within the load). The end, not the start: an open-loop
+  load catches up in a burst after a stall, and a second that holds the burst
+  can reach 90% while most of it served nothing;
 - **errors**, by kind: failures completed from the fault to the next window
   or the end of the load;
 - **p99** of successful requests completed in the 10 s before the fault,
@@ -241,9 +243,9 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
 
 
 def _recovery(line: _Timeline, start: float, horizon: float, median: float) -> float | None:
-    """Seconds from ``start`` until a whole second of successes is back to
-    RECOVERED_SHARE of ``median`` after first falling below it (0 when it
-    never fell); None when it is not back before ``horizon``."""
+    """Seconds from ``start`` until the end of the first whole second of
+    successes back at RECOVERED_SHARE of ``median`` after first falling below
+    it (0 when it never fell); None when it is not back before ``horizon``."""
     if median <= 0:
         return None
     # whole seconds while requests were still offered
@@ -259,7 +261,7 @@ def _recovery(line: _Timeline, start: float, horizon: float, median: float) -> f
     again = np.flatnonzero(back[fell[0] :])
     if len(again) == 0:
         return None
-    return float(begins[fell[0] + again[0]] - start)
+    return float(begins[fell[0] + again[0]] + 1.0 - start)
 
 
 def _p99(latency_ms: npt.NDArray[np.float64]) -> float | None:

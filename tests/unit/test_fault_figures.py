@@ -55,11 +55,28 @@ def test_a_gap_and_the_recovery_are_measured_from_completions() -> None:
     assert (f.start_s, f.end_s, f.new_leader_s) == (10.0, 20.0, 1.2)
     assert f.unavailable_s == pytest.approx(1.501, abs=0.002)  # last success 9.999, next 11.5
     assert f.unavailable_from_s == pytest.approx(9.999, abs=0.001)
-    # the first 1-s window back at 900+ successes starts at 11.5 (to the 0.1 s step)
-    assert f.recovered and f.recovery_s == pytest.approx(1.5, abs=0.11)
+    # the first 1-s window back at 900+ successes is 11.5-12.5 (to the 0.1 s step)
+    assert f.recovered and f.recovery_s == pytest.approx(2.5, abs=0.11)
     assert f.errors == {"UNAVAILABLE": 300}
     assert f.p99_before_ms == pytest.approx(2.0) and f.p99_after_ms == pytest.approx(2.0)
     assert f.description == "kill leader at 10 s, restart at 20 s"
+
+
+def test_a_catch_up_burst_does_not_end_the_recovery_before_the_stall() -> None:
+    # 1,000/s, nothing from 10.0 to 12.0, then 1,000 requests in 0.2 s (an
+    # open-loop load catching up) and 1,000/s again
+    ok_s = np.concatenate(
+        [_steady(0, 10, 1000), _steady(12.0, 12.2, 5000), _steady(12.2, 30, 1000)]
+    )
+    (f,) = fault_figures(
+        _records(ok_s, np.ones(len(ok_s), bool)),
+        [_fault(10.0, "kill", "leader"), _fault(20.0, "restart")],
+        START,
+    )
+    assert f.unavailable_s == pytest.approx(2.001, abs=0.002)
+    # 11.2-12.2 holds the burst and 900+ successes, but served nothing until 12.0
+    assert f.recovery_s is not None and f.recovery_s >= f.unavailable_s
+    assert f.recovery_s == pytest.approx(2.2, abs=0.11)
 
 
 def test_a_fault_that_changes_nothing_recovers_at_once() -> None:
