@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shlex
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from dbtester.config.model import TestCase
 from dbtester.databases import KINDS
 from dbtester.errors import AgentError, RemoteError
 from dbtester.install import MANIFEST, MANIFEST_VERSION, Installed
+from dbtester.proto import agent_pb2 as pb
 from dbtester.remote.ssh import SshOptions, SshSession, SshTarget
 from dbtester.remote.wheels import Wheelhouse, python_tag
 from dbtester.util.net import join_host_port
@@ -51,6 +53,7 @@ __all__ = [
     "agents_status",
     "agents_up",
     "local_installs",
+    "members_summary",
 ]
 
 HEALTH_TIMEOUT_S = 30.0
@@ -577,11 +580,15 @@ def _status_one(host: AgentHost, options: SshOptions, token: str | None) -> Host
     except AgentError as exc:
         problems.append(str(exc))
         return HostStatus(host, ssh, process, "not serving", problems=tuple(problems))
-    states: dict[str, int] = {}
-    for member in reply.members:
-        states[member.state] = states.get(member.state, 0) + 1
-    members = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
+    members = members_summary(reply.members)
     return HostStatus(host, ssh, process, "serving", reply.agent_version, members, tuple(problems))
+
+
+def members_summary(members: Iterable[pb.MemberStatus]) -> str:
+    """``2 running, 1 running (isolated)``: members counted by state; an
+    isolated member runs, and only the flag tells it is cut off."""
+    states = Counter(f"{m.state} (isolated)" if m.isolated else m.state for m in members)
+    return ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
 
 
 # --------------------------------------------------------------------------- helpers
