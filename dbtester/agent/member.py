@@ -50,6 +50,8 @@ class StopResult:
     stop_seconds: float
     archived_to: str
     samples: int
+    #: "" when the controller asked; else why the agent stopped it by itself
+    stopped_by: str = ""
 
 
 def log_tail(path: Path, lines: int = 15) -> str:
@@ -329,9 +331,11 @@ class Member:
 
     # ------------------------------------------------------------------ stop
 
-    def stop(self, *, failed: bool, grace: float) -> StopResult:
+    def stop(self, *, failed: bool, grace: float, by: str = "") -> StopResult:
         """SIGTERM the process group, wait ``grace`` seconds, then SIGKILL it;
-        measure the data dir; remove it, or archive it when the run failed."""
+        measure the data dir; remove it, or archive it when the run failed.
+        ``by``: why the agent stops it of its own accord ("" for the controller's
+        Stop); a later Stop gets the first stop's result, and with it this."""
         with self._lock:
             if self._stopped is not None:  # a second stop (watchdog, then controller)
                 return self._stopped
@@ -374,7 +378,9 @@ class Member:
             )
             self._detach_log()
             samples = self.sampler.samples if self.sampler else 0
-            self._stopped = StopResult(usage, killed, self.exit_code, seconds, archived, samples)
+            self._stopped = StopResult(
+                usage, killed, self.exit_code, seconds, archived, samples, stopped_by=by
+            )
             return self._stopped
 
     def _terminate(self, grace: float) -> bool:

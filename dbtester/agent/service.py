@@ -78,7 +78,11 @@ class AgentService(pb_grpc.AgentServicer):
                     silent,
                     self._timeout,
                 )
-                self.stop_all(failed=True)
+                self.stop_all(
+                    failed=True,
+                    by=f"the agent's watchdog, after no call from the controller for {silent:.0f} s"
+                    f" (timeout {self._timeout:.0f} s)",
+                )
 
     def _running(self) -> list[Member]:
         """Every member not stopped yet: a killed, paused or isolated one too
@@ -86,17 +90,17 @@ class AgentService(pb_grpc.AgentServicer):
         with self._lock:
             return [m for m in self.members.values() if m.poll() != "stopped"]
 
-    def stop_all(self, *, failed: bool) -> None:
+    def stop_all(self, *, failed: bool, by: str) -> None:
         for member in self._running():
             try:
-                member.stop(failed=failed, grace=self.config.stop_grace_s)
+                member.stop(failed=failed, grace=self.config.stop_grace_s, by=by)
             except Exception:
                 log.exception("stopping member %d failed", member.spec.index)
 
     def close(self) -> None:
         """Agent shutdown (SIGTERM): stop every database, keep its files."""
         self._closing.set()
-        self.stop_all(failed=True)
+        self.stop_all(failed=True, by="the agent's own shutdown")
 
     # ------------------------------------------------------------------ start
 
@@ -290,6 +294,7 @@ class AgentService(pb_grpc.AgentServicer):
             stop_seconds=result.stop_seconds,
             archived_to=result.archived_to,
             samples=result.samples,
+            stopped_by=result.stopped_by,
         )
 
     # ------------------------------------------------------------------ faults

@@ -554,7 +554,15 @@ class DatabaseRun:
                     "archived_to": reply.archived_to,
                 }
             )
-            if reply.archived_to and not failed:
+            if reply.stopped_by:
+                # Its agent stopped it before we asked (its watchdog, when our
+                # calls stopped reaching it): not a death of the member's own.
+                self.error = self.error or (
+                    f"{self.db.id}: member {i} on {client.address} was stopped by"
+                    f" {reply.stopped_by}, before the controller's stop; its data"
+                    f" is kept at {reply.archived_to}"
+                )
+            elif reply.archived_to and not failed:
                 # The agent archives a member that died on its own, even late.
                 self.error = self.error or (
                     f"{self.db.id}: member {i} on {client.address}"

@@ -72,20 +72,22 @@ class StopRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., failed: _Optional[bool] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
 class StopResponse(_message.Message):
-    __slots__ = ("disk_usage_bytes", "killed", "exit_code", "stop_seconds", "archived_to", "samples")
+    __slots__ = ("disk_usage_bytes", "killed", "exit_code", "stop_seconds", "archived_to", "samples", "stopped_by")
     DISK_USAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     KILLED_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     STOP_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ARCHIVED_TO_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_BY_FIELD_NUMBER: _ClassVar[int]
     disk_usage_bytes: int
     killed: bool
     exit_code: int
     stop_seconds: float
     archived_to: str
     samples: int
-    def __init__(self, disk_usage_bytes: _Optional[int] = ..., killed: _Optional[bool] = ..., exit_code: _Optional[int] = ..., stop_seconds: _Optional[float] = ..., archived_to: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...
+    stopped_by: str
+    def __init__(self, disk_usage_bytes: _Optional[int] = ..., killed: _Optional[bool] = ..., exit_code: _Optional[int] = ..., stop_seconds: _Optional[float] = ..., archived_to: _Optional[str] = ..., samples: _Optional[int] = ..., stopped_by: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

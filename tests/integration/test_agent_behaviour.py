@@ -145,6 +145,10 @@ def test_controller_silence_stops_the_database(agent) -> None:
     assert failed, "the data dir was not kept"
     assert (agent.data_root / "runs" / "r" / "db" / "member-0" / "metrics.csv").exists()
     assert "no call from the controller" in agent.log.read_text()
+    # a controller that asks later learns who stopped it, and why
+    result = agent.client().stop("r", "db", 0)
+    assert result.stopped_by.startswith("the agent's watchdog, after no call from the controller")
+    assert result.archived_to
 
 
 def test_sigterm_to_the_agent_stops_its_database(agent) -> None:
