@@ -72,17 +72,13 @@ class AgentService(pb_grpc.AgentServicer):
         while not self._closing.wait(1.0):
             silent = time.monotonic() - self._last_contact
             if silent > self._timeout and self._running():
-                log.error(
-                    "no call from the controller for %.0fs (timeout %.0fs):"
-                    " stopping every database and keeping its files",
-                    silent,
-                    self._timeout,
+                # one wording for the log and for the controller that asks later
+                why = (
+                    f"the agent's watchdog, after no call from the controller for {silent:.0f} s"
+                    f" (timeout {self._timeout:.0f} s)"
                 )
-                self.stop_all(
-                    failed=True,
-                    by=f"the agent's watchdog, after no call from the controller for {silent:.0f} s"
-                    f" (timeout {self._timeout:.0f} s)",
-                )
+                log.error("stopping every database and keeping its files: %s", why)
+                self.stop_all(failed=True, by=why)
 
     def _running(self) -> list[Member]:
         """Every member not stopped yet: a killed, paused or isolated one too

@@ -66,12 +66,9 @@ def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> N
     """SIGSTOP for 10 s: the database that agent serves keeps answering, but the
     run must say the agent stalled instead of counting it as a healthy run."""
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["stalled", "after"], 60000)
     # 15 s at 4,000/s: the load outlasts the stall's detection (unthrottled, it
     # could end first, and the agent's watchdog would stop its member instead)
-    case = yaml.safe_load(config.read_text())
-    case["workload"]["rate"] = 4000
-    config.write_text(yaml.safe_dump(case))
+    config = _write_case(tmp_path / "case.yaml", ["stalled", "after"], 60000, {"rate": 4000})
     log = tmp_path / "run.log"
     run = _start_run(home, config, tmp_path / "out", log)
     members: list[int] = []

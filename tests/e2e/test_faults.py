@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
@@ -22,7 +23,15 @@ pytestmark = pytest.mark.integration
 ETCD = "3.5.17"
 
 
-def _write_case(path: Path, ids: list[str], requests: int, **extra: object) -> Path:
+def _write_case(
+    path: Path,
+    ids: list[str],
+    requests: int,
+    workload: Mapping[str, object] | None = None,
+    **extra: object,
+) -> Path:
+    """A write case of one-member etcd databases named ``ids``; ``workload``
+    adds workload keys, ``extra`` database keys."""
     case = {
         "title": "faults",
         "workload": {
@@ -32,6 +41,7 @@ def _write_case(path: Path, ids: list[str], requests: int, **extra: object) -> P
             "value_size": 256,
             "clients": 20,
             "connections": 4,
+            **(workload or {}),
         },
         "databases": [
             {"id": i, "kind": "etcd", "version": ETCD, "members": 1, **extra} for i in ids
