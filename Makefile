@@ -27,7 +27,7 @@ python: $(STAMP)
 
 # pip builds the load engine (engine/, Rust, release profile) into
 # dbtester/_engine through maturin; a change to the crate rebuilds it.
-$(STAMP): pyproject.toml $(ENGINE) engine/Cargo.lock $(wildcard engine/src/*.rs) | rust
+$(STAMP): pyproject.toml $(ENGINE) engine/Cargo.lock $(shell find engine/src -name "*.rs") | rust
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

@@ -1,8 +1,56 @@
 # The native load engine (engine/, Rust; built by maturin as dbtester._engine).
-from typing import Any, TypedDict, final
+# Plan and its parts are the one contract for what crosses into the engine:
+# dbtester/load/engine.py builds it, the engine checks its types and what it
+# needs (memory, key numbers that fit); defaults and the test case's bounds
+# live in dbtester/config/model.py only. The TypedDicts exist for type
+# checking alone (the module itself does not define them).
+from typing import Literal, TypedDict, final
 
 import numpy as np
 import numpy.typing as npt
+
+class StepPlan(TypedDict):
+    clients: int
+    connections: int
+    requests: int
+    rate: float  # requests/s; 0 = closed loop
+
+class KeysPlan(TypedDict):
+    # keys first .. first + existing exist before the run; reads, updates and
+    # read-modify-writes choose among them; insert n creates key
+    # first + existing + (n, or a seeded permutation of n)
+    existing: int
+    first: int
+    choose: Literal["same", "uniform", "zipfian", "latest", "hotspot"]
+    inserts: Literal["sequential", "permuted"]
+    insert_space: int
+    zipfian_constant: float
+    hot_set_fraction: float
+    hot_operation_fraction: float
+
+class MixPlan(TypedDict):
+    # shares of the requests, adding up to 1
+    read: float
+    update: float
+    insert: float
+    read_modify_write: float
+
+class Plan(TypedDict):
+    protocol: str  # the engine's: etcd, zookeeper, consul
+    endpoints: list[str]
+    options: dict[str, object]  # the protocol's own, every key given
+    key_size: int
+    value_size: int
+    values: Literal["fixed", "tagged"]
+    keys: KeysPlan
+    mix: MixPlan
+    consistency: Literal["linearizable", "serializable"]
+    timeout_s: float
+    steps: list[StepPlan]
+    threads: int
+    max_errors: int | None
+    seed: int
+    write_id_base: int
 
 class Result(TypedDict):
     due_ns: npt.NDArray[np.int64]
@@ -10,6 +58,7 @@ class Result(TypedDict):
     service_ns: npt.NDArray[np.int64]
     code: npt.NDArray[np.uint8]
     step: npt.NDArray[np.uint16]
+    op: npt.NDArray[np.uint8]  # 0 read, 1 update, 2 insert, 3 read-modify-write
     codes: list[str]
     stopped: str
 
@@ -20,4 +69,4 @@ class Load:
     def wait(self, timeout_s: float) -> bool: ...
     def result(self) -> Result: ...
 
-def start(plan: dict[str, Any]) -> Load: ...
+def start(plan: Plan) -> Load: ...

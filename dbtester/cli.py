@@ -111,6 +111,18 @@ def describe_workload(w: Workload) -> str:
             else ("sequential keys" if w.sequential_keys else "random keys")
         )
         what = f"write {w.requests:,} requests ({keys})"
+    elif w.type == "mixed":
+        shares = {
+            "read": w.read_proportion,
+            "update": w.update_proportion,
+            "insert": w.insert_proportion,
+            "read-modify-write": w.read_modify_write_proportion,
+        }
+        mix = ", ".join(f"{share:.0%} {op}" for op, share in shares.items() if share)
+        what = (
+            f"load {w.key_count:,} keys, then {w.requests:,} operations ({mix};"
+            f" {w.request_distribution} keys; {w.consistency} reads)"
+        )
     else:
         what = f"read one key {w.requests:,} times ({w.consistency})"
     sizes = f"key {w.key_size:,} B, value {w.value_size:,} B"

@@ -22,16 +22,19 @@ from dbtester.analyze.faults import (
     fault_row,
     fault_values,
 )
-from dbtester.results import FaultSummary
+from dbtester.results import OPERATIONS, FaultSummary, Records
 
 __all__ = [
+    "CONFLICT_ROW",
     "CV_ROW",
+    "OPERATION_ROWS",
     "PERCENTILES",
     "ROWS",
     "STEP_ROWS",
     "Figures",
     "Series",
     "compute",
+    "operation_row",
     "step_row",
     "table_rows",
     "unstepped",
@@ -90,6 +93,19 @@ _PER_STEP = re.compile(r"^CLIENTS-([1-9][0-9]*)-(.+)$")
 _PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
 
 
+#: runs of more than one operation (mixed): these rows per operation, named
+#: <OPERATION>-<row> (READ-, UPDATE-, INSERT-, READ-MODIFY-WRITE-), over that
+#: operation's requests
+OPERATION_ROWS = ("THROUGHPUT", "Latency p50", "Latency p99", "Latency p99.9")
+#: read-modify-writes that lost their race (an outcome, not an error)
+CONFLICT_ROW = "CONFLICT-COUNT"
+
+
+def operation_row(operation: str, row: str) -> str:
+    """The name of ``row`` (one of OPERATION_ROWS) over ``operation``'s requests."""
+    return f"{operation.upper()}-{row}"
+
+
 def step_row(clients: int, row: str) -> str:
     """The name of ``row`` (one of STEP_ROWS) measured over the step of ``clients``."""
     return f"CLIENTS-{clients}-{row}"
@@ -120,7 +136,21 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     numbers = (int(m[1]) for f in figures for r in f.values if (m := _PER_FAULT.match(r)))
     faults = max(numbers, default=0)
     rows += [fault_row(k, suffix) for k in range(1, faults + 1) for suffix in FAULT_ROWS]
+    rows += _operation_table_rows(figures)
     return rows + [step_row(clients, row) for clients, row in by_step]
+
+
+def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
+    """The per-operation rows any database has, in OPERATIONS' order, and
+    CONFLICT-COUNT where a database had conflicts."""
+    have = {row for f in figures for row in f.values}
+    rows = [
+        operation_row(op, row)
+        for op in OPERATIONS
+        for row in OPERATION_ROWS
+        if operation_row(op, row) in have
+    ]
+    return rows + ([CONFLICT_ROW] if CONFLICT_ROW in have else [])
 
 
 @dataclass
@@ -197,7 +227,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     v["MAX-THROUGHPUT"] = int(full.max()) if len(full) else 0
     v["AVG-THROUGHPUT"] = records.throughput(data.load_start)
     v["MIN-THROUGHPUT"] = int(full.min()) if len(full) else 0
-    v["CLIENT-ERROR-COUNT"] = int((~ok).sum())
+    v["CLIENT-ERROR-COUNT"] = records.errors()
     if len(latency_ms):
         v["FASTEST-LATENCY"] = float(latency_ms.min())
         v["AVG-LATENCY"] = float(latency_ms.mean())
@@ -219,12 +249,36 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
         np.nonzero(have)[0].astype(float) + first_due, sums[have] / counts[have]
     )
     _latency_by_key(records.latency_ns, done_s, ok, figures)
+    _operation_rows(data, records, figures)
     _client_metrics(data, figures)
     # A failure is timed by when the request was sent: a timeout completes only
     # request_timeout_s later, long after the trouble began. Not by when it was
     # due: in open loop a request may wait for a free client long past that.
     sent_s = records.sent_ns()[~ok] / 1e9 - data.load_start - first_due
     _failure_note(data, figures, sent_s, per_second)
+
+
+def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> None:
+    """Throughput and latency per operation, where the load mixed several."""
+    v = figures.values
+    conflicts = records.counts().get("conflict", 0)
+    if conflicts:
+        v[CONFLICT_ROW] = conflicts
+    if len(records.operations()) < 2:
+        return
+    span = records.span_s(data.load_start)
+    for number, op in enumerate(OPERATIONS):
+        mine = records.ops == number
+        if not mine.any():
+            continue
+        answered = mine & (records.code == 0)
+        v[operation_row(op, "THROUGHPUT")] = float(answered.sum() / span) if span > 0 else 0.0
+        latency_ms = records.latency_ns[answered] / 1e6
+        if len(latency_ms):
+            p50, p99, p999 = np.percentile(latency_ms, (50, 99, 99.9))
+            v[operation_row(op, "Latency p50")] = float(p50)
+            v[operation_row(op, "Latency p99")] = float(p99)
+            v[operation_row(op, "Latency p99.9")] = float(p999)
 
 
 def _failure_note(

@@ -69,14 +69,7 @@ def _step_values(
 ) -> dict[str, float]:
     if not mask.any():
         return {}
-    step = Records(
-        records.due_ns[mask],
-        records.latency_ns[mask],
-        records.service_ns[mask],
-        records.code[mask],
-        records.step[mask],
-        records.codes,
-    )
+    step = records.subset(mask)
     # the one definition of throughput (Records.throughput), over this step
     values = {"AVG-THROUGHPUT": step.throughput(data.load_start)}
     latency_ms = step.latency_ns[step.code == 0] / 1e6

@@ -284,8 +284,10 @@ def _read_workload_warnings(doc: SourceDoc, case: TestCase) -> list[Problem]:
     write's ``consistency``) are flagged, never silently dropped."""
     found = []
     for i, db in enumerate(case.databases):
+        if db.workload.type == "mixed":
+            continue  # its type's stray keys are refused, never ignored
         reads = db.workload.type == "read"
-        keys, only = (WRITE_ONLY, "write") if reads else (READ_ONLY, "read")
+        keys, only = (WRITE_ONLY, "write") if reads else (READ_ONLY, "read and mixed")
         for key in keys:
             for path in (("databases", i, "workload", key), ("workload", key)):
                 if path in doc.values:

@@ -9,6 +9,7 @@ editing this file.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union
 
@@ -40,6 +41,8 @@ __all__ = [
     "ENDPOINT_PATTERN",
     "HOST_PATTERN",
     "ID_PATTERN",
+    "MIN_MIXED_VALUE_SIZE",
+    "MIXED_ONLY",
     "READ_ONLY",
     "SCHEMA_KEYS",
     "VERSION_PATTERN",
@@ -62,6 +65,20 @@ AGENT_DIR_PATTERN = r"^[A-Za-z0-9._/-]+$"
 MAX_MEMBERS = 9
 WRITE_ONLY = ("sequential_keys", "same_key")
 READ_ONLY = ("consistency",)
+#: keys only the mixed workload reads
+MIXED_ONLY = (
+    "key_count",
+    "read_proportion",
+    "update_proportion",
+    "insert_proportion",
+    "read_modify_write_proportion",
+    "request_distribution",
+    "zipfian_constant",
+    "hot_set_fraction",
+    "hot_operation_fraction",
+)
+#: a mixed workload's values name their key and write: 32 bytes of tag
+MIN_MIXED_VALUE_SIZE = 32
 
 
 #: a run's requests: their records take 27 bytes each in the controller's memory
@@ -79,7 +96,7 @@ class _Model(BaseModel):
 class Workload(_Model):
     """What the load generator does; shared by every database unless overridden."""
 
-    type: Literal["write", "read"]
+    type: Literal["write", "read", "mixed"]
     requests: int = Field(gt=0, le=MAX_REQUESTS)
     key_size: int = Field(256, ge=1, le=1 << 20)
     value_size: int = Field(1024, ge=0, le=64 << 20)
@@ -95,6 +112,48 @@ class Workload(_Model):
     max_error_rate: float = Field(0.01, ge=0, le=1)
     #: requests made before each trial's measured load and counted in no figure
     warmup_requests: int = Field(0, ge=0, le=MAX_REQUESTS)
+    # mixed: YCSB's core workload. A load phase writes key_count keys (not
+    # measured), then requests operations are drawn with these shares.
+    key_count: int = Field(1000, ge=1, le=MAX_RANDOM_ORDER)
+    read_proportion: float = Field(0.95, ge=0, le=1)
+    update_proportion: float = Field(0.05, ge=0, le=1)
+    insert_proportion: float = Field(0.0, ge=0, le=1)
+    read_modify_write_proportion: float = Field(0.0, ge=0, le=1)
+    request_distribution: Literal["uniform", "zipfian", "latest", "hotspot"] = "zipfian"
+    #: zipfian and latest: key of rank r gets r^-θ / H(n, θ) of the requests
+    zipfian_constant: float = Field(0.99, gt=0, le=10)
+    #: hotspot: this share of the keys ...
+    hot_set_fraction: float = Field(0.2, gt=0, le=1)
+    #: ... gets this share of the requests
+    hot_operation_fraction: float = Field(0.8, ge=0, le=1)
+
+    @field_validator("sequential_keys", "same_key")
+    @classmethod
+    def _not_for_mixed(cls, value: bool, info: ValidationInfo) -> bool:
+        if info.data.get("type") == "mixed":
+            raise ValueError(
+                f"{info.field_name} means nothing for type: mixed (its keys are chosen"
+                " by request_distribution); remove it"
+            )
+        return value
+
+    @field_validator(*MIXED_ONLY)
+    @classmethod
+    def _only_for_mixed(cls, value: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("type")
+        if kind is not None and kind != "mixed":
+            raise ValueError(f"{info.field_name} is for type: mixed only, not {kind}; remove it")
+        return value
+
+    @field_validator("value_size")
+    @classmethod
+    def _room_for_the_tag(cls, value: int, info: ValidationInfo) -> int:
+        if info.data.get("type") == "mixed" and value < MIN_MIXED_VALUE_SIZE:
+            raise ValueError(
+                f"value_size must be at least {MIN_MIXED_VALUE_SIZE} for type: mixed"
+                f" (each value names its key and the write that made it), got {value}"
+            )
+        return value
 
     @model_validator(mode="wrap")
     @classmethod
@@ -103,7 +162,7 @@ class Workload(_Model):
         then not kept: they mean nothing for it, the loader warns of them, and
         the workload is then what runs (and what `convert` writes back)."""
         workload = handler(data)
-        ignored = WRITE_ONLY if workload.type == "read" else READ_ONLY
+        ignored = {"read": WRITE_ONLY, "write": READ_ONLY}.get(workload.type, ())
         if not isinstance(data, dict) or not set(ignored) & workload.model_fields_set:
             return workload
         return handler({k: v for k, v in data.items() if k not in ignored})
@@ -151,6 +210,8 @@ class Workload(_Model):
                     f" {self.key_size - 1} digits), fewer than {what}:"
                     " raise key_size or set same_key"
                 )
+        if self.type == "mixed":
+            self._check_mix()
         if self.client_steps and self.client_steps[-1] > self.clients:
             raise ValueError(
                 f"the largest client step ({self.client_steps[-1]}) exceeds clients"
@@ -158,11 +219,44 @@ class Workload(_Model):
             )
         return self
 
+    def _check_mix(self) -> None:
+        shares = (
+            self.read_proportion,
+            self.update_proportion,
+            self.insert_proportion,
+            self.read_modify_write_proportion,
+        )
+        if abs(sum(shares) - 1.0) > 1e-9:
+            raise ValueError(
+                "read_proportion, update_proportion, insert_proportion and"
+                " read_modify_write_proportion must add up to 1, got"
+                f" {' + '.join(f'{s:g}' for s in shares)} = {sum(shares):g}"
+            )
+        inserts = math.ceil(self.insert_proportion * (self.requests + self.warmup_requests))
+        needed = self.key_count + self.requests + self.warmup_requests
+        if inserts and needed > KeySpace.capacity(self.key_size):
+            raise ValueError(
+                f"key_size {self.key_size} holds {KeySpace.capacity(self.key_size):,} distinct"
+                f" keys, fewer than key_count + requests + warmup_requests ({needed:,}) that"
+                " inserts may need: raise key_size"
+            )
+        if self.key_count > KeySpace.capacity(self.key_size):
+            raise ValueError(
+                f"key_size {self.key_size} holds {KeySpace.capacity(self.key_size):,} distinct"
+                f" keys, fewer than key_count ({self.key_count:,}): raise key_size"
+            )
+
     def as_raw(self) -> dict[str, Any]:
         """Every key that means something for this type of workload, for YAML."""
         raw = self.model_dump(mode="json")
+        return {k: v for k, v in raw.items() if k not in self.meaningless()}
+
+    def meaningless(self) -> tuple[str, ...]:
+        """The keys this type of workload does not use."""
+        if self.type == "mixed":
+            return WRITE_ONLY
         dropped = WRITE_ONLY if self.type == "read" else READ_ONLY
-        return {k: v for k, v in raw.items() if k not in dropped}
+        return dropped + MIXED_ONLY
 
     def step_plan(self) -> list[tuple[int, int, int]]:
         """(clients, connections, requests) per step; one step without client_steps.

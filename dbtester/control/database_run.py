@@ -28,8 +28,17 @@ from dbtester.control.faults import FaultRunner
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
-from dbtester.load import STALLED, LoadResult, run_load, seed_key, warm_up
+from dbtester.load import (
+    STALLED,
+    LoadResult,
+    load_keys,
+    run_load,
+    seed_key,
+    wait_readable,
+    warm_up,
+)
 from dbtester.results import (
+    OPERATIONS,
     DatabaseRecord,
     FaultRecord,
     LoadWindow,
@@ -158,6 +167,8 @@ class DatabaseRun:
         self.verification: Verification | None = None
         self.load: LoadResult | None = None
         self.warmup: LoadResult | None = None
+        #: a mixed workload's load phase
+        self.loaded: LoadResult | None = None
         self.started_unix = 0.0
         self.health = Health()
         self._clients: list[AgentClient] = []
@@ -394,10 +405,23 @@ class DatabaseRun:
         )
 
     def _seed_if_read(self) -> None:
-        if self.db.workload.type != "read":
-            return
+        """Write what the load reads (read: the one key; mixed: the load
+        phase's keys), then wait until every endpoint returns it."""
+        w = self.db.workload
         try:
-            seed_key(self.db.kind, self._settings())
+            if w.type == "read":
+                seed_key(self.db.kind, self._settings())
+            elif w.type == "mixed":
+                self.reporter.say(f"{self.db.id}: load phase, {w.key_count:,} keys (not counted)")
+                self.loaded = load_keys(
+                    self.db.kind,
+                    self._settings(),
+                    w,
+                    workers=self.workers,
+                    progress=self.reporter.stream,
+                    label=self.db.id,
+                )
+            wait_readable(self.db.kind, self._settings(), w)
         except DbtesterError as exc:
             raise DbtesterError(f"{self.db.id}: {exc}") from None
 
@@ -439,6 +463,7 @@ class DatabaseRun:
                 progress=self.reporter.stream,
                 label=self.db.id,
                 health=lambda: self.health.problem or runner.problem,
+                warm_inserts=self._warm_inserts(),
             )
         finally:
             self.fault_records = runner.stop()
@@ -451,6 +476,13 @@ class DatabaseRun:
         wrong = self.load.records.counts().get("wrong-value", 0)
         if wrong:
             raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
+
+    def _warm_inserts(self) -> int:
+        """How many keys the warm-up inserted (a mixed workload's later
+        inserts are numbered after them)."""
+        if self.warmup is None:
+            return 0
+        return int((self.warmup.records.ops == OPERATIONS.index("insert")).sum())
 
     def _not_recovered(self) -> str:
         """The load stalled: what the cluster did not recover from."""
@@ -596,10 +628,18 @@ class DatabaseRun:
             verification=self.verification,
             load=_window(self.load),
             warmup=_window(self.warmup),
+            load_phase=_window(self.loaded),
             faults=self.fault_records,
             trial=self.trial,
             notes=tuple(
-                n for n in [self._load_note(), self._warmup_note(), self._faults_note()] if n
+                n
+                for n in [
+                    self._load_note(),
+                    self._load_phase_note(),
+                    self._warmup_note(),
+                    self._faults_note(),
+                ]
+                if n
             ),
         )
 
@@ -614,6 +654,15 @@ class DatabaseRun:
         if not n:
             return None
         return f"{n:,} warm-up requests ran before the load and are in no figure"
+
+    def _load_phase_note(self) -> str | None:
+        if self.loaded is None:
+            return None
+        took = self.loaded.ended_unix - self.loaded.started_unix
+        return (
+            f"a load phase wrote {len(self.loaded.records):,} keys in {took:.1f} s before the"
+            " load; it is in no figure"
+        )
 
     def _load_note(self) -> str | None:
         w = self.db.workload

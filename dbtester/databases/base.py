@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -97,7 +97,7 @@ class LoadSettings:
     client: Mapping[str, Any]  # the kind's client options (model_dump)
     key_size: int
     value_size: int
-    consistency: str  # linearizable | serializable
+    consistency: Literal["linearizable", "serializable"]
     timeout_s: float
     same_key: bool = False
 
@@ -129,11 +129,15 @@ class DatabaseKind(ABC):
     def engine_target(self, settings: LoadSettings) -> dict[str, Any]:
         """The load engine's view of this kind: its wire ``protocol`` (one of the
         engine's: etcd, zookeeper, consul), the endpoints and the client options.
-        The kind's ``client_model`` options are the engine's options as they are."""
+        The kind's ``client_model`` options are the engine's options as they
+        are, each one given."""
+        # Through the kind's client model: every option the engine reads is
+        # given, each default taken from that model (the only place it is set).
+        options = self.client_model.model_validate(dict(settings.client)).model_dump()
         return {
             "protocol": self.protocol,
             "endpoints": list(settings.endpoints),
-            "options": dict(settings.client),
+            "options": options,
         }
 
     def fit_flags(self, flags: Options, connections: int) -> tuple[Options, str | None]:

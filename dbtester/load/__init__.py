@@ -6,9 +6,20 @@ from dbtester.load.runner import (
     DEFAULT_WORKERS,
     STALLED,
     LoadResult,
+    load_keys,
     run_load,
     seed_key,
+    wait_readable,
     warm_up,
 )
 
-__all__ = ["DEFAULT_WORKERS", "STALLED", "LoadResult", "run_load", "seed_key", "warm_up"]
+__all__ = [
+    "DEFAULT_WORKERS",
+    "STALLED",
+    "LoadResult",
+    "load_keys",
+    "run_load",
+    "seed_key",
+    "wait_readable",
+    "warm_up",
+]

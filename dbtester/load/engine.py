@@ -2,15 +2,17 @@
 goes in, progress counters are polled, the records come out.
 
 Python never runs per request. :func:`plan` turns a workload into the
-engine's plan (a dict of plain values); :func:`start` hands it over and
-returns the running ``Load`` (see ``dbtester/_engine.pyi``). The engine validates the plan again and
-raises ValueError naming the key for anything it cannot run.
+engine's plan (the ``Plan`` TypedDict of ``dbtester/_engine.pyi``, its shape
+written once); :func:`start` hands it over and returns the running ``Load``.
+Defaults and bounds come from the test-case model; the engine checks types
+and what it needs (memory, key numbers that fit) and raises ValueError naming
+the key for anything it cannot run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -21,9 +23,9 @@ from dbtester.errors import DbtesterError
 from dbtester.results import OK, Records
 
 if TYPE_CHECKING:
-    from dbtester._engine import Load
+    from dbtester._engine import KeysPlan, Load, MixPlan, Plan
 
-__all__ = ["EngineMissingError", "Load", "plan", "records_of", "start"]
+__all__ = ["EngineMissingError", "Load", "Plan", "load_phase", "plan", "records_of", "start"]
 
 
 class EngineMissingError(DbtesterError):
@@ -38,19 +40,26 @@ def plan(
     threads: int = 1,
     seed: int = 1,
     max_errors: int | None = None,
-) -> dict[str, Any]:
-    """The engine's plan for ``workload`` against ``settings.endpoints``."""
-    read = workload.type == "read"
+    first_key: int = 0,
+    existing: int | None = None,
+    write_id_base: int = 0,
+) -> Plan:
+    """The engine's plan for ``workload`` against ``settings.endpoints``.
+
+    ``first_key`` moves a write workload's keys (a warm-up writes the numbers
+    after the measured load's). For ``mixed``, ``existing`` is how many keys
+    are there before this run (default: the load phase's ``key_count``) and
+    ``write_id_base`` keeps this run's writes apart from earlier ones."""
+    target = get_kind(kind).engine_target(settings)
     return {
-        **get_kind(kind).engine_target(settings),
-        "operation": workload.type,
+        "protocol": target["protocol"],
+        "endpoints": target["endpoints"],
+        "options": target["options"],
         "key_size": settings.key_size,
         "value_size": settings.value_size,
-        "key_space": workload.requests,
-        "sequential_keys": workload.sequential_keys,
-        # A read workload reads the one seeded key, request after request.
-        "same_key": settings.same_key or read,
-        "seed": seed,
+        "values": "tagged" if workload.type == "mixed" else "fixed",
+        "keys": _keys(settings, workload, first_key, existing),
+        "mix": _mix(settings, workload),
         "consistency": settings.consistency,
         "timeout_s": settings.timeout_s,
         "steps": [
@@ -64,10 +73,69 @@ def plan(
         ],
         "threads": threads,
         "max_errors": max_errors,
+        "seed": seed,
+        "write_id_base": write_id_base,
     }
 
 
-def start(load_plan: dict[str, Any]) -> Load:
+def load_phase(kind: str, settings: LoadSettings, workload: Workload, *, threads: int = 1) -> Plan:
+    """The mixed workload's load phase: ``key_count`` inserts of keys 0, 1, ...
+    (tagged values), closed loop, with the workload's clients and connections.
+    YCSB's "load"; not measured."""
+    phase = workload.model_copy(
+        update={"requests": workload.key_count, "client_steps": (), "rate": 0.0}
+    )
+    built = plan(kind, settings, phase, threads=threads, existing=0)
+    built["mix"] = {"read": 0.0, "update": 0.0, "insert": 1.0, "read_modify_write": 0.0}
+    built["keys"]["choose"] = "same"
+    return built
+
+
+def _keys(
+    settings: LoadSettings, workload: Workload, first_key: int, existing: int | None
+) -> KeysPlan:
+    choose: Literal["same", "uniform", "zipfian", "latest", "hotspot"] = "same"
+    order: Literal["sequential", "permuted"] = "sequential"
+    if workload.type == "mixed":
+        count = workload.key_count if existing is None else existing
+        choose = workload.request_distribution
+        space = workload.requests
+    elif workload.type == "write" and not settings.same_key:
+        count, space = 0, workload.requests
+        order = "sequential" if workload.sequential_keys else "permuted"
+    else:  # a read of the one seeded key, or writes over one key
+        count, space = 1, 0
+    return {
+        "existing": count,
+        "first": first_key,
+        "choose": choose,
+        "inserts": order,
+        "insert_space": space,
+        "zipfian_constant": workload.zipfian_constant,
+        "hot_set_fraction": workload.hot_set_fraction,
+        "hot_operation_fraction": workload.hot_operation_fraction,
+    }
+
+
+def _mix(settings: LoadSettings, workload: Workload) -> MixPlan:
+    if workload.type == "mixed":
+        return {
+            "read": workload.read_proportion,
+            "update": workload.update_proportion,
+            "insert": workload.insert_proportion,
+            "read_modify_write": workload.read_modify_write_proportion,
+        }
+    only: MixPlan = {"read": 0.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
+    if workload.type == "read":
+        only["read"] = 1.0
+    elif settings.same_key:
+        only["update"] = 1.0
+    else:
+        only["insert"] = 1.0
+    return only
+
+
+def start(load_plan: Plan) -> Load:
     try:
         from dbtester import _engine
     except ImportError as exc:
@@ -95,4 +163,5 @@ def records_of(result: Mapping[str, Any]) -> Records:
         np.asarray(result["code"], dtype=np.uint8),
         np.asarray(result["step"], dtype=np.uint16),
         codes,
+        np.asarray(result["op"], dtype=np.uint8),
     )

@@ -14,7 +14,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TextIO
 
 import psutil
@@ -30,10 +30,24 @@ from dbtester.util.progress import Progress
 if TYPE_CHECKING:
     from dbtester._engine import Load
 
-__all__ = ["DEFAULT_WORKERS", "STALLED", "LoadResult", "run_load", "seed_key", "warm_up"]
+__all__ = [
+    "DEFAULT_WORKERS",
+    "READABLE_WAIT_S",
+    "STALLED",
+    "LoadResult",
+    "load_keys",
+    "run_load",
+    "seed_key",
+    "wait_readable",
+    "warm_up",
+]
 
 DEFAULT_WORKERS = 1
 POLL_S = 0.25
+#: how long every endpoint gets to return what was written before the load
+READABLE_WAIT_S = 30.0
+#: between two reads of an endpoint that did not have the data yet
+READABLE_RETRY_S = 0.05
 #: how long a stopped engine may take to hand back what it recorded
 STOP_GRACE_S = 30.0
 
@@ -53,7 +67,7 @@ class LoadResult:
 
     @property
     def errors(self) -> int:
-        return len(self.records) - self.ok
+        return self.records.errors()
 
 
 #: how a load stopped for lack of successes begins its ``aborted``
@@ -73,6 +87,7 @@ def run_load(
     seed: int = 1,
     health: Callable[[], str] | None = None,
     stall_s: float | None = None,
+    warm_inserts: int = 0,
 ) -> LoadResult:
     """Drive ``workload`` against ``settings.endpoints``; save the records and
     the client sampler's CSV into ``out``.
@@ -81,12 +96,21 @@ def run_load(
     10.0.0.2:3500 stopped answering") stops the load and becomes ``aborted``.
     With ``stall_s``, so does a load in which no request succeeded for that
     long (``aborted`` then starts with STALLED).
-    Ctrl-C stops the engine within a second; what it recorded is saved."""
+    Ctrl-C stops the engine within a second; what it recorded is saved.
+    ``warm_inserts``: the keys a mixed workload's warm-up inserted."""
     threads = workers or DEFAULT_WORKERS
     limit, max_errors = _error_limit(max_error_rate, workload.requests)
     out.root.mkdir(parents=True, exist_ok=True)
     load_plan = engine.plan(
-        kind, settings, workload, threads=threads, seed=seed, max_errors=max_errors
+        kind,
+        settings,
+        workload,
+        threads=threads,
+        seed=seed,
+        max_errors=max_errors,
+        # a mixed warm-up's inserts exist too, and its writes came first
+        existing=workload.key_count + warm_inserts if workload.type == "mixed" else None,
+        write_id_base=workload.warmup_requests,
     )
     cpu_before = _cpu_seconds()
     started = time.time()
@@ -129,10 +153,16 @@ def warm_up(
     threads = workers or DEFAULT_WORKERS
     warm = workload.model_copy(update={"requests": workload.warmup_requests, "client_steps": ()})
     limit, max_errors = _error_limit(workload.max_error_rate, warm.requests)
-    load_plan = {
-        **engine.plan(kind, settings, warm, threads=threads, seed=seed, max_errors=max_errors),
-        "first_key": workload.requests,
-    }
+    mixed = workload.type == "mixed"
+    load_plan = engine.plan(
+        kind,
+        settings,
+        warm,
+        threads=threads,
+        seed=seed,
+        max_errors=max_errors,
+        first_key=0 if mixed else workload.requests,
+    )
     cpu_before = _cpu_seconds()
     started = time.time()
     load = engine.start(load_plan)
@@ -146,6 +176,88 @@ def warm_up(
     if aborted:
         raise DbtesterError(f"warm-up stopped early: {aborted}")
     return LoadResult(records, started, time.time(), _cpu_seconds() - cpu_before, "", threads)
+
+
+def load_keys(
+    kind: str,
+    settings: LoadSettings,
+    workload: Workload,
+    *,
+    workers: int | None = None,
+    progress: TextIO | None = sys.stderr,
+    label: str = "",
+) -> LoadResult:
+    """A mixed workload's load phase: ``key_count`` keys written, every one
+    acknowledged, or DbtesterError. Not measured; the result is reported apart."""
+    threads = workers or DEFAULT_WORKERS
+    started = time.time()
+    cpu_before = _cpu_seconds()
+    load = engine.start(engine.load_phase(kind, settings, workload, threads=threads))
+    name = f"{label} load phase" if label else "load phase"
+    bar = Progress(progress, workload.key_count, name)
+    try:
+        aborted = _watch(load, 0, bar, None)
+    finally:
+        records = _collect(load, None)
+    bar.finish(_summary(records, started, name) + ", not counted")
+    if aborted or records.counts() != {"ok": workload.key_count}:
+        raise DbtesterError(
+            f"the load phase did not write all {workload.key_count:,} keys:"
+            f" {aborted or records.counts()}"
+        )
+    return LoadResult(records, started, time.time(), _cpu_seconds() - cpu_before, "", threads)
+
+
+def wait_readable(
+    kind: str, settings: LoadSettings, workload: Workload, *, wait_s: float = READABLE_WAIT_S
+) -> None:
+    """Returns once every endpoint serves the data the load will read, with the
+    workload's consistency: the seeded key (read), or the load phase's last
+    key (mixed; members apply writes in order, so the last one there means
+    every one is). A follower serving stale reads may not have applied the
+    writes yet when the load begins; its reads would fail. DbtesterError
+    naming the endpoints that never did within ``wait_s``."""
+    if workload.type == "write":
+        return
+    deadline = time.monotonic() + wait_s
+    waiting = list(settings.endpoints)
+    last: dict[str, str] = {}
+    while waiting:
+        for endpoint in list(waiting):
+            outcome = _read_once(kind, replace(settings, endpoints=(endpoint,)), workload)
+            if outcome == "ok":
+                waiting.remove(endpoint)
+            last[endpoint] = outcome
+        if not waiting:
+            return
+        if time.monotonic() >= deadline:
+            named = ", ".join(f"{e} ({last[e]})" for e in waiting)
+            raise DbtesterError(
+                f"the data written before the load never became readable within"
+                f" {wait_s:g} s ({workload.consistency} reads) on: {named}"
+            )
+        time.sleep(READABLE_RETRY_S)
+
+
+def _read_once(kind: str, settings: LoadSettings, workload: Workload) -> str:
+    """One read of the key the readiness check asks for; its outcome's name."""
+    read = workload.model_copy(
+        update={"requests": 1, "clients": 1, "connections": 1, "client_steps": (), "rate": 0.0}
+    )
+    load_plan = engine.plan(kind, settings, read)
+    load_plan["mix"] = {"read": 1.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
+    keys = load_plan["keys"]
+    keys["existing"], keys["choose"], keys["insert_space"] = 1, "same", 0
+    if workload.type == "mixed":
+        keys["first"] = workload.key_count - 1
+    load = engine.start(load_plan)
+    while not load.wait(POLL_S):
+        pass
+    try:
+        records = engine.records_of(load.result())
+    except RuntimeError as exc:  # e.g. the endpoint refuses connections
+        return str(exc).splitlines()[0][:120]
+    return next(iter(records.counts()), "no reply")
 
 
 def seed_key(kind: str, settings: LoadSettings) -> None:
@@ -241,7 +353,7 @@ def _watch(
 
 def _summary(records: Records, started: float, label: str) -> str:
     """The load in one line, in the table's terms: TOTAL-SECONDS and AVG-THROUGHPUT."""
-    errors = len(records) - int((records.code == 0).sum())
+    errors = records.errors()
     seconds, rate = records.span_s(started), records.throughput(started)
     return (
         f"{label + ' ' if label else ''}{len(records):,} requests in {seconds:.2f} s"

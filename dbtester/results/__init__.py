@@ -23,7 +23,7 @@ from dbtester.results.records import (
     Verification,
     account,
 )
-from dbtester.results.requests import OK, Records
+from dbtester.results.requests import NOT_ERRORS, OK, OPERATIONS, Records
 from dbtester.results.schema import SCHEMA_VERSION, upgrade
 from dbtester.results.store import (
     CaseInfo,
@@ -36,7 +36,9 @@ from dbtester.results.store import (
 __all__ = [
     "CLIENT_COLUMNS",
     "KNOWN_REFUSALS",
+    "NOT_ERRORS",
     "OK",
+    "OPERATIONS",
     "SCHEMA_VERSION",
     "SERVER_COLUMNS",
     "CaseInfo",

@@ -169,6 +169,8 @@ class DatabaseRecord(_Versioned):
     load: LoadWindow | None = None
     #: the warm-up before the load (``warmup_requests``), counted in no figure
     warmup: LoadWindow | None = None
+    #: a mixed workload's load phase (``key_count`` keys), counted in no figure
+    load_phase: LoadWindow | None = None
     #: the scheduled faults applied during the load, in order
     faults: tuple[FaultRecord, ...] = ()
     #: which trial of a repeated run (None: the database ran once)

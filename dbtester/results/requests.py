@@ -1,5 +1,5 @@
-"""Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 bytes),
-saved as ``<db-id>/client-latency.npz``.
+"""Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 + 1
+bytes), saved as ``<db-id>/client-latency.npz``.
 
 The load engine fills them (one slot per request) and hands them over without
 a copy. Latency is measured from when a request was *due* (issued, in
@@ -12,6 +12,7 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,9 +20,16 @@ import numpy.typing as npt
 from dbtester.errors import ResultsError
 from dbtester.results.files import check_regular_file, check_unicode
 
-__all__ = ["OK", "Records"]
+__all__ = ["NOT_ERRORS", "OK", "OPERATIONS", "UNKNOWN_OP", "Records"]
 
 OK = "ok"
+#: outcomes that are not errors: a read-modify-write that lost its race to
+#: another writer ("conflict") is the database doing its job
+NOT_ERRORS = frozenset({OK, "conflict"})
+#: the ``op`` column's values, by number (the engine's order)
+OPERATIONS = ("read", "update", "insert", "read-modify-write")
+#: ``op`` of records saved before operations were recorded (schema < 6)
+UNKNOWN_OP = 255
 _ARRAYS = {
     "due_ns": np.dtype(np.int64),
     "latency_ns": np.dtype(np.int64),
@@ -39,6 +47,41 @@ class Records:
     code: npt.NDArray[np.uint8]  # index into codes; 0 = ok
     step: npt.NDArray[np.uint16]  # client step (0 without client_steps)
     codes: list[str]
+    #: the operation, an index into OPERATIONS (UNKNOWN_OP: not recorded)
+    op: npt.NDArray[np.uint8] | None = None
+
+    def __post_init__(self) -> None:
+        if self.op is None:
+            self.op = np.full(len(self.due_ns), UNKNOWN_OP, np.uint8)
+
+    @property
+    def ops(self) -> npt.NDArray[np.uint8]:
+        """The ``op`` column (always set after construction)."""
+        assert self.op is not None
+        return self.op
+
+    def operations(self) -> list[str]:
+        """The operations these records hold, in OPERATIONS' order (none for
+        records saved before operations were recorded)."""
+        present = np.unique(self.ops)
+        return [OPERATIONS[int(i)] for i in present if int(i) < len(OPERATIONS)]
+
+    def subset(self, mask: npt.NDArray[np.bool_]) -> Records:
+        """The records ``mask`` selects, with the same outcome table."""
+        return Records(
+            self.due_ns[mask],
+            self.latency_ns[mask],
+            self.service_ns[mask],
+            self.code[mask],
+            self.step[mask],
+            self.codes,
+            self.ops[mask],
+        )
+
+    def errors(self) -> int:
+        """Requests whose outcome is an error (not in NOT_ERRORS)."""
+        counts = self.counts()
+        return sum(n for name, n in counts.items() if name not in NOT_ERRORS)
 
     @classmethod
     def empty(cls, size: int) -> Records:
@@ -62,6 +105,7 @@ class Records:
             service_ns=self.service_ns,
             code=self.code,
             step=self.step,
+            op=self.ops,
             codes=np.array(self.codes),
         )
 
@@ -74,6 +118,8 @@ class Records:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {name: data[name] for name in _ARRAYS}
                 table = data["codes"]
+                # Saved since schema 6; older records read as "not recorded".
+                op = data["op"] if "op" in data.files else None
         except KeyError as exc:
             raise ResultsError(path, f"no {exc.args[0]} array: not dbtester's records") from None
         except ResultsError:
@@ -91,14 +137,8 @@ class Records:
         for name, dtype in _ARRAYS.items():
             if arrays[name].dtype != dtype:
                 raise ResultsError(path, f"{name} is {arrays[name].dtype}, expected {dtype}")
-        if table.ndim != 1 or table.dtype.kind != "U":
-            raise ResultsError(path, "the outcome table is not a list of names")
-        codes = [str(c) for c in table]
-        check_unicode(path, codes)
-        if not codes or codes[0] != OK:
-            raise ResultsError(path, "the outcome table does not start with 'ok'")
-        if len(arrays["code"]) and int(arrays["code"].max()) >= len(codes):
-            raise ResultsError(path, "an outcome code is outside the outcome table")
+        codes = _outcome_table(path, table, arrays["code"])
+        _check_op(path, op, len(arrays["code"]))
         return cls(
             arrays["due_ns"],
             arrays["latency_ns"],
@@ -106,6 +146,7 @@ class Records:
             arrays["code"],
             arrays["step"],
             codes,
+            op,
         )
 
     def counts(self) -> dict[str, int]:
@@ -133,6 +174,23 @@ class Records:
         the one definition the table, the console and comparisons use."""
         span = self.span_s(origin_s)
         return float((self.code == 0).sum() / span) if span > 0 else 0.0
+
+
+def _outcome_table(path: Path, table: npt.NDArray[Any], code: npt.NDArray[np.uint8]) -> list[str]:
+    if table.ndim != 1 or table.dtype.kind != "U":
+        raise ResultsError(path, "the outcome table is not a list of names")
+    codes = [str(c) for c in table]
+    check_unicode(path, codes)
+    if not codes or codes[0] != OK:
+        raise ResultsError(path, "the outcome table does not start with 'ok'")
+    if len(code) and int(code.max()) >= len(codes):
+        raise ResultsError(path, "an outcome code is outside the outcome table")
+    return codes
+
+
+def _check_op(path: Path, op: npt.NDArray[Any] | None, length: int) -> None:
+    if op is not None and (op.ndim != 1 or op.dtype != np.uint8 or len(op) != length):
+        raise ResultsError(path, "the op array does not match the records")
 
 
 def _check_declared_sizes(path: Path) -> None:

@@ -31,6 +31,14 @@ History (add a line and an upgrade step whenever what a file holds changes):
    scheduled fault did to the load (unavailability, recovery, errors by kind,
    p99 around it), per trial; its table rows are ``FAULT-<k>-...``. Only a key
    was added, empty for a run without faults: a version 4 file upgrades as it is.
+6. Operations. ``client-latency.npz`` has an ``op`` array (0 read, 1 update,
+   2 insert, 3 read-modify-write) beside the others, and a run's table gets
+   per-operation rows where a database ran more than one; outcomes include
+   ``conflict`` (a read-modify-write that lost its race), which is not an
+   error. ``run.json`` has ``load_phase`` (null, or a mixed workload's load
+   phase, in the form of ``warmup``). Only a key was added: a version 5 file
+   upgrades as it is, and its records (without ``op``) read as operations not
+   recorded.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: the key a file of each version names its version by
 _VERSION_KEYS = ("schema_version", "schema")
@@ -70,8 +78,18 @@ def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 5}
 
 
+def _v5_to_v6(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 6}
+
+
 #: version N -> the step that turns a version N file into version N + 1
-UPGRADES: Mapping[int, Upgrade] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+UPGRADES: Mapping[int, Upgrade] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+    5: _v5_to_v6,
+}
 
 
 def version_of(data: Mapping[str, Any], path: Path) -> int:

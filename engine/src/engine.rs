@@ -8,14 +8,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::consul::Consul;
-use crate::etcd::Etcd;
-use crate::keys::Keys;
 use crate::outcome::EngineError;
-use crate::plan::{self, Plan};
-use crate::protocol::Protocol;
+use crate::plan::Plan;
+use crate::protocols::Protocol;
 use crate::records::{Clock, Records};
-use crate::schedule;
+use crate::workload::{Workload, pacing};
 
 /// How long the runtime's remaining tasks get once the run is over.
 const SHUTDOWN: Duration = Duration::from_millis(100);
@@ -90,9 +87,9 @@ impl Control {
     }
 
     /// Counts a finished request; past max_errors errors, the run stops itself.
-    pub fn count(&self, ok: bool) {
+    pub fn count(&self, error: bool) {
         self.done.fetch_add(1, Ordering::Relaxed);
-        if !ok {
+        if error {
             let errors = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
             if self.max_errors.is_some_and(|max| errors > max) {
                 self.stop(StopReason::MaxErrors);
@@ -138,21 +135,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the protocol the plan names.
-    pub fn start(plan: Plan, keys: Keys, records: Records) -> Result<Engine, EngineError> {
-        match plan.protocol {
-            plan::Protocol::Etcd { .. } => Engine::start_with::<Etcd>(plan, keys, records),
-            plan::Protocol::ZooKeeper { .. } => {
-                Engine::start_with::<crate::zookeeper::ZooKeeper>(plan, keys, records)
-            }
-            plan::Protocol::Consul => Engine::start_with::<Consul>(plan, keys, records),
-        }
-    }
-
     /// Spawns the engine thread and returns at once.
     pub fn start_with<P: Protocol>(
         plan: Plan,
-        keys: Keys,
+        workload: Workload,
         records: Records,
     ) -> Result<Engine, EngineError> {
         // The one anchor between wall clock and monotonic time for the whole run.
@@ -168,7 +154,7 @@ impl Engine {
             .name("dbtester-engine".into())
             .spawn(move || {
                 let (result, runtime) =
-                    drive::<P>(plan, thread_control.clone(), keys, records, clock);
+                    drive::<P>(plan, thread_control.clone(), workload, records, clock);
                 let state = match result {
                     Ok(records) => State::Finished(Finished {
                         records,
@@ -253,7 +239,7 @@ impl Drop for Engine {
 fn drive<P: Protocol>(
     plan: Plan,
     control: Arc<Control>,
-    keys: Keys,
+    workload: Workload,
     records: Records,
     clock: Clock,
 ) -> (
@@ -274,10 +260,10 @@ fn drive<P: Protocol>(
     };
     // Spawned, not run in block_on, so it runs on the worker threads like
     // everything it spawns (block_on would add this thread as one more).
-    let run = runtime.spawn(schedule::run::<P>(
+    let run = runtime.spawn(pacing::run::<P>(
         Arc::new(plan),
         control,
-        keys,
+        workload,
         records,
         clock,
     ));
@@ -299,11 +285,11 @@ mod tests {
     #[test]
     fn max_errors_stops_once_exceeded() {
         let control = Control::new(Some(2));
-        control.count(false);
         control.count(true);
         control.count(false);
+        control.count(true);
         assert!(!control.stopping());
-        control.count(false);
+        control.count(true);
         assert!(control.stopping());
         assert_eq!(control.stopped(), "max-errors");
         control.stop(StopReason::Stopped); // the first reason stays
@@ -314,51 +300,35 @@ mod tests {
     /// A write run then a read run against a real server, when one is named:
     /// `DBTESTER_ETCD=127.0.0.1:2379 cargo test -- --ignored` (likewise
     /// DBTESTER_ZOOKEEPER, DBTESTER_CONSUL).
-    fn live(protocol: &str, variable: &str) {
-        use crate::plan::Value;
+    fn live(protocol: crate::protocols::Options, variable: &str) {
+        use crate::plan::Step;
+        use crate::workload::{Choose, Mix, OpKind};
         let endpoint = std::env::var(variable)
             .unwrap_or_else(|_| panic!("set {variable}=host:port to run this test"));
-        let step = |requests: i64, rate: f64| {
-            Value::Dict(vec![
-                ("clients".into(), Value::Int(20)),
-                ("connections".into(), Value::Int(4)),
-                ("requests".into(), Value::Int(requests)),
-                ("rate".into(), Value::Float(rate)),
-            ])
+        let step = |requests: u64, rate: f64| Step {
+            clients: 20,
+            connections: 4,
+            requests,
+            rate,
         };
-        let plan = |operation: &str| {
-            plan::parse(&Value::Dict(vec![
-                ("protocol".into(), Value::Str(protocol.into())),
-                (
-                    "endpoints".into(),
-                    Value::List(vec![Value::Str(endpoint.clone())]),
-                ),
-                ("operation".into(), Value::Str(operation.into())),
-                ("key_size".into(), Value::Int(12)),
-                ("value_size".into(), Value::Int(100)),
-                ("key_space".into(), Value::Int(3000)),
-                ("sequential_keys".into(), Value::Bool(false)),
-                ("same_key".into(), Value::Bool(false)),
-                ("seed".into(), Value::Int(3)),
-                ("consistency".into(), Value::Str("linearizable".into())),
-                ("timeout_s".into(), Value::Float(10.0)),
-                (
-                    "steps".into(),
-                    Value::List(vec![step(2000, 0.0), step(1000, 1000.0)]),
-                ),
-                ("threads".into(), Value::Int(1)),
-            ]))
-            .unwrap()
-        };
-        for operation in ["write", "read"] {
-            let plan = plan(operation);
+        for kind in [OpKind::Insert, OpKind::Read] {
+            let mut plan = crate::plan::tests::good_plan();
+            plan.protocol = protocol;
+            plan.endpoints = vec![crate::plan::parse_endpoint(&endpoint).unwrap()];
+            plan.key_size = 12;
+            plan.value_size = 100;
+            plan.keys.insert_space = 3000;
+            plan.keys.existing = 1;
+            plan.keys.choose = Choose::Same;
+            plan.mix = Mix::only(kind);
+            plan.steps = vec![step(2000, 0.0), step(1000, 1000.0)];
             let records = Records::with_capacity(plan.total_requests()).unwrap();
-            let keys = Keys::new(&plan).unwrap();
-            let engine = Engine::start(plan, keys, records).unwrap();
+            let workload = Workload::new(&plan).unwrap();
+            let engine = crate::protocols::start(plan, workload, records).unwrap();
             assert!(engine.wait(Some(Duration::from_secs(120))));
             let finished = match engine.take() {
                 Taken::Finished(finished) => finished,
-                other => panic!("{protocol} {operation}: {other:?}"),
+                other => panic!("{protocol:?} {kind:?}: {other:?}"),
             };
             let records = finished.records;
             assert_eq!(records.due_ns.len(), 3000);
@@ -369,7 +339,7 @@ mod tests {
                     .code
                     .iter()
                     .all(|c| matches!(names[*c as usize].as_str(), "ok" | "NodeExists")),
-                "{protocol} {operation}: {names:?}"
+                "{protocol:?} {kind:?}: {names:?}"
             );
         }
     }
@@ -377,26 +347,39 @@ mod tests {
     #[test]
     #[ignore = "needs a live etcd: set DBTESTER_ETCD=host:port"]
     fn live_etcd() {
-        live("etcd", "DBTESTER_ETCD");
+        live(
+            crate::protocols::Options::Etcd(crate::protocols::etcd::Options {
+                balancer: crate::protocols::etcd::Balancer::PickFirst,
+            }),
+            "DBTESTER_ETCD",
+        );
     }
 
     #[test]
     #[ignore = "needs a live ZooKeeper: set DBTESTER_ZOOKEEPER=host:port"]
     fn live_zookeeper() {
-        live("zookeeper", "DBTESTER_ZOOKEEPER");
+        live(
+            crate::protocols::Options::ZooKeeper(crate::protocols::zookeeper::Options {
+                session_timeout: Duration::from_secs(30),
+            }),
+            "DBTESTER_ZOOKEEPER",
+        );
     }
 
     #[test]
     #[ignore = "needs a live Consul: set DBTESTER_CONSUL=host:port"]
     fn live_consul() {
-        live("consul", "DBTESTER_CONSUL");
+        live(
+            crate::protocols::Options::Consul(crate::protocols::consul::Options),
+            "DBTESTER_CONSUL",
+        );
     }
 
     #[test]
     fn no_limit_never_stops() {
         let control = Control::new(None);
         for _ in 0..1000 {
-            control.count(false);
+            control.count(true);
         }
         assert!(!control.stopping());
         assert_eq!(control.stopped(), "");

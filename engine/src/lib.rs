@@ -2,19 +2,13 @@
 //! only the boundary (plan in, counters and records out); the engine itself
 //! runs on its own thread and never touches Python.
 
-mod coalesce;
-mod consul;
 mod engine;
-mod etcd;
-mod failover;
-mod grpc;
-mod keys;
 mod outcome;
 mod plan;
-mod protocol;
+mod protocols;
 mod records;
-mod schedule;
-mod zookeeper;
+mod transport;
+mod workload;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,9 +20,9 @@ use pyo3::sync::MutexExt;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 
 use crate::engine::{Engine, Taken};
-use crate::keys::Keys;
 use crate::plan::Value;
 use crate::records::Records;
+use crate::workload::Workload;
 
 // h2 and hyper make many small allocations per request; with mimalloc instead
 // of glibc's malloc an etcd request takes 5-8% fewer instructions (callgrind,
@@ -89,7 +83,7 @@ impl Load {
     }
 
     /// The records, once finished: a dict of numpy arrays (due_ns,
-    /// latency_ns, service_ns, code, step) plus codes and stopped. Raises
+    /// latency_ns, service_ns, code, step, op) plus codes and stopped. Raises
     /// RuntimeError if the engine failed or is still running.
     fn result(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         // Building the dict can run Python code (a GC pass) that lets another
@@ -129,6 +123,7 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
         service_ns,
         code,
         step,
+        op,
         codes,
     } = records;
     let dict = PyDict::new(py);
@@ -137,6 +132,7 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
     dict.set_item("service_ns", PyArray1::from_vec(py, service_ns))?;
     dict.set_item("code", PyArray1::from_vec(py, code))?;
     dict.set_item("step", PyArray1::from_vec(py, step))?;
+    dict.set_item("op", PyArray1::from_vec(py, op))?;
     dict.set_item("codes", PyList::new(py, codes.names())?)?;
     dict.set_item("stopped", stopped)?;
     Ok(dict.unbind())
@@ -153,13 +149,15 @@ fn start(plan: &Bound<'_, PyAny>) -> PyResult<Load> {
     let records = Records::with_capacity(total).map_err(|_| {
         PyMemoryError::new_err(format!("cannot reserve records for {total} requests"))
     })?;
-    let keys = Keys::new(&plan).map_err(|_| {
+    let workload = Workload::new(&plan).map_err(|_| {
         PyMemoryError::new_err(format!(
-            "cannot hold the random order of {} keys (4 bytes each)",
-            plan.key_space
+            "cannot hold the workload's random orders and its table of writes \
+             ({} existing keys, {} inserts, {total} requests)",
+            plan.keys.existing, plan.keys.insert_space
         ))
     })?;
-    let engine = Engine::start(plan, keys, records).map_err(|e| PyRuntimeError::new_err(e.0))?;
+    let engine =
+        protocols::start(plan, workload, records).map_err(|e| PyRuntimeError::new_err(e.0))?;
     Ok(Load {
         engine,
         result: Mutex::new(None),

@@ -11,6 +11,9 @@ pub enum Outcome {
     Ok,
     /// The server answered a read with something other than the value written.
     WrongValue,
+    /// A read-modify-write lost its race: the key changed after it was read.
+    /// A database doing its job, not an error.
+    Conflict,
     /// No reply within timeout_s.
     Timeout,
     /// Still in flight when the grace period after a stop ran out.
@@ -29,10 +32,16 @@ impl Outcome {
         *self == Outcome::Ok
     }
 
+    /// Whether it counts against the run's error limit.
+    pub fn is_error(&self) -> bool {
+        !matches!(self, Outcome::Ok | Outcome::Conflict)
+    }
+
     pub fn name(&self) -> Cow<'static, str> {
         match self {
             Outcome::Ok => "ok".into(),
             Outcome::WrongValue => "wrong-value".into(),
+            Outcome::Conflict => "conflict".into(),
             Outcome::Timeout => "timeout".into(),
             Outcome::Cancelled => "cancelled".into(),
             Outcome::ConnectionRefused => "connection-refused".into(),

@@ -1,5 +1,5 @@
 //! One record per request sent, in column vectors sized once up front
-//! (8 + 8 + 8 + 1 + 2 = 27 bytes a request) and later handed to numpy as they
+//! (8 + 8 + 8 + 1 + 2 + 1 = 28 bytes a request) and later handed to numpy as they
 //! are, so a multi-million request run never grows, copies or pads them.
 
 use std::collections::TryReserveError;
@@ -55,6 +55,8 @@ pub struct Records {
     pub service_ns: Vec<i64>,
     pub code: Vec<u8>,
     pub step: Vec<u16>,
+    /// The operation (workload::OpKind as a number).
+    pub op: Vec<u8>,
     pub codes: CodeTable,
 }
 
@@ -66,6 +68,7 @@ pub struct Record {
     pub service_ns: i64,
     pub code: u8,
     pub step: u16,
+    pub op: u8,
 }
 
 impl Records {
@@ -78,6 +81,7 @@ impl Records {
         records.service_ns.try_reserve_exact(n)?;
         records.code.try_reserve_exact(n)?;
         records.step.try_reserve_exact(n)?;
+        records.op.try_reserve_exact(n)?;
         Ok(records)
     }
 
@@ -103,6 +107,7 @@ impl Records {
         self.service_ns.push(record.service_ns);
         self.code.push(record.code);
         self.step.push(record.step);
+        self.op.push(record.op);
     }
 }
 
@@ -191,6 +196,7 @@ mod tests {
             service_ns: 3,
             code: 0,
             step: 1,
+            op: 2,
         });
         // Only what was recorded is there: no zero rows for requests never sent.
         assert_eq!(records.len(), 1);

@@ -124,6 +124,20 @@ def world() -> Iterator[World]:
                 rate=500,
                 consistency="serializable",
             ),
+            Workload(
+                type="mixed",
+                requests=40,
+                key_size=8,
+                value_size=40,
+                clients=4,
+                connections=2,
+                key_count=50,
+                read_proportion=0.4,
+                update_proportion=0.2,
+                insert_proportion=0.2,
+                read_modify_write_proportion=0.2,
+                request_distribution="latest",
+            ),
         ):
             settings = LoadSettings(
                 endpoints=(endpoints["sink"],),
@@ -133,7 +147,7 @@ def world() -> Iterator[World]:
                 consistency=workload.consistency,
                 timeout_s=1.0,
             )
-            plans.append(plan(kind_name, settings, workload, threads=1, max_errors=5))
+            plans.append(dict(plan(kind_name, settings, workload, threads=1, max_errors=5)))
     try:
         yield World(endpoints, plans)
     finally:

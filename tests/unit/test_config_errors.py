@@ -61,6 +61,36 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
     ),
     ("bad type", GOOD.replace("type: write", "type: wirte"), "3:9", ("'wirte'", "'write', 'read'")),
     (
+        "a write-only key in a mixed workload",
+        GOOD.replace("type: write", "type: mixed").replace(
+            "  clients: 10", "  sequential_keys: true\n  clients: 10"
+        ),
+        "5:20",
+        ("sequential_keys means nothing for type: mixed",),
+    ),
+    (
+        "a mixed-only key in a write workload",
+        GOOD.replace("  clients: 10", "  read_proportion: 0.5\n  clients: 10"),
+        "5:20",
+        ("read_proportion is for type: mixed only, not write",),
+    ),
+    (
+        "mixed shares that do not add up to 1",
+        GOOD.replace("type: write", "type: mixed").replace(
+            "  clients: 10", "  read_proportion: 0.5\n  update_proportion: 0.4\n  clients: 10"
+        ),
+        "3:3",
+        ("must add up to 1, got 0.5 + 0.4 + 0 + 0 = 0.9",),
+    ),
+    (
+        "a mixed value too small for its tag",
+        GOOD.replace("type: write", "type: mixed").replace(
+            "  clients: 10", "  value_size: 16\n  clients: 10"
+        ),
+        "5:15",
+        ("value_size must be at least 32 for type: mixed",),
+    ),
+    (
         "zero requests",
         GOOD.replace("requests: 100", "requests: 0"),
         "4:13",

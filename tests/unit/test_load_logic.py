@@ -45,12 +45,15 @@ def test_the_plan_carries_every_step_and_setting() -> None:
     p = plan("etcd", SETTINGS, w, threads=2, seed=7, max_errors=10)
     assert p["protocol"] == "etcd" and p["options"] == {"balancer": "leader"}
     assert p["endpoints"] == ["127.0.0.1:1", "127.0.0.1:2"]
-    assert (p["operation"], p["key_space"], p["sequential_keys"], p["same_key"]) == (
-        "write",
+    assert p["mix"] == {"read": 0.0, "update": 0.0, "insert": 1.0, "read_modify_write": 0.0}
+    keys = p["keys"]
+    assert (keys["existing"], keys["first"], keys["inserts"], keys["insert_space"]) == (
+        0,
+        0,
+        "permuted",
         1001,
-        False,
-        False,
     )
+    assert p["values"] == "fixed"
     assert (p["threads"], p["seed"], p["max_errors"], p["timeout_s"]) == (2, 7, 10, 3.0)
     steps = [(s["clients"], s["connections"], s["requests"], s["rate"]) for s in p["steps"]]
     # requests shared evenly, the rest to the last step; connections never exceed clients
@@ -61,7 +64,8 @@ def test_the_plan_carries_every_step_and_setting() -> None:
 def test_a_read_plan_reads_the_one_seeded_key_at_the_rate() -> None:
     w = Workload(type="read", requests=10, key_size=16, clients=4, connections=2, rate=100)
     p = plan("consul", SETTINGS, w)
-    assert p["protocol"] == "consul" and p["same_key"] is True
+    assert p["protocol"] == "consul" and p["mix"]["read"] == 1.0
+    assert (p["keys"]["existing"], p["keys"]["choose"]) == (1, "same")
     assert p["steps"] == [{"clients": 4, "connections": 2, "requests": 10, "rate": 100.0}]
     assert p["consistency"] == "serializable" and p["max_errors"] is None
 
@@ -73,6 +77,7 @@ def test_engine_results_become_records(tmp_path: Path) -> None:
         "service_ns": np.array([4, 6], np.int64),
         "code": np.array([1, 0], np.uint8),
         "step": np.array([0, 0], np.uint16),
+        "op": np.array([2, 2], np.uint8),
         "codes": ["ok", "UNAVAILABLE"],
         "stopped": "",
     }

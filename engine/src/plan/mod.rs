@@ -1,74 +1,21 @@
-//! The load plan: parsed from a neutral value tree (built from the Python dict
-//! at the boundary) and validated here, so every rule is testable without a
-//! Python interpreter. Each error names the offending key and what is allowed.
+//! The load plan: one typed contract with Python (its shape is the `Plan`
+//! TypedDict in `dbtester/_engine.pyi`, built by `dbtester/load/plan.py`).
+//! Defaults and the test case's bounds live in the pydantic model; this side
+//! checks types and what the engine itself needs (memory, key numbers that
+//! fit), so every rule here is testable without a Python interpreter. Each
+//! error names the offending key and what is allowed.
 
-use std::fmt;
+mod value;
+
 use std::time::Duration;
 
-use crate::keys;
+pub use value::{Fields, PlanError, Value};
 
-/// A plain value as it came from Python.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    None,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
-    List(Vec<Value>),
-    Dict(Vec<(String, Value)>),
-    /// Anything else, by type name (reported, never used).
-    Other(String),
-}
-
-impl Value {
-    fn describe(&self) -> String {
-        match self {
-            Value::None => "None".into(),
-            Value::Bool(b) => if *b { "True" } else { "False" }.into(),
-            Value::Int(i) => i.to_string(),
-            Value::Float(f) => f.to_string(),
-            Value::Str(s) => format!("{s:?}"),
-            Value::List(_) => "a list".into(),
-            Value::Dict(_) => "a dict".into(),
-            Value::Other(kind) => kind.clone(),
-        }
-    }
-}
-
-/// An invalid plan; the message is what Python's ValueError carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanError(pub String);
-
-impl fmt::Display for PlanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for PlanError {}
+use crate::protocols;
+use crate::workload::keys;
+use crate::workload::{Choose, InsertOrder, Mix, ValueForm};
 
 type Result<T> = std::result::Result<T, PlanError>;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Balancer {
-    PickFirst,
-    RoundRobin,
-    Leader,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    Etcd { balancer: Balancer },
-    ZooKeeper { session_timeout: Duration },
-    Consul,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    Write,
-    Read,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Consistency {
@@ -95,34 +42,41 @@ pub struct Step {
     pub rate: f64,
 }
 
+/// Which keys requests use. Key numbers `first .. first + existing` exist
+/// before the run; reads, updates and read-modify-writes choose among them
+/// (`latest`: among them and the inserts acknowledged since); insert n
+/// creates key `first + existing + order(n)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeyPlan {
+    pub existing: u64,
+    pub first: u64,
+    pub choose: Choose,
+    pub inserts: InsertOrder,
+    /// How many new keys the run may create (the permutation's length).
+    pub insert_space: u64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    pub protocol: Protocol,
+    pub protocol: protocols::Options,
     pub endpoints: Vec<Endpoint>,
-    pub operation: Operation,
     pub key_size: usize,
     pub value_size: usize,
-    pub key_space: u64,
-    /// Added to every distinct key's number: a warm-up writes keys after the
-    /// measured load's, so neither overwrites the other.
-    pub first_key: u64,
-    pub sequential_keys: bool,
-    pub same_key: bool,
-    pub seed: u64,
+    pub values: ValueForm,
+    pub keys: KeyPlan,
+    pub mix: Mix,
     pub consistency: Consistency,
     pub timeout: Duration,
     pub steps: Vec<Step>,
     pub threads: usize,
     pub max_errors: Option<u64>,
+    pub seed: u64,
+    /// Added to a request's number to name the write it makes in a tagged
+    /// value, so the writes of several runs on one cluster stay distinct.
+    pub write_id_base: u64,
 }
 
 impl Plan {
-    /// Whether requests use distinct keys (only writes without same_key do;
-    /// every read and every same_key write uses key 0).
-    pub fn distinct_keys(&self) -> bool {
-        self.operation == Operation::Write && !self.same_key
-    }
-
     /// Every step's requests, added up: the number of record slots.
     pub fn total_requests(&self) -> u64 {
         self.steps.iter().map(|s| s.requests).sum()
@@ -133,8 +87,8 @@ impl Plan {
         self.steps[..i].iter().map(|s| s.requests).sum()
     }
 
-    /// The value every write stores and every read must return.
-    pub fn value(&self) -> Vec<u8> {
+    /// The value every write stores and every read expects, for fixed values.
+    pub fn fixed_value(&self) -> Vec<u8> {
         vec![b'v'; self.value_size]
     }
 }
@@ -150,215 +104,54 @@ const MAX_TIMEOUT_S: f64 = 1e6;
 const MAX_RATE: f64 = 1e9;
 /// A step's index is stored as uint16.
 const MAX_STEPS: usize = 1 << 16;
-/// The random order is stored as u32 key numbers (4 bytes per key, not 8),
-/// built before the first request: at most 1 GB of it.
-const MAX_PERMUTED_KEY_SPACE: u64 = 1 << 28;
+/// A random order (of inserts, or of zipfian ranks) is kept as u32 key
+/// numbers (4 bytes per key), built before the first request: at most 1 GB.
+pub const MAX_PERMUTED: u64 = 1 << 28;
 
 const TOP_KEYS: &[&str] = &[
     "protocol",
     "endpoints",
     "options",
-    "operation",
     "key_size",
     "value_size",
-    "key_space",
-    "first_key",
-    "sequential_keys",
-    "same_key",
-    "seed",
+    "values",
+    "keys",
+    "mix",
     "consistency",
     "timeout_s",
     "steps",
     "threads",
     "max_errors",
+    "seed",
+    "write_id_base",
 ];
+const KEY_KEYS: &[&str] = &[
+    "existing",
+    "first",
+    "choose",
+    "inserts",
+    "insert_space",
+    "zipfian_constant",
+    "hot_set_fraction",
+    "hot_operation_fraction",
+];
+const MIX_KEYS: &[&str] = &["read", "update", "insert", "read_modify_write"];
 const STEP_KEYS: &[&str] = &["clients", "connections", "requests", "rate"];
-
-/// Reads a dict's keys by name, then rejects any key nobody asked for.
-struct Fields<'a> {
-    path: String,
-    entries: &'a [(String, Value)],
-    allowed: &'a [&'a str],
-    /// Whose keys these are, when it matters (options depend on the protocol).
-    owner: Option<&'a str>,
-}
-
-impl<'a> Fields<'a> {
-    fn new(path: String, value: &'a Value, allowed: &'a [&'a str]) -> Result<Self> {
-        Fields::owned(path, value, allowed, None)
-    }
-
-    fn owned(
-        path: String,
-        value: &'a Value,
-        allowed: &'a [&'a str],
-        owner: Option<&'a str>,
-    ) -> Result<Self> {
-        match value {
-            Value::Dict(entries) => {
-                let fields = Fields {
-                    path,
-                    entries,
-                    allowed,
-                    owner,
-                };
-                fields.reject_unknown()?;
-                Ok(fields)
-            }
-            other => Err(PlanError(format!(
-                "{} must be a dict, got {}",
-                path,
-                other.describe()
-            ))),
-        }
-    }
-
-    fn reject_unknown(&self) -> Result<()> {
-        for (key, _) in self.entries {
-            if !self.allowed.contains(&key.as_str()) {
-                let allowed = match (self.owner, self.allowed.is_empty()) {
-                    (Some(owner), true) => format!("{owner} takes none"),
-                    (Some(owner), false) => {
-                        format!("allowed keys for {owner}: {}", quoted(self.allowed))
-                    }
-                    (None, _) => format!("allowed keys: {}", quoted(self.allowed)),
-                };
-                return Err(PlanError(format!(
-                    "{} has an unknown key {:?}; {allowed}",
-                    self.path, key
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    fn name(&self, key: &str) -> String {
-        format!("{}[{:?}]", self.path, key)
-    }
-
-    fn get(&self, key: &str) -> Option<&'a Value> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-
-    fn required(&self, key: &str, allowed: &str) -> Result<&'a Value> {
-        self.get(key)
-            .ok_or_else(|| PlanError(format!("{} is missing {:?} ({})", self.path, key, allowed)))
-    }
-
-    fn int(&self, key: &str, min: i64, max: i64) -> Result<i64> {
-        let allowed = range_text(min, max);
-        match self.required(key, &allowed)? {
-            Value::Int(i) if (min..=max).contains(i) => Ok(*i),
-            other => Err(PlanError(format!(
-                "{} must be {}, got {}",
-                self.name(key),
-                allowed,
-                other.describe()
-            ))),
-        }
-    }
-
-    fn float(&self, key: &str, min: f64, exclusive: bool, max: f64) -> Result<f64> {
-        let allowed = format!(
-            "a number {} {min} (at most {max})",
-            if exclusive { ">" } else { ">=" },
-        );
-        let value = match self.required(key, &allowed)? {
-            Value::Float(f) => Some(*f),
-            // Python callers write `rate: 100` as readily as `100.0`.
-            Value::Int(i) => Some(*i as f64),
-            _ => None,
-        };
-        match value {
-            Some(f) if f.is_finite() && (f > min || (!exclusive && f == min)) && f <= max => Ok(f),
-            _ => Err(PlanError(format!(
-                "{} must be {}, got {}",
-                self.name(key),
-                allowed,
-                self.get(key).map(Value::describe).unwrap_or_default()
-            ))),
-        }
-    }
-
-    fn boolean(&self, key: &str) -> Result<bool> {
-        match self.required(key, "True or False")? {
-            Value::Bool(b) => Ok(*b),
-            other => Err(PlanError(format!(
-                "{} must be True or False, got {}",
-                self.name(key),
-                other.describe()
-            ))),
-        }
-    }
-
-    fn choice<T: Copy>(&self, key: &str, choices: &[(&str, T)], default: Option<T>) -> Result<T> {
-        let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
-        let allowed = format!("one of {}", quoted(&names));
-        let value = match (self.get(key), default) {
-            (None, Some(d)) => return Ok(d),
-            (None, None) => self.required(key, &allowed)?,
-            (Some(v), _) => v,
-        };
-        if let Value::Str(s) = value
-            && let Some((_, t)) = choices.iter().find(|(n, _)| n == s)
-        {
-            return Ok(*t);
-        }
-        Err(PlanError(format!(
-            "{} must be {}, got {}",
-            self.name(key),
-            allowed,
-            value.describe()
-        )))
-    }
-}
-
-fn quoted(names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|n| format!("{n:?}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn range_text(min: i64, max: i64) -> String {
-    if max == i64::MAX {
-        format!("an int >= {min}")
-    } else {
-        format!("an int from {min} to {max}")
-    }
-}
 
 /// Validates a whole plan.
 pub fn parse(value: &Value) -> Result<Plan> {
     let top = Fields::new("plan".into(), value, TOP_KEYS)?;
-    let protocol_name = top.choice(
-        "protocol",
-        &[
-            ("etcd", "etcd"),
-            ("zookeeper", "zookeeper"),
-            ("consul", "consul"),
-        ],
-        None,
-    )?;
+    let protocol = protocols::parse_options(&top)?;
     let endpoints = parse_endpoints(&top)?;
-    let protocol = parse_options(&top, protocol_name)?;
-    let operation = top.choice(
-        "operation",
-        &[("write", Operation::Write), ("read", Operation::Read)],
-        None,
-    )?;
     let key_size = top.int("key_size", 1, MAX_KEY_SIZE)? as usize;
     let value_size = top.int("value_size", 0, MAX_VALUE_SIZE)? as usize;
-    let key_space = top.int("key_space", 1, i64::MAX)? as u64;
-    let first_key = match top.get("first_key") {
-        None => 0,
-        Some(_) => top.int("first_key", 0, i64::MAX)? as u64,
-    };
-    let sequential_keys = top.boolean("sequential_keys")?;
-    let same_key = top.boolean("same_key")?;
-    // Any int is a seed; negative ones keep their bits.
-    let seed = top.int("seed", i64::MIN, i64::MAX)? as u64;
+    let values = top.choice(
+        "values",
+        &[("fixed", ValueForm::Fixed), ("tagged", ValueForm::Tagged)],
+        None,
+    )?;
+    let keys = parse_keys(&top)?;
+    let mix = parse_mix(&top)?;
     let consistency = top.choice(
         "consistency",
         &[
@@ -370,35 +163,96 @@ pub fn parse(value: &Value) -> Result<Plan> {
     let timeout = Duration::from_secs_f64(top.float("timeout_s", 0.0, true, MAX_TIMEOUT_S)?);
     let steps = parse_steps(&top)?;
     let threads = top.int("threads", 1, MAX_THREADS)? as usize;
-    let max_errors = match top.get("max_errors") {
-        None | Some(Value::None) => None,
-        Some(Value::Int(i)) if *i >= 0 => Some(*i as u64),
-        Some(other) => {
+    let max_errors = match top.required("max_errors", "None or an int >= 0")? {
+        Value::None => None,
+        Value::Int(i) if *i >= 0 => Some(*i as u64),
+        other => {
             return Err(PlanError(format!(
                 "plan[\"max_errors\"] must be None or an int >= 0, got {}",
                 other.describe()
             )));
         }
     };
+    // Any int is a seed; negative ones keep their bits.
+    let seed = top.int("seed", i64::MIN, i64::MAX)? as u64;
+    let write_id_base = top.int("write_id_base", 0, i64::MAX)? as u64;
     let plan = Plan {
         protocol,
         endpoints,
-        operation,
         key_size,
         value_size,
-        key_space,
-        first_key,
-        sequential_keys,
-        same_key,
-        seed,
+        values,
+        keys,
+        mix,
         consistency,
         timeout,
         steps,
         threads,
         max_errors,
+        seed,
+        write_id_base,
     };
-    check_key_space(&plan)?;
+    check_capacity(&plan)?;
     Ok(plan)
+}
+
+fn parse_keys(top: &Fields<'_>) -> Result<KeyPlan> {
+    let keys = top.dict("keys", KEY_KEYS, None)?;
+    let constant = || keys.float("zipfian_constant", 0.0, true, 100.0);
+    let choose = match keys.choice(
+        "choose",
+        &[
+            ("same", "same"),
+            ("uniform", "uniform"),
+            ("zipfian", "zipfian"),
+            ("latest", "latest"),
+            ("hotspot", "hotspot"),
+        ],
+        None,
+    )? {
+        "same" => Choose::Same,
+        "uniform" => Choose::Uniform,
+        "zipfian" => Choose::Zipfian(constant()?),
+        "latest" => Choose::Latest(constant()?),
+        _ => Choose::Hotspot {
+            hot_set: keys.fraction("hot_set_fraction")?,
+            hot_operations: keys.fraction("hot_operation_fraction")?,
+        },
+    };
+    // Read whatever the choice does not use too: every key is typed.
+    constant()?;
+    keys.fraction("hot_set_fraction")?;
+    keys.fraction("hot_operation_fraction")?;
+    Ok(KeyPlan {
+        existing: keys.int("existing", 0, i64::MAX)? as u64,
+        first: keys.int("first", 0, i64::MAX)? as u64,
+        choose,
+        inserts: keys.choice(
+            "inserts",
+            &[
+                ("sequential", InsertOrder::Sequential),
+                ("permuted", InsertOrder::Permuted),
+            ],
+            None,
+        )?,
+        insert_space: keys.int("insert_space", 0, i64::MAX)? as u64,
+    })
+}
+
+fn parse_mix(top: &Fields<'_>) -> Result<Mix> {
+    let mix = top.dict("mix", MIX_KEYS, None)?;
+    let shares = [
+        mix.fraction("read")?,
+        mix.fraction("update")?,
+        mix.fraction("insert")?,
+        mix.fraction("read_modify_write")?,
+    ];
+    Mix::new(shares).ok_or_else(|| {
+        PlanError(format!(
+            "plan[\"mix\"]'s shares must add up to 1, got {}",
+            shares.iter().sum::<f64>()
+        ))
+    })
 }
 
 fn parse_endpoints(top: &Fields<'_>) -> Result<Vec<Endpoint>> {
@@ -452,42 +306,6 @@ pub fn parse_endpoint(text: &str) -> Option<Endpoint> {
     })
 }
 
-fn parse_options(top: &Fields<'_>, protocol: &str) -> Result<Protocol> {
-    let empty = Value::Dict(Vec::new());
-    let value = top.get("options").unwrap_or(&empty);
-    let path = top.name("options");
-    match protocol {
-        "etcd" => {
-            let options = Fields::owned(path, value, &["balancer"], Some(protocol))?;
-            let balancer = options.choice(
-                "balancer",
-                &[
-                    ("pick_first", Balancer::PickFirst),
-                    ("round_robin", Balancer::RoundRobin),
-                    ("leader", Balancer::Leader),
-                ],
-                Some(Balancer::RoundRobin),
-            )?;
-            Ok(Protocol::Etcd { balancer })
-        }
-        "zookeeper" => {
-            let options = Fields::owned(path, value, &["session_timeout_ms"], Some(protocol))?;
-            let ms = if options.get("session_timeout_ms").is_some() {
-                options.int("session_timeout_ms", 1, i64::from(u32::MAX))? as u64
-            } else {
-                30_000
-            };
-            Ok(Protocol::ZooKeeper {
-                session_timeout: Duration::from_millis(ms),
-            })
-        }
-        _ => {
-            Fields::owned(path, value, &[], Some(protocol))?;
-            Ok(Protocol::Consul)
-        }
-    }
-}
-
 fn parse_steps(top: &Fields<'_>) -> Result<Vec<Step>> {
     let allowed =
         "a non-empty list of {\"clients\", \"connections\", \"requests\", \"rate\"} dicts";
@@ -527,46 +345,64 @@ fn parse_steps(top: &Fields<'_>) -> Result<Vec<Step>> {
     Ok(steps)
 }
 
-/// Distinct keys must exist for every request: request r uses key r (or
-/// perm[r], a key below key_space), and each must fit in key_size bytes.
-fn check_key_space(plan: &Plan) -> Result<()> {
-    if !plan.distinct_keys() {
-        return Ok(());
-    }
+/// What the engine needs to run the plan at all: key numbers that fit in
+/// key_size, a new key for every insert, random orders it can hold, keys to
+/// choose from, and room in a value for its tag.
+fn check_capacity(plan: &Plan) -> Result<()> {
+    let keys = &plan.keys;
     let total = plan.total_requests();
-    if total > plan.key_space {
+    let inserting = plan.mix.inserts();
+    if inserting && keys.insert_space < total {
         return Err(PlanError(format!(
-            "plan[\"key_space\"] ({}) must be at least the steps' requests added up ({total}): \
-             request r uses key r of the key space",
-            plan.key_space
+            "plan[\"keys\"][\"insert_space\"] ({}) must be at least the steps' requests \
+             added up ({total}): each request may insert a new key",
+            keys.insert_space
         )));
     }
-    if let Some(capacity) = keys::capacity(plan.key_size)
-        && plan.key_space > capacity
-    {
-        return Err(PlanError(format!(
-            "plan[\"key_space\"] ({}) does not fit in plan[\"key_size\"] ({}): \
-             {capacity} distinct keys (\"k\" and {} digits); raise key_size or set same_key",
-            plan.key_space,
-            plan.key_size,
-            plan.key_size - 1
-        )));
+    if plan.mix.chooses() && keys.existing == 0 {
+        return Err(PlanError(
+            "plan[\"keys\"][\"existing\"] must be at least 1: reads, updates and \
+             read-modify-writes choose among existing keys"
+                .into(),
+        ));
     }
-    let last = plan.first_key.checked_add(plan.key_space);
+    let span = keys
+        .existing
+        .checked_add(if inserting { keys.insert_space } else { 0 });
+    let last = span.and_then(|span| keys.first.checked_add(span));
     if let Some(capacity) = keys::capacity(plan.key_size)
         && last.is_none_or(|last| last > capacity)
     {
         return Err(PlanError(format!(
-            "plan[\"first_key\"] ({}) + plan[\"key_space\"] ({}) does not fit in \
-             plan[\"key_size\"] ({}): {capacity} distinct keys",
-            plan.first_key, plan.key_space, plan.key_size
+            "plan[\"keys\"] numbers keys up to first ({}) + existing ({}) + insert_space ({}), \
+             which does not fit in plan[\"key_size\"] ({}): {capacity} distinct keys \
+             (\"k\" and {} digits); raise key_size",
+            keys.first,
+            keys.existing,
+            if inserting { keys.insert_space } else { 0 },
+            plan.key_size,
+            plan.key_size - 1
         )));
     }
-    if !plan.sequential_keys && plan.key_space > MAX_PERMUTED_KEY_SPACE {
+    if inserting && keys.inserts == InsertOrder::Permuted && keys.insert_space > MAX_PERMUTED {
         return Err(PlanError(format!(
-            "plan[\"key_space\"] ({}) must be at most {MAX_PERMUTED_KEY_SPACE} when \
-             plan[\"sequential_keys\"] is False (the random order is kept in memory)",
-            plan.key_space
+            "plan[\"keys\"][\"insert_space\"] ({}) must be at most {MAX_PERMUTED} with \
+             permuted inserts (the random order is kept in memory)",
+            keys.insert_space
+        )));
+    }
+    if matches!(keys.choose, Choose::Zipfian(_)) && keys.existing > MAX_PERMUTED {
+        return Err(PlanError(format!(
+            "plan[\"keys\"][\"existing\"] ({}) must be at most {MAX_PERMUTED} for zipfian \
+             keys (ranks are mapped to keys by a random order kept in memory)",
+            keys.existing
+        )));
+    }
+    if plan.values == ValueForm::Tagged && plan.value_size < crate::workload::values::TAG_LEN {
+        return Err(PlanError(format!(
+            "plan[\"value_size\"] ({}) must be at least {} for tagged values",
+            plan.value_size,
+            crate::workload::values::TAG_LEN
         )));
     }
     Ok(())
@@ -575,12 +411,14 @@ fn check_key_space(plan: &Plan) -> Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocols::{Options, etcd, zookeeper};
+    use crate::workload::OpKind;
 
     fn s(text: &str) -> Value {
         Value::Str(text.into())
     }
 
-    fn dict(entries: &[(&str, Value)]) -> Value {
+    pub(crate) fn dict(entries: &[(&str, Value)]) -> Value {
         Value::Dict(
             entries
                 .iter()
@@ -604,18 +442,39 @@ pub(crate) mod tests {
         parse(&dict(&good())).unwrap()
     }
 
+    fn keys(existing: i64, choose: &str) -> Value {
+        dict(&[
+            ("existing", Value::Int(existing)),
+            ("first", Value::Int(0)),
+            ("choose", s(choose)),
+            ("inserts", s("permuted")),
+            ("insert_space", Value::Int(1000)),
+            ("zipfian_constant", Value::Float(0.99)),
+            ("hot_set_fraction", Value::Float(0.2)),
+            ("hot_operation_fraction", Value::Float(0.8)),
+        ])
+    }
+
+    fn mix(read: f64, update: f64, insert: f64, rmw: f64) -> Value {
+        dict(&[
+            ("read", Value::Float(read)),
+            ("update", Value::Float(update)),
+            ("insert", Value::Float(insert)),
+            ("read_modify_write", Value::Float(rmw)),
+        ])
+    }
+
+    /// A write workload's plan: 1000 inserts of keys in random order.
     pub(crate) fn good() -> Vec<(&'static str, Value)> {
         vec![
             ("protocol", s("etcd")),
             ("endpoints", Value::List(vec![s("127.0.0.1:2379")])),
             ("options", dict(&[("balancer", s("pick_first"))])),
-            ("operation", s("write")),
             ("key_size", Value::Int(8)),
             ("value_size", Value::Int(16)),
-            ("key_space", Value::Int(1000)),
-            ("sequential_keys", Value::Bool(false)),
-            ("same_key", Value::Bool(false)),
-            ("seed", Value::Int(7)),
+            ("values", s("fixed")),
+            ("keys", keys(0, "same")),
+            ("mix", mix(0.0, 0.0, 1.0, 0.0)),
             ("consistency", s("linearizable")),
             ("timeout_s", Value::Float(2.5)),
             (
@@ -624,6 +483,8 @@ pub(crate) mod tests {
             ),
             ("threads", Value::Int(1)),
             ("max_errors", Value::None),
+            ("seed", Value::Int(7)),
+            ("write_id_base", Value::Int(0)),
         ]
     }
 
@@ -645,12 +506,12 @@ pub(crate) mod tests {
 
     #[test]
     fn good_plan_parses() {
-        let plan = parse(&dict(&good())).unwrap();
+        let plan = good_plan();
         assert_eq!(
             plan.protocol,
-            Protocol::Etcd {
-                balancer: Balancer::PickFirst
-            }
+            Options::Etcd(etcd::Options {
+                balancer: etcd::Balancer::PickFirst
+            })
         );
         assert_eq!(plan.endpoints[0].host, "127.0.0.1");
         assert_eq!(plan.endpoints[0].port, 2379);
@@ -659,29 +520,20 @@ pub(crate) mod tests {
         assert_eq!(plan.step_base(1), 600);
         assert_eq!(plan.steps[1].rate, 100.0);
         assert_eq!(plan.max_errors, None);
-        assert_eq!(plan.value(), vec![b'v'; 16]);
+        assert_eq!(plan.fixed_value(), vec![b'v'; 16]);
+        assert_eq!(plan.mix.single(), Some(OpKind::Insert));
+        assert_eq!(plan.keys.inserts, InsertOrder::Permuted);
     }
 
     #[test]
-    fn defaults_for_optional_keys() {
-        let mut entries = good();
-        entries.retain(|(k, _)| *k != "options" && *k != "max_errors");
-        let plan = parse(&dict(&entries)).unwrap();
-        assert_eq!(
-            plan.protocol,
-            Protocol::Etcd {
-                balancer: Balancer::RoundRobin
-            }
-        );
-        assert_eq!(plan.max_errors, None);
-        let mut entries = good();
-        entries[0].1 = s("zookeeper");
-        entries[2].1 = dict(&[]);
-        assert_eq!(
-            parse(&dict(&entries)).unwrap().protocol,
-            Protocol::ZooKeeper {
-                session_timeout: Duration::from_secs(30)
-            }
+    fn every_key_is_required_defaults_live_in_the_test_case_model() {
+        for key in ["options", "max_errors", "seed", "write_id_base", "values"] {
+            assert!(error(without(key)).starts_with("plan is missing"), "{key}");
+        }
+        let message = error(with("options", dict(&[])));
+        assert!(
+            message.starts_with(r#"plan["options"] is missing "balancer""#),
+            "{message}"
         );
     }
 
@@ -713,8 +565,8 @@ pub(crate) mod tests {
                 r#"plan["options"] has an unknown key "session_timeout_ms"; allowed keys for etcd: "balancer""#,
             ),
             (
-                with("operation", s("delete")),
-                r#"plan["operation"] must be one of "write", "read", got "delete""#,
+                with("values", s("random")),
+                r#"plan["values"] must be one of "fixed", "tagged", got "random""#,
             ),
             (
                 with("key_size", Value::Int(0)),
@@ -729,20 +581,24 @@ pub(crate) mod tests {
                 r#"plan["value_size"] must be an int from 0 to"#,
             ),
             (
-                with("key_space", Value::Int(0)),
-                r#"plan["key_space"] must be an int >= 1, got 0"#,
+                with("keys", keys(-1, "same")),
+                r#"plan["keys"]["existing"] must be an int >= 0, got -1"#,
             ),
             (
-                with("sequential_keys", Value::Int(1)),
-                r#"plan["sequential_keys"] must be True or False, got 1"#,
+                with("keys", keys(0, "gaussian")),
+                r#"plan["keys"]["choose"] must be one of "same", "uniform", "zipfian", "latest", "hotspot", got "gaussian""#,
             ),
             (
-                with("same_key", Value::None),
-                r#"plan["same_key"] must be True or False, got None"#,
+                with("mix", mix(0.5, 0.0, 0.4, 0.0)),
+                r#"plan["mix"]'s shares must add up to 1, got 0.9"#,
             ),
             (
-                with("seed", Value::Float(1.5)),
-                r#"plan["seed"] must be an int"#,
+                with("mix", mix(1.5, 0.0, -0.5, 0.0)),
+                r#"plan["mix"]["read"] must be a number >= 0 (at most 1)"#,
+            ),
+            (
+                with("mix", mix(1.0, 0.0, 0.0, 0.0)),
+                r#"plan["keys"]["existing"] must be at least 1: reads, updates and read-modify-writes choose among existing keys"#,
             ),
             (
                 with("consistency", s("eventual")),
@@ -802,12 +658,19 @@ pub(crate) mod tests {
                 r#"plan["max_errors"] must be None or an int >= 0, got -1"#,
             ),
             (
-                with("key_space", Value::Int(999)),
-                r#"plan["key_space"] (999) must be at least the steps' requests added up (1000)"#,
+                with(
+                    "steps",
+                    Value::List(vec![step(10, 2, 600, 0.0), step(20, 4, 401, 100.0)]),
+                ),
+                r#"plan["keys"]["insert_space"] (1000) must be at least the steps' requests added up (1001)"#,
             ),
             (
                 with("key_size", Value::Int(3)),
-                r#"plan["key_space"] (1000) does not fit in plan["key_size"] (3): 100 distinct keys"#,
+                r#"plan["keys"] numbers keys up to first (0) + existing (0) + insert_space (1000), which does not fit in plan["key_size"] (3): 100 distinct keys"#,
+            ),
+            (
+                with("values", s("tagged")),
+                r#"plan["value_size"] (16) must be at least 32 for tagged values"#,
             ),
             (
                 dict(&[("protocol", s("etcd")), ("color", s("red"))]),
@@ -836,58 +699,47 @@ pub(crate) mod tests {
         entries[2].1 = dict(&[("session_timeout_ms", Value::Int(4000))]);
         assert_eq!(
             parse(&dict(&entries)).unwrap().protocol,
-            Protocol::ZooKeeper {
+            Options::ZooKeeper(zookeeper::Options {
                 session_timeout: Duration::from_secs(4)
-            }
+            })
         );
         entries[0].1 = s("consul");
         assert!(error(dict(&entries)).starts_with(
             r#"plan["options"] has an unknown key "session_timeout_ms"; consul takes none"#
         ));
         entries[2].1 = dict(&[]);
-        assert_eq!(parse(&dict(&entries)).unwrap().protocol, Protocol::Consul);
-    }
-
-    #[test]
-    fn first_key_is_optional_and_must_fit() {
-        assert_eq!(good_plan().first_key, 0);
-        let mut entries = good();
-        entries.push(("first_key", Value::Int(9_999_000)));
-        assert_eq!(parse(&dict(&entries)).unwrap().first_key, 9_999_000);
-        // key_size 8 holds 10,000,000 keys: 9,999,001 + 1000 do not fit.
-        entries.last_mut().unwrap().1 = Value::Int(9_999_001);
-        let error = parse(&dict(&entries)).unwrap_err().0;
-        assert!(error.contains("plan[\"first_key\"] (9999001)"), "{error}");
-        entries.last_mut().unwrap().1 = Value::Int(-1);
-        assert!(parse(&dict(&entries)).is_err());
-    }
-
-    #[test]
-    fn key_space_only_matters_for_distinct_keys() {
-        // Reads (and same_key writes) use key 0 only: a tiny key_size is fine.
-        let mut entries = good();
-        entries
-            .iter_mut()
-            .find(|(k, _)| *k == "key_size")
-            .unwrap()
-            .1 = Value::Int(1);
-        entries
-            .iter_mut()
-            .find(|(k, _)| *k == "operation")
-            .unwrap()
-            .1 = s("read");
         assert!(parse(&dict(&entries)).is_ok());
-        entries
-            .iter_mut()
-            .find(|(k, _)| *k == "operation")
-            .unwrap()
-            .1 = s("write");
+    }
+
+    #[test]
+    fn key_numbers_must_fit() {
+        // key_size 8 holds 10,000,000 keys: 9,999,001 + 1000 do not fit.
+        let mut entries = good();
+        let mut with_first = |first: i64| {
+            let Value::Dict(mut keys) = keys(0, "same") else {
+                unreachable!()
+            };
+            keys[1].1 = Value::Int(first);
+            entries[6].1 = Value::Dict(keys);
+            parse(&dict(&entries))
+        };
+        assert_eq!(with_first(9_999_000).unwrap().keys.first, 9_999_000);
+        let error = with_first(9_999_001).unwrap_err().0;
+        assert!(error.contains("first (9999001)"), "{error}");
+        assert!(with_first(-1).is_err());
+    }
+
+    #[test]
+    fn insert_space_only_matters_when_inserting() {
+        // Reads (and updates) of one key: a tiny key_size is fine.
+        let mut entries = good();
+        entries[3].1 = Value::Int(1);
+        entries[6].1 = keys(1, "same");
+        entries[7].1 = mix(1.0, 0.0, 0.0, 0.0);
+        assert!(parse(&dict(&entries)).is_ok());
+        entries[7].1 = mix(0.0, 0.0, 1.0, 0.0);
         assert!(parse(&dict(&entries)).is_err());
-        entries
-            .iter_mut()
-            .find(|(k, _)| *k == "same_key")
-            .unwrap()
-            .1 = Value::Bool(true);
+        entries[7].1 = mix(0.0, 1.0, 0.0, 0.0);
         assert!(parse(&dict(&entries)).is_ok());
     }
 

@@ -14,7 +14,7 @@
 //! connection, the connection or the stream lost) is a transport failure.
 
 use std::error::Error as StdError;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -25,9 +25,9 @@ use http::uri::{Authority, PathAndQuery, Scheme, Uri};
 use http::{Method, Request, Response, StatusCode};
 use tokio::net::TcpStream;
 
-use crate::coalesce;
-use crate::failover::{self, Backoff};
 use crate::plan::Endpoint;
+use crate::transport::coalesce;
+use crate::transport::failover::{self, Backoff, Homing};
 
 /// Names of gRPC's status codes, by number.
 const CODE_NAMES: [&str; 17] = [
@@ -268,45 +268,39 @@ fn install(shared: &Arc<Shared>, at: usize, sender: Option<SendRequest<Bytes>>) 
     link.at = at;
     if at != 0 && !link.homing {
         link.homing = true;
-        tokio::spawn(go_home(Arc::downgrade(shared)));
+        tokio::spawn(failover::go_home(Arc::downgrade(shared)));
     }
 }
 
-/// Every HOME_RETRY, dials the own endpoint; once it accepts, new calls go
-/// there (calls in flight finish on the old connection, which closes after
-/// them). Ends when the connection is home or dropped; holds no strong
-/// reference while it waits, so dropping the Conn closes it.
-async fn go_home(shared: Weak<Shared>) {
-    loop {
-        tokio::time::sleep(failover::HOME_RETRY).await;
-        let (home, bound) = {
-            let Some(shared) = shared.upgrade() else {
-                return;
-            };
-            let mut link = shared.lock();
-            if link.at == 0 {
-                link.homing = false; // a redial wrapped round to it
-                return;
-            }
-            (shared.endpoints[0].clone(), shared.dial_timeout)
-        };
-        let Ok(Ok(sender)) = tokio::time::timeout(bound, dial(&home)).await else {
-            continue;
-        };
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
+impl Homing for Shared {
+    type Link = SendRequest<Bytes>;
+
+    async fn away(&self) -> Option<(Endpoint, Duration)> {
+        let mut link = self.lock();
+        if link.at == 0 {
+            link.homing = false; // a redial wrapped round to it
+            return None;
+        }
+        Some((self.endpoints[0].clone(), self.dial_timeout))
+    }
+
+    async fn dial(endpoint: &Endpoint) -> Option<SendRequest<Bytes>> {
+        dial(endpoint).await.ok()
+    }
+
+    /// New calls go home; calls in flight finish on the old connection,
+    /// which closes after them.
+    async fn arrive(&self, sender: SendRequest<Bytes>) {
         // After any redial in progress, so that one cannot replace this.
-        let mut backoff = shared.redial.lock().await;
+        let mut backoff = self.redial.lock().await;
         backoff.succeeded();
-        let mut link = shared.lock();
+        let mut link = self.lock();
         if link.at != 0 {
             link.sender = sender;
             link.generation += 1;
             link.at = 0;
         }
         link.homing = false;
-        return;
     }
 }
 
@@ -646,7 +640,7 @@ mod tests {
         let conn = Conn::open(vec![endpoint], Duration::from_secs(1))
             .await
             .unwrap();
-        let message = frame(&crate::etcd::RangeRequest {
+        let message = frame(&crate::protocols::etcd::RangeRequest {
             key: Bytes::from_static(b"key"),
             serializable: true,
             count_only: false,
@@ -685,7 +679,7 @@ mod tests {
             .unwrap();
         let uri = conn.uri("/ok");
         let calls = (0..200u32).map(|i| {
-            let message = frame(&crate::etcd::PutRequest {
+            let message = frame(&crate::protocols::etcd::PutRequest {
                 key: Bytes::from(format!("key-{i}")),
                 value: Bytes::from(vec![b'v'; 300 + i as usize]),
             });
@@ -696,7 +690,7 @@ mod tests {
             }
         });
         futures_util::future::join_all(calls).await;
-        let large = frame(&crate::etcd::PutRequest {
+        let large = frame(&crate::protocols::etcd::PutRequest {
             key: Bytes::from_static(b"large"),
             value: Bytes::from(vec![b'v'; 3 << 20]),
         });
@@ -711,7 +705,7 @@ mod tests {
         let conn = Conn::open(vec![endpoint], Duration::from_secs(1))
             .await
             .unwrap();
-        let message = frame(&crate::etcd::StatusRequest {});
+        let message = frame(&crate::protocols::etcd::StatusRequest {});
         let call = |how: &'static str| {
             let (conn, message) = (&conn, message.clone());
             async move { conn.unary(&conn.uri(how), message, echo).await }
@@ -742,7 +736,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_moves_to_the_next_endpoint_and_back_home() {
         use std::sync::atomic::Ordering::SeqCst;
-        let message = frame(&crate::etcd::StatusRequest {});
+        let message = frame(&crate::protocols::etcd::StatusRequest {});
         // Its own endpoint refuses from the start: it opens on the next one.
         let (second, _, second_server) = serve_switchable().await;
         let conn = Conn::open(
@@ -802,7 +796,7 @@ mod tests {
         let conn = Conn::open(vec![first, second], Duration::from_secs(1))
             .await
             .unwrap();
-        let message = frame(&crate::etcd::StatusRequest {});
+        let message = frame(&crate::protocols::etcd::StatusRequest {});
         let call = |how: &'static str| {
             let (conn, message) = (&conn, message.clone());
             async move { conn.unary(&conn.uri(how), message, echo).await }
@@ -843,7 +837,7 @@ mod tests {
         assert_eq!(request.uri(), &uri);
         assert_eq!(request.headers()[CONTENT_TYPE], "application/grpc");
         assert_eq!(request.headers()[TE], "trailers");
-        let framed = frame(&crate::etcd::RangeRequest {
+        let framed = frame(&crate::protocols::etcd::RangeRequest {
             key: Bytes::from_static(b"k"),
             serializable: true,
             count_only: false,

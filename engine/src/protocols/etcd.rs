@@ -1,7 +1,10 @@
-//! etcd over gRPC: one HTTP/2 connection per connection (see grpc.rs),
-//! hand-written prost messages carrying only the fields used, and the Range
-//! and Put replies read where they lie rather than decoded into structs
-//! (field numbers from dbtester/proto/etcd.proto).
+//! etcd over gRPC: one HTTP/2 connection per connection (see
+//! transport/grpc.rs), hand-written prost messages carrying only the fields
+//! used, and the Range and Put replies read where they lie rather than
+//! decoded into structs (field numbers from etcd's rpc.proto, as in
+//! dbtester/proto/etcd.proto). A read is a Range, an update or insert a Put,
+//! and a read-modify-write a Range, then a Txn that puts only if the key's
+//! mod_revision is still the one read (a lost race: `conflict`).
 
 use std::time::Instant;
 
@@ -10,14 +13,46 @@ use futures_util::future::try_join_all;
 use http::Uri;
 use prost::Message;
 
-use crate::failover::{dial_bound, ordered, ordered_from};
-use crate::grpc::{Conn, Failure, frame};
 use crate::outcome::{EngineError, Outcome, chain};
-use crate::plan::{Balancer, Consistency, Endpoint, Operation, Plan, Step};
-use crate::protocol::{Protocol, within};
+use crate::plan::{Consistency, Endpoint, Fields, Plan, PlanError, Step};
+use crate::protocols::{Protocol, Request, within};
+use crate::transport::failover::{dial_bound, ordered, ordered_from};
+use crate::transport::grpc::{Conn, Failure, frame};
+use crate::workload::OpKind;
+
+pub const NAME: &str = "etcd";
+pub const OPTION_KEYS: &[&str] = &["balancer"];
+
+/// Which member each connection goes to (as clientv3's balancers pick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balancer {
+    PickFirst,
+    RoundRobin,
+    Leader,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub balancer: Balancer,
+}
+
+pub fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
+    Ok(Options {
+        balancer: fields.choice(
+            "balancer",
+            &[
+                ("pick_first", Balancer::PickFirst),
+                ("round_robin", Balancer::RoundRobin),
+                ("leader", Balancer::Leader),
+            ],
+            None,
+        )?,
+    })
+}
 
 const PUT: &str = "/etcdserverpb.KV/Put";
 const RANGE: &str = "/etcdserverpb.KV/Range";
+const TXN: &str = "/etcdserverpb.KV/Txn";
 const STATUS: &str = "/etcdserverpb.Maintenance/Status";
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -38,6 +73,44 @@ pub struct RangeRequest {
     pub count_only: bool,
 }
 
+/// A Txn that puts `success` only if the key's mod_revision is unchanged.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub compare: Vec<Compare>,
+    #[prost(message, repeated, tag = "2")]
+    pub success: Vec<RequestOp>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Compare {
+    /// CompareResult: EQUAL is 0.
+    #[prost(int32, tag = "1")]
+    pub result: i32,
+    /// CompareTarget: MOD is 2.
+    #[prost(int32, tag = "2")]
+    pub target: i32,
+    #[prost(bytes = "bytes", tag = "3")]
+    pub key: Bytes,
+    #[prost(int64, tag = "6")]
+    pub mod_revision: i64,
+}
+
+const COMPARE_EQUAL: i32 = 0;
+const TARGET_MOD: i32 = 2;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RequestOp {
+    #[prost(message, optional, tag = "2")]
+    pub request_put: Option<PutRequest>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnResponse {
+    #[prost(bool, tag = "2")]
+    pub succeeded: bool,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct StatusRequest {}
 
@@ -55,34 +128,29 @@ pub struct ResponseHeader {
     pub member_id: u64,
 }
 
-/// A connection and the URI of the step's one method on it.
+/// A connection and the URIs of the methods requests call on it.
 struct Target {
     conn: Conn,
-    uri: Uri,
+    range: Uri,
+    put: Uri,
+    txn: Uri,
 }
 
 pub struct Etcd {
     targets: Vec<Target>,
-    value: Bytes,
-    read: bool,
     serializable: bool,
 }
 
 impl Protocol for Etcd {
     async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
-        let Plan {
-            protocol: crate::plan::Protocol::Etcd { balancer },
-            ..
-        } = plan
-        else {
+        let crate::protocols::Options::Etcd(Options { balancer }) = plan.protocol else {
             unreachable!("etcd opened for another protocol");
         };
-        let leader = if *balancer == Balancer::Leader {
+        let leader = if balancer == Balancer::Leader {
             Some(leader(plan).await?)
         } else {
             None
         };
-        let read = plan.operation == Operation::Read;
         let targets = try_join_all((0..step.connections).map(|c| {
             // Its own endpoint as the balancer picks it, then the others
             // after it: where it goes when its own does not accept.
@@ -95,41 +163,44 @@ impl Protocol for Etcd {
                 let target = &endpoints[0];
                 let conn = connect(plan, endpoints.clone()).await?;
                 probe(plan, target, &conn).await?;
-                let uri = conn.uri(if read { RANGE } else { PUT });
-                Ok::<_, EngineError>(Target { conn, uri })
+                Ok::<_, EngineError>(Target {
+                    range: conn.uri(RANGE),
+                    put: conn.uri(PUT),
+                    txn: conn.uri(TXN),
+                    conn,
+                })
             }
         }))
         .await?;
         Ok(Etcd {
             targets,
-            value: Bytes::from(plan.value()),
-            read,
             serializable: plan.consistency == Consistency::Serializable,
         })
     }
 
-    async fn request(&self, conn: usize, key: &[u8], _sent: &mut Instant) -> Outcome {
-        let Target { conn, uri } = &self.targets[conn];
-        let key = Bytes::copy_from_slice(key);
-        if self.read {
-            let request = frame(&RangeRequest {
-                key,
-                serializable: self.serializable,
-                count_only: false,
-            });
-            let reply = conn.unary(uri, request, |reply| holds(reply, &self.value));
-            range_outcome(reply.await)
-        } else {
-            let request = frame(&PutRequest {
-                key,
-                value: self.value.clone(),
-            });
-            // Its header is not needed: a reply that decodes is a success.
-            let decodes = |reply: &[u8]| well_formed(reply).then_some(());
-            match conn.unary(uri, request, decodes).await {
-                Ok(()) => Outcome::Ok,
-                Err(failure) => failure_outcome(&failure),
+    async fn request(&self, conn: usize, request: &Request<'_>, _sent: &mut Instant) -> Outcome {
+        let target = &self.targets[conn];
+        let key = Bytes::copy_from_slice(request.key);
+        match request.kind {
+            OpKind::Read => {
+                let reply = self.range(target, key, |kv| {
+                    kv.is_some_and(|(value, _)| request.accepts(value))
+                });
+                range_outcome(reply.await)
             }
+            OpKind::Update | OpKind::Insert => {
+                let put = frame(&PutRequest {
+                    key,
+                    value: request.value.clone(),
+                });
+                // Its header is not needed: a reply that decodes is a success.
+                let decodes = |reply: &[u8]| well_formed(reply).then_some(());
+                match target.conn.unary(&target.put, put, decodes).await {
+                    Ok(()) => Outcome::Ok,
+                    Err(failure) => failure_outcome(&failure),
+                }
+            }
+            OpKind::ReadModifyWrite => self.read_modify_write(target, key, request).await,
         }
     }
 
@@ -139,8 +210,67 @@ impl Protocol for Etcd {
     }
 }
 
+impl Etcd {
+    /// A Range of `key`; `judge` sees its first key-value (value and
+    /// mod_revision; None: the key is missing).
+    async fn range<T>(
+        &self,
+        target: &Target,
+        key: Bytes,
+        judge: impl Fn(Option<(&[u8], i64)>) -> T,
+    ) -> Result<T, Failure> {
+        let range = frame(&RangeRequest {
+            key,
+            serializable: self.serializable,
+            count_only: false,
+        });
+        let read = |reply: &[u8]| first_kv(reply).ok().map(&judge);
+        target.conn.unary(&target.range, range, read).await
+    }
+
+    /// Reads the key, checks its value, then puts the new value in a Txn
+    /// that compares the mod_revision read.
+    async fn read_modify_write(
+        &self,
+        target: &Target,
+        key: Bytes,
+        request: &Request<'_>,
+    ) -> Outcome {
+        let read = self.range(target, key.clone(), |kv| match kv {
+            Some((value, revision)) if request.accepts(value) => Some(revision),
+            _ => None,
+        });
+        let revision = match read.await {
+            Ok(Some(revision)) => revision,
+            Ok(None) => return Outcome::WrongValue,
+            Err(failure) => return failure_outcome(&failure),
+        };
+        let txn = frame(&TxnRequest {
+            compare: vec![Compare {
+                result: COMPARE_EQUAL,
+                target: TARGET_MOD,
+                key: key.clone(),
+                mod_revision: revision,
+            }],
+            success: vec![RequestOp {
+                request_put: Some(PutRequest {
+                    key,
+                    value: request.value.clone(),
+                }),
+            }],
+        });
+        let decode = |reply: &[u8]| TxnResponse::decode(reply).ok().map(|r| r.succeeded);
+        match target.conn.unary(&target.txn, txn, decode).await {
+            Ok(true) => Outcome::Ok,
+            Ok(false) => Outcome::Conflict,
+            Err(failure) => failure_outcome(&failure),
+        }
+    }
+}
+
 /// Whether a RangeResponse's first key-value holds `value` (no key-value:
 /// it does not); None if it is not a RangeResponse.
+#[cfg(test)]
 fn holds(reply: &[u8], value: &[u8]) -> Option<bool> {
     let first = first_value(reply).ok()?;
     Some(first == Some(value))
@@ -257,7 +387,9 @@ struct Malformed;
 enum Wire<'a> {
     /// Length-delimited: bytes, a string or a message.
     Bytes(&'a [u8]),
-    /// A number or a (skipped) group.
+    /// A varint.
+    Varint(u64),
+    /// A fixed-size number or a (skipped) group.
     Other,
 }
 
@@ -270,34 +402,43 @@ const MAX_DEPTH: u32 = 100;
 /// decoding with prost into `{kvs: [{value}]}` checked: every field well
 /// formed, kvs (2) and value (5) length-delimited, other fields skipped; the
 /// last value in a key-value counts, a key-value without one has an empty value.
+#[cfg(test)]
 fn first_value(message: &[u8]) -> Result<Option<&[u8]>, Malformed> {
+    first_kv(message).map(|kv| kv.map(|(value, _)| value))
+}
+
+/// The first key-value's value and mod_revision, read as `first_value` says.
+fn first_kv(message: &[u8]) -> Result<Option<(&[u8], i64)>, Malformed> {
     let mut first = None;
     let mut rest = message;
     while !rest.is_empty() {
         match field(&mut rest, MAX_DEPTH)? {
             (2, Wire::Bytes(kv)) => {
-                let value = value_of(kv)?;
-                first.get_or_insert(value);
+                let read = key_value(kv)?;
+                first.get_or_insert(read);
             }
-            (2, Wire::Other) => return Err(Malformed),
+            (2, Wire::Other | Wire::Varint(_)) => return Err(Malformed),
             _ => {}
         }
     }
     Ok(first)
 }
 
-/// A KeyValue's value (5).
-fn value_of(kv: &[u8]) -> Result<&[u8], Malformed> {
+/// A KeyValue's value (5) and mod_revision (3).
+fn key_value(kv: &[u8]) -> Result<(&[u8], i64), Malformed> {
     let mut value: &[u8] = &[];
+    let mut revision = 0;
     let mut rest = kv;
     while !rest.is_empty() {
         match field(&mut rest, MAX_DEPTH)? {
             (5, Wire::Bytes(bytes)) => value = bytes,
-            (5, Wire::Other) => return Err(Malformed),
+            (5, Wire::Other | Wire::Varint(_)) => return Err(Malformed),
+            // An int64 on the wire: two's complement in 64 bits.
+            (3, Wire::Varint(n)) => revision = n as i64,
             _ => {}
         }
     }
-    Ok(value)
+    Ok((value, revision))
 }
 
 /// Whether `message` is well-formed protobuf (what decoding a PutResponse
@@ -317,10 +458,7 @@ fn well_formed(message: &[u8]) -> bool {
 fn field<'a>(rest: &mut &'a [u8], depth: u32) -> Result<(u32, Wire<'a>), Malformed> {
     let (number, wire_type) = key(rest)?;
     let wire = match wire_type {
-        0 => {
-            varint(rest)?;
-            Wire::Other
-        }
+        0 => Wire::Varint(varint(rest)?),
         1 => {
             take(rest, 8)?;
             Wire::Other
@@ -399,7 +537,7 @@ fn take<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grpc::Code;
+    use crate::transport::grpc::Code;
 
     /// What the engine decoded replies into before it read them in place:
     /// the reference `first_value` and `well_formed` must agree with.

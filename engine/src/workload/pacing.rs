@@ -12,11 +12,11 @@ use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Control;
-use crate::keys::Keys;
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Plan, Step};
-use crate::protocol::Protocol;
+use crate::protocols::{Protocol, Request};
 use crate::records::{Clock, Record, Records, between};
+use crate::workload::{OpKind, Workload};
 
 /// After a stop, how long requests in flight get to finish before they are
 /// recorded as cancelled.
@@ -27,11 +27,11 @@ pub const GRACE: Duration = Duration::from_millis(500);
 pub async fn run<P: Protocol>(
     plan: Arc<Plan>,
     control: Arc<Control>,
-    keys: Keys,
+    workload: Workload,
     records: Records,
     clock: Clock,
 ) -> Result<Records, EngineError> {
-    let keys = Arc::new(keys);
+    let workload = Arc::new(workload);
     let records = Arc::new(Mutex::new(records));
     // Fires GRACE after a stop: whatever is still in flight is then cancelled.
     let cancel = CancellationToken::new();
@@ -47,7 +47,7 @@ pub async fn run<P: Protocol>(
     let shared = Shared {
         plan,
         control,
-        keys,
+        workload,
         records: records.clone(),
         cancel,
         clock,
@@ -63,7 +63,7 @@ pub async fn run<P: Protocol>(
 struct Shared {
     plan: Arc<Plan>,
     control: Arc<Control>,
-    keys: Arc<Keys>,
+    workload: Arc<Workload>,
     records: Arc<Mutex<Records>>,
     cancel: CancellationToken,
     clock: Clock,
@@ -119,13 +119,17 @@ impl<P: Protocol> StepRun<P> {
     /// Sends request `j` of the step as client `client` and records it.
     /// Latency runs from `due`, service time from when it was sent.
     async fn issue(&self, client: usize, j: u64, due: Instant, key: &mut Vec<u8>) {
-        self.shared.keys.key_into(self.base + j, key);
+        let workload = &self.shared.workload;
+        let r = self.base + j;
+        let op = workload.draw(r);
+        workload.key_into(op.key, key);
+        let request = Request::new(op.kind, key, workload.value(&op, r), op.key, workload);
         let mut sent = Instant::now();
         let outcome = {
             let call = tokio::time::timeout(
                 self.shared.plan.timeout,
                 self.proto
-                    .request(client % self.connections, key, &mut sent),
+                    .request(client % self.connections, &request, &mut sent),
             );
             tokio::select! {
                 biased;
@@ -134,14 +138,14 @@ impl<P: Protocol> StepRun<P> {
             }
         };
         let end = Instant::now();
-        self.record(due, sent, end, &outcome);
+        workload.finished(&op);
+        self.record(due, sent, end, &outcome, op.kind);
     }
 
-    fn record(&self, due: Instant, sent: Instant, end: Instant, outcome: &Outcome) {
-        let ok = outcome.is_ok();
+    fn record(&self, due: Instant, sent: Instant, end: Instant, outcome: &Outcome, op: OpKind) {
         {
             let mut records = lock(&self.shared.records);
-            let code = if ok {
+            let code = if outcome.is_ok() {
                 0
             } else {
                 records.codes.code(&outcome.name())
@@ -152,9 +156,10 @@ impl<P: Protocol> StepRun<P> {
                 service_ns: between(sent, end),
                 code,
                 step: self.step,
+                op: op as u8,
             });
         }
-        self.shared.control.count(ok);
+        self.shared.control.count(outcome.is_error());
     }
 }
 
@@ -277,7 +282,8 @@ mod tests {
 
     use super::*;
     use crate::engine::{Engine, Taken};
-    use crate::plan::{Operation, Protocol as Kind, Step};
+    use crate::plan::Step;
+    use crate::workload::{Choose, InsertOrder, Mix};
 
     /// What a fake step saw, filed under the plan's seed (tests run in parallel).
     #[derive(Debug, Default, Clone)]
@@ -294,7 +300,6 @@ mod tests {
     struct Fake {
         seed: u64,
         delay: Duration,
-        read: bool,
         in_flight: AtomicUsize,
         max_in_flight: AtomicUsize,
         keys: Mutex<Vec<(u16, Vec<u8>)>>,
@@ -311,7 +316,6 @@ mod tests {
             Ok(Fake {
                 seed: plan.seed,
                 delay: Duration::from_millis(plan.value_size as u64),
-                read: plan.operation == Operation::Read,
                 in_flight: AtomicUsize::new(0),
                 max_in_flight: AtomicUsize::new(0),
                 keys: Mutex::new(Vec::new()),
@@ -319,13 +323,19 @@ mod tests {
             })
         }
 
-        async fn request(&self, _conn: usize, key: &[u8], _sent: &mut Instant) -> Outcome {
+        async fn request(
+            &self,
+            _conn: usize,
+            request: &Request<'_>,
+            _sent: &mut Instant,
+        ) -> Outcome {
+            let key = request.key;
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.max_in_flight.fetch_max(now, Ordering::SeqCst);
             lock(&self.keys).push((self.step, key.to_vec()));
             tokio::time::sleep(self.delay).await;
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            if self.read {
+            if request.kind == OpKind::Read {
                 Outcome::WrongValue
             } else {
                 Outcome::Ok
@@ -343,23 +353,17 @@ mod tests {
 
     fn plan(seed: u64, delay_ms: usize, steps: Vec<Step>) -> Plan {
         let total: u64 = steps.iter().map(|s| s.requests).sum();
-        Plan {
-            protocol: Kind::Consul,
-            endpoints: vec![crate::plan::parse_endpoint("127.0.0.1:1").unwrap()],
-            operation: Operation::Write,
-            key_size: 8,
-            value_size: delay_ms,
-            key_space: total.max(1),
-            first_key: 0,
-            sequential_keys: true,
-            same_key: false,
-            seed,
-            consistency: crate::plan::Consistency::Linearizable,
-            timeout: Duration::from_secs(30),
-            steps,
-            threads: 2,
-            max_errors: None,
-        }
+        let mut plan = crate::plan::tests::good_plan();
+        plan.key_size = 8;
+        plan.value_size = delay_ms;
+        plan.keys.insert_space = total.max(1);
+        plan.keys.inserts = InsertOrder::Sequential;
+        plan.mix = Mix::only(OpKind::Insert);
+        plan.seed = seed;
+        plan.timeout = Duration::from_secs(30);
+        plan.steps = steps;
+        plan.threads = 2;
+        plan
     }
 
     fn step(clients: usize, connections: usize, requests: u64, rate: f64) -> Step {
@@ -373,8 +377,8 @@ mod tests {
 
     fn run_fake(plan: Plan) -> crate::engine::Finished {
         let records = Records::with_capacity(plan.total_requests()).unwrap();
-        let keys = Keys::new(&plan).unwrap();
-        let engine = Engine::start_with::<Fake>(plan, keys, records).unwrap();
+        let workload = Workload::new(&plan).unwrap();
+        let engine = Engine::start_with::<Fake>(plan, workload, records).unwrap();
         assert!(engine.wait(Some(Duration::from_secs(30))));
         match engine.take() {
             Taken::Finished(finished) => finished,
@@ -484,8 +488,8 @@ mod tests {
         );
         p.threads = 1;
         let records = Records::with_capacity(p.total_requests()).unwrap();
-        let keys = Keys::new(&p).unwrap();
-        let engine = Engine::start_with::<Fake>(p, keys, records).unwrap();
+        let workload = Workload::new(&p).unwrap();
+        let engine = Engine::start_with::<Fake>(p, workload, records).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let stopped = Instant::now();
         engine.stop();
@@ -512,7 +516,9 @@ mod tests {
     #[test]
     fn max_errors_stops_the_run() {
         let mut p = plan(105, 1, vec![step(2, 1, 1000, 0.0)]);
-        p.operation = Operation::Read;
+        p.mix = Mix::only(OpKind::Read);
+        p.keys.choose = Choose::Same;
+        p.keys.existing = 1;
         p.key_size = 1;
         p.max_errors = Some(5);
         let finished = run_fake(p);

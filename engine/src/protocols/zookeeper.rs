@@ -1,16 +1,34 @@
 //! ZooKeeper through the zookeeper-client crate: one session (its own TCP
 //! connection) per connection, given every server; keys are znodes under
-//! /dbtester.
+//! /dbtester. A read is getData, an insert create, an update setData, and a
+//! read-modify-write getData then a setData on the version read (a lost
+//! race, BadVersion: `conflict`).
 
 use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, try_join_all};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
 
-use crate::failover::ordered;
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Operation, Plan, Step};
-use crate::protocol::{Protocol, within};
+use crate::plan::{Fields, Plan, PlanError, Step};
+use crate::protocols::{Protocol, Request, within};
+use crate::transport::failover::ordered;
+use crate::workload::{Choose, OpKind};
+
+pub const NAME: &str = "zookeeper";
+pub const OPTION_KEYS: &[&str] = &["session_timeout_ms"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub session_timeout: Duration,
+}
+
+pub fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
+    let ms = fields.int("session_timeout_ms", 1, i64::from(u32::MAX))?;
+    Ok(Options {
+        session_timeout: Duration::from_millis(ms as u64),
+    })
+}
 
 const ROOT: &str = "/dbtester";
 /// How long closing waits for the server to end each session (short: a stop()
@@ -23,14 +41,15 @@ fn create_options() -> CreateOptions<'static> {
 
 pub struct ZooKeeper {
     clients: Vec<Client>,
-    value: Vec<u8>,
-    read: bool,
-    same_key: bool,
+    /// An update of a missing key creates it (every client writing one
+    /// key: the first write finds none).
+    create_missing: bool,
 }
 
 impl Protocol for ZooKeeper {
     async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
-        let crate::plan::Protocol::ZooKeeper { session_timeout } = plan.protocol else {
+        let crate::protocols::Options::ZooKeeper(Options { session_timeout }) = plan.protocol
+        else {
             unreachable!("zookeeper opened for another protocol");
         };
         let clients = try_join_all((0..step.connections).map(|c| {
@@ -72,47 +91,41 @@ impl Protocol for ZooKeeper {
         .await?;
         Ok(ZooKeeper {
             clients,
-            value: plan.value(),
-            read: plan.operation == Operation::Read,
-            same_key: plan.same_key,
+            create_missing: plan.keys.choose == Choose::Same,
         })
     }
 
-    async fn request(&self, conn: usize, key: &[u8], _sent: &mut Instant) -> Outcome {
+    async fn request(&self, conn: usize, request: &Request<'_>, _sent: &mut Instant) -> Outcome {
         let client = &self.clients[conn];
-        let mut path = String::with_capacity(ROOT.len() + 1 + key.len());
+        let mut path = String::with_capacity(ROOT.len() + 1 + request.key.len());
         path.push_str(ROOT);
         path.push('/');
         // Keys are "k" and ASCII digits.
-        path.push_str(std::str::from_utf8(key).unwrap_or_default());
-        if self.read {
-            return match client.get_data(&path).await {
-                Ok((data, _)) if data == self.value => Outcome::Ok,
+        path.push_str(std::str::from_utf8(request.key).unwrap_or_default());
+        let value = &request.value[..];
+        match request.kind {
+            OpKind::Read => match client.get_data(&path).await {
+                Ok((data, _)) if request.accepts(&data) => Outcome::Ok,
                 Ok(_) => Outcome::WrongValue,
                 Err(e) => outcome(&e),
-            };
-        }
-        if !self.same_key {
-            return match client.create(&path, &self.value, &create_options()).await {
-                Ok(_) => Outcome::Ok,
-                Err(e) => outcome(&e),
-            };
-        }
-        // One key for everyone: overwrite it, creating it the first time. Two
-        // clients may both find it missing; the one whose create loses then
-        // overwrites what the other created.
-        match client.set_data(&path, &self.value, None).await {
-            Ok(_) => return Outcome::Ok,
-            Err(Error::NoNode) => {}
-            Err(e) => return outcome(&e),
-        }
-        match client.create(&path, &self.value, &create_options()).await {
-            Ok(_) => Outcome::Ok,
-            Err(Error::NodeExists) => match client.set_data(&path, &self.value, None).await {
+            },
+            OpKind::Insert => match client.create(&path, value, &create_options()).await {
                 Ok(_) => Outcome::Ok,
                 Err(e) => outcome(&e),
             },
-            Err(e) => outcome(&e),
+            OpKind::Update => self.update(client, &path, value).await,
+            OpKind::ReadModifyWrite => {
+                let version = match client.get_data(&path).await {
+                    Ok((data, stat)) if request.accepts(&data) => stat.version,
+                    Ok(_) => return Outcome::WrongValue,
+                    Err(e) => return outcome(&e),
+                };
+                match client.set_data(&path, value, Some(version)).await {
+                    Ok(_) => Outcome::Ok,
+                    Err(Error::BadVersion) => Outcome::Conflict,
+                    Err(e) => outcome(&e),
+                }
+            }
         }
     }
 
@@ -130,6 +143,27 @@ impl Protocol for ZooKeeper {
             let _ = tokio::time::timeout(CLOSE_WAIT, closed).await;
         }))
         .await;
+    }
+}
+
+impl ZooKeeper {
+    async fn update(&self, client: &Client, path: &str, value: &[u8]) -> Outcome {
+        match client.set_data(path, value, None).await {
+            Ok(_) => return Outcome::Ok,
+            Err(Error::NoNode) if self.create_missing => {}
+            Err(e) => return outcome(&e),
+        }
+        // One key for everyone: overwrite it, creating it the first time. Two
+        // clients may both find it missing; the one whose create loses then
+        // overwrites what the other created.
+        match client.create(path, value, &create_options()).await {
+            Ok(_) => Outcome::Ok,
+            Err(Error::NodeExists) => match client.set_data(path, value, None).await {
+                Ok(_) => Outcome::Ok,
+                Err(e) => outcome(&e),
+            },
+            Err(e) => outcome(&e),
+        }
     }
 }
 

@@ -11,6 +11,9 @@
 
 use std::time::{Duration, Instant};
 
+use std::future::Future;
+use std::sync::Weak;
+
 use crate::plan::Endpoint;
 
 /// How often a connection away from its own endpoint tries to go back to it
@@ -28,6 +31,45 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// The bound on one dial for a plan whose requests time out after `timeout`.
 pub fn dial_bound(timeout: Duration) -> Duration {
     timeout.min(MAX_DIAL)
+}
+
+/// A connection that can be away from its own endpoint (gRPC's and
+/// HTTP/1.1's), and the steps of bringing it back.
+pub trait Homing: Send + Sync + 'static {
+    type Link: Send;
+
+    /// The own endpoint and the bound on dialling it while away; None once
+    /// home (bringing it back is then over).
+    fn away(&self) -> impl Future<Output = Option<(Endpoint, Duration)>> + Send;
+
+    /// A new connection to `endpoint`; None when it does not accept.
+    fn dial(endpoint: &Endpoint) -> impl Future<Output = Option<Self::Link>> + Send;
+
+    /// Makes `link` (home) the connection, if still away; bringing it back is over.
+    fn arrive(&self, link: Self::Link) -> impl Future<Output = ()> + Send;
+}
+
+/// Every HOME_RETRY, dials the own endpoint; once it accepts, the connection
+/// moves there. Ends when home or when the connection is gone; holds no
+/// strong reference while it waits, so dropping the connection closes it.
+pub async fn go_home<H: Homing>(conn: Weak<H>) {
+    loop {
+        tokio::time::sleep(HOME_RETRY).await;
+        let away = match conn.upgrade() {
+            Some(conn) => conn.away().await,
+            None => return,
+        };
+        let Some((home, bound)) = away else {
+            return;
+        };
+        let Ok(Some(link)) = tokio::time::timeout(bound, H::dial(&home)).await else {
+            continue;
+        };
+        if let Some(conn) = conn.upgrade() {
+            conn.arrive(link).await;
+        }
+        return;
+    }
 }
 
 /// `home` first, then the other endpoints in the plan's order after it

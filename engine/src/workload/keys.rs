@@ -4,6 +4,7 @@
 //! prefix a verifier can count.
 
 use crate::plan::Plan;
+use crate::workload::InsertOrder;
 use std::collections::TryReserveError;
 
 pub const PREFIX: u8 = b'k';
@@ -36,59 +37,65 @@ pub fn write_key(n: u64, key_size: usize, out: &mut Vec<u8>) -> bool {
     true
 }
 
+/// The order new keys are created in.
 enum Order {
-    /// Every request uses key 0 (reads, same_key writes).
-    Same,
-    /// Request r uses key r.
+    /// Insert n creates key n (after the existing ones).
     Sequential,
-    /// Request r uses key perm[r].
+    /// Insert n creates key perm[n].
     Permuted(Vec<u32>),
 }
 
-/// Request number -> key bytes for one run.
+/// Key numbers for one run: a key's index (0 .. existing: the keys there
+/// before the run; existing + n: insert n's) to its number and bytes.
 pub struct Keys {
     key_size: usize,
     first: u64,
-    order: Order,
+    existing: u64,
+    inserts: Order,
 }
 
 impl Keys {
-    /// Builds the run's key order (the permutation costs 4 bytes per key);
+    /// Builds the run's insert order (a permutation costs 4 bytes per key);
     /// an error when this machine cannot hold it, never an abort.
     pub fn new(plan: &Plan) -> Result<Self, TryReserveError> {
-        let order = if !plan.distinct_keys() {
-            Order::Same
-        } else if plan.sequential_keys {
-            Order::Sequential
-        } else {
-            Order::Permuted(permutation(plan.key_space, plan.seed)?)
+        let keys = &plan.keys;
+        let inserts = match keys.inserts {
+            InsertOrder::Permuted if plan.mix.inserts() => {
+                Order::Permuted(permutation(keys.insert_space, plan.seed)?)
+            }
+            _ => Order::Sequential,
         };
         Ok(Keys {
             key_size: plan.key_size,
-            first: plan.first_key,
-            order,
+            first: keys.first,
+            existing: keys.existing,
+            inserts,
         })
     }
 
-    /// The key number request `r` (counted across the whole run) uses.
-    pub fn number(&self, r: u64) -> u64 {
-        match &self.order {
-            Order::Same => 0,
-            Order::Sequential => self.first + r,
-            Order::Permuted(perm) => self.first + u64::from(perm[r as usize]),
+    /// The number of the key at `index`.
+    pub fn number(&self, index: u64) -> u64 {
+        if index < self.existing {
+            return self.first + index;
         }
+        let n = index - self.existing;
+        let offset = match &self.inserts {
+            Order::Sequential => n,
+            Order::Permuted(perm) => u64::from(perm[n as usize]),
+        };
+        self.first + self.existing + offset
     }
 
-    /// Request `r`'s key, written into `out`.
-    pub fn key_into(&self, r: u64, out: &mut Vec<u8>) {
-        let fits = write_key(self.number(r), self.key_size, out);
-        // Plan validation checked the key space fits in key_size.
-        debug_assert!(
-            fits,
-            "key {} does not fit in {} bytes",
-            self.number(r),
-            self.key_size
-        );
+    /// The number of the key insert `n` creates.
+    pub fn inserted(&self, n: u64) -> u64 {
+        self.number(self.existing + n)
+    }
+
+    /// The key numbered `number`, written into `out`.
+    pub fn key_into(&self, number: u64, out: &mut Vec<u8>) {
+        let fits = write_key(number, self.key_size, out);
+        // Plan validation checked every key number fits in key_size.
+        debug_assert!(fits, "key {number} does not fit in {} bytes", self.key_size);
     }
 }
 
@@ -110,10 +117,22 @@ pub fn permutation(len: u64, seed: u64) -> Result<Vec<u32>, TryReserveError> {
 
 /// SplitMix64 (Steele, Lea and Flood, 2014): tiny, fast, and good enough to
 /// shuffle key order; chosen over a crate so the order can never change under us.
-struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    /// A generator for request `r` of a run seeded `seed`: each request
+    /// draws from its own stream, so a request's draws do not depend on
+    /// which requests finished before it.
+    pub fn for_request(seed: u64, r: u64) -> SplitMix64 {
+        let mut base = SplitMix64(seed ^ r.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        SplitMix64(base.next())
+    }
+
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -122,8 +141,13 @@ impl SplitMix64 {
     }
 
     /// Uniform in 0..bound by multiply-high; the bias (bound / 2^64) is negligible here.
-    fn below(&mut self, bound: u64) -> u64 {
+    pub fn below(&mut self, bound: u64) -> u64 {
         ((u128::from(self.next()) * u128::from(bound)) >> 64) as u64
+    }
+
+    /// Uniform in [0, 1), 53 bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
 
@@ -184,46 +208,24 @@ mod tests {
     }
 
     #[test]
-    fn request_numbers_map_to_keys() {
+    fn indexes_map_to_key_numbers() {
         let mut plan = crate::plan::tests::good_plan();
-        plan.sequential_keys = true;
+        plan.keys.inserts = InsertOrder::Sequential;
         let keys = Keys::new(&plan).unwrap();
         let mut out = Vec::new();
-        keys.key_into(123, &mut out);
+        keys.key_into(keys.number(123), &mut out);
         assert_eq!(out, b"k0000123");
 
-        plan.sequential_keys = false;
+        plan.keys.inserts = InsertOrder::Permuted;
         let keys = Keys::new(&plan).unwrap();
-        let perm = permutation(plan.key_space, plan.seed).unwrap();
+        let perm = permutation(plan.keys.insert_space, plan.seed).unwrap();
         assert_eq!(keys.number(5), u64::from(perm[5]));
 
-        plan.same_key = true;
+        // Existing keys come first, in order; inserts are numbered after them.
+        plan.keys.existing = 100;
+        plan.keys.first = 1000;
         let keys = Keys::new(&plan).unwrap();
-        keys.key_into(777, &mut out);
-        assert_eq!(out, b"k0000000");
-
-        plan.same_key = false;
-        plan.operation = crate::plan::Operation::Read;
-        assert_eq!(Keys::new(&plan).unwrap().number(777), 0);
-    }
-
-    #[test]
-    fn first_key_moves_distinct_keys_only() {
-        let mut plan = crate::plan::tests::good_plan();
-        plan.first_key = 1000;
-        plan.sequential_keys = true;
-        let mut out = Vec::new();
-        Keys::new(&plan).unwrap().key_into(5, &mut out);
-        assert_eq!(out, b"k0001005");
-
-        plan.sequential_keys = false;
-        let perm = permutation(plan.key_space, plan.seed).unwrap();
-        assert_eq!(
-            Keys::new(&plan).unwrap().number(5),
-            1000 + u64::from(perm[5])
-        );
-
-        plan.same_key = true;
-        assert_eq!(Keys::new(&plan).unwrap().number(5), 0);
+        assert_eq!(keys.number(7), 1007);
+        assert_eq!(keys.number(105), 1100 + u64::from(perm[5]));
     }
 }
