@@ -44,6 +44,11 @@ class KVStub:
                 request_serializer=dbtester_dot_proto_dot_etcd__pb2.PutRequest.SerializeToString,
                 response_deserializer=dbtester_dot_proto_dot_etcd__pb2.PutResponse.FromString,
                 _registered_method=True)
+        self.Txn = channel.unary_unary(
+                '/etcdserverpb.KV/Txn',
+                request_serializer=dbtester_dot_proto_dot_etcd__pb2.TxnRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_etcd__pb2.TxnResponse.FromString,
+                _registered_method=True)
 
 
 class KVServicer:
@@ -61,6 +66,12 @@ class KVServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Txn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KVServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +84,11 @@ def add_KVServicer_to_server(servicer, server):
                     servicer.Put,
                     request_deserializer=dbtester_dot_proto_dot_etcd__pb2.PutRequest.FromString,
                     response_serializer=dbtester_dot_proto_dot_etcd__pb2.PutResponse.SerializeToString,
+            ),
+            'Txn': grpc.unary_unary_rpc_method_handler(
+                    servicer.Txn,
+                    request_deserializer=dbtester_dot_proto_dot_etcd__pb2.TxnRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_etcd__pb2.TxnResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +145,105 @@ class KV:
             '/etcdserverpb.KV/Put',
             dbtester_dot_proto_dot_etcd__pb2.PutRequest.SerializeToString,
             dbtester_dot_proto_dot_etcd__pb2.PutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Txn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.KV/Txn',
+            dbtester_dot_proto_dot_etcd__pb2.TxnRequest.SerializeToString,
+            dbtester_dot_proto_dot_etcd__pb2.TxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class WatchStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Watch = channel.stream_stream(
+                '/etcdserverpb.Watch/Watch',
+                request_serializer=dbtester_dot_proto_dot_etcd__pb2.WatchRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_etcd__pb2.WatchResponse.FromString,
+                _registered_method=True)
+
+
+class WatchServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Watch(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_WatchServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Watch': grpc.stream_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=dbtester_dot_proto_dot_etcd__pb2.WatchRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_etcd__pb2.WatchResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'etcdserverpb.Watch', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('etcdserverpb.Watch', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Watch:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Watch(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/etcdserverpb.Watch/Watch',
+            dbtester_dot_proto_dot_etcd__pb2.WatchRequest.SerializeToString,
+            dbtester_dot_proto_dot_etcd__pb2.WatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
