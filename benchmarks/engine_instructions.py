@@ -53,13 +53,27 @@ def engine_plan(endpoint: str, op: str, requests: int) -> dict[str, Any]:
         "protocol": "etcd",
         "endpoints": [endpoint],
         "options": {"balancer": "pick_first"},
-        "operation": "read" if read else "write",
         "key_size": KEY_SIZE,
         "value_size": VALUE_SIZE,
-        "key_space": requests,
-        "sequential_keys": False,
-        "same_key": read,
+        "values": "fixed",
+        "keys": {
+            "existing": 1 if read else 0,
+            "first": 0,
+            "choose": "same",
+            "inserts": "permuted",
+            "insert_space": 0 if read else requests,
+            "zipfian_constant": 0.99,
+            "hot_set_fraction": 0.2,
+            "hot_operation_fraction": 0.8,
+        },
+        "mix": {
+            "read": 1.0 if read else 0.0,
+            "update": 0.0,
+            "insert": 0.0 if read else 1.0,
+            "read_modify_write": 0.0,
+        },
         "seed": 1,
+        "write_id_base": 0,
         "consistency": "serializable",
         "timeout_s": 30.0,
         "steps": [
@@ -68,6 +82,32 @@ def engine_plan(endpoint: str, op: str, requests: int) -> dict[str, Any]:
         "threads": 1,
         "max_errors": None,
     }
+
+
+def legacy_plan(endpoint: str, op: str, requests: int) -> dict[str, Any]:
+    """The same plan in the form engines before the typed plan (results
+    schema 5) took, so a build from before it can be measured beside a new one."""
+    read = op == "range"
+    plan = engine_plan(endpoint, op, requests)
+    for key in ("values", "keys", "mix", "write_id_base"):
+        del plan[key]
+    plan.update(
+        operation="read" if read else "write",
+        key_space=requests,
+        sequential_keys=False,
+        same_key=read,
+    )
+    return plan
+
+
+def start(module: Any, endpoint: str, op: str, requests: int) -> Any:
+    """Starts the load on ``module``, in the plan form it takes."""
+    try:
+        return module.start(engine_plan(endpoint, op, requests))
+    except ValueError as exc:
+        if "unknown key" not in str(exc):
+            raise
+        return module.start(legacy_plan(endpoint, op, requests))
 
 
 def child(engine: Path, endpoint: str, op: str, requests: int) -> None:
@@ -80,7 +120,7 @@ def child(engine: Path, endpoint: str, op: str, requests: int) -> None:
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    load = module.start(engine_plan(endpoint, op, requests))
+    load = start(module, endpoint, op, requests)
     while not load.wait(1.0):
         pass
     result = load.result()

@@ -24,15 +24,7 @@ def _settings(endpoint: str) -> LoadSettings:
     return LoadSettings((endpoint,), {"balancer": "pick_first"}, 16, 64, "linearizable", 5.0)
 
 
-def _mixed(**shares: float) -> Workload:
-    fields = {
-        "read_proportion": 0.0,
-        "update_proportion": 0.0,
-        "insert_proportion": 0.0,
-        "read_modify_write_proportion": 0.0,
-        **shares,
-    }
-    key_count = int(fields.pop("key_count", 50))
+def _mixed(key_count: int = 50, **shares: float) -> Workload:
     return Workload(
         type="mixed",
         requests=600,
@@ -42,7 +34,10 @@ def _mixed(**shares: float) -> Workload:
         connections=2,
         key_count=key_count,
         request_distribution="uniform",
-        **fields,
+        read_proportion=shares.get("read", 0.0),
+        update_proportion=shares.get("update", 0.0),
+        insert_proportion=shares.get("insert", 0.0),
+        read_modify_write_proportion=shares.get("read_modify_write", 0.0),
     )
 
 
@@ -62,12 +57,7 @@ def _run(tmp_path: Path, etcd: EtcdStandIn, workload: Workload) -> dict[str, int
 
 
 def test_an_honest_server_gives_no_wrong_value(tmp_path: Path) -> None:
-    workload = _mixed(
-        read_proportion=0.4,
-        update_proportion=0.2,
-        insert_proportion=0.1,
-        read_modify_write_proportion=0.3,
-    )
+    workload = _mixed(read=0.4, update=0.2, insert=0.1, read_modify_write=0.3)
     with EtcdStandIn() as etcd:
         counts = _run(tmp_path, etcd, workload)
         assert set(counts) <= {"ok", "conflict"}, counts
@@ -80,7 +70,7 @@ def test_an_honest_server_gives_no_wrong_value(tmp_path: Path) -> None:
 
 def test_wrong_values_are_caught_and_counted(tmp_path: Path) -> None:
     with EtcdStandIn(Misbehave(wrong_value=0.2)) as etcd:
-        counts = _run(tmp_path, etcd, _mixed(read_proportion=1.0))
+        counts = _run(tmp_path, etcd, _mixed(read=1.0))
         lied = etcd.misdeeds["wrong_value"]
     assert counts.get("wrong-value") == lied
     assert 0.1 * 600 < lied < 0.3 * 600
@@ -90,7 +80,7 @@ def test_read_modify_writes_that_lose_their_race_are_conflicts(tmp_path: Path) -
     # 20 clients over 2 keys: a read-modify-write's key is often written
     # between its read and its Txn.
     with EtcdStandIn() as etcd:
-        counts = _run(tmp_path, etcd, _mixed(read_modify_write_proportion=1.0, key_count=2))
+        counts = _run(tmp_path, etcd, _mixed(key_count=2, read_modify_write=1.0))
     assert set(counts) == {"ok", "conflict"}, counts
     assert counts["ok"] + counts["conflict"] == 600
 
