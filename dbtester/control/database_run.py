@@ -512,7 +512,7 @@ class DatabaseRun:
         """Count the keys in the database against what the load wrote: attempted,
         acknowledged, refused, unknown outcome, found. Never raises: a cluster
         that cannot be counted is noted in the error instead."""
-        if self.db.workload.type != "write" or self.load is None:
+        if self.db.workload.type == "read" or self.load is None:
             return
         try:
             found = self._count_keys()
@@ -520,11 +520,7 @@ class DatabaseRun:
             self._count_problem = f"counting keys failed: {exc}"
             self.reporter.say(f"{self.db.id}: {self._count_problem}")
             return
-        # The warm-up's writes are in the database too: every acknowledged one
-        # must be there as well.
-        counts = Counter(self.load.records.counts())
-        if self.warmup is not None:
-            counts.update(self.warmup.records.counts())
+        counts = self._key_writes()
         v = account(counts, found, same_key=self.db.workload.same_key)
         self.verification = v
         self.reporter.say(
@@ -532,6 +528,20 @@ class DatabaseRun:
             f" {v.acknowledged:,} acknowledged, {v.failed:,} refused,"
             f" {v.unknown:,} unknown outcome"
         )
+
+    def _key_writes(self) -> Counter[str]:
+        """The outcomes of the requests that create keys. The warm-up's are in
+        the database too: every acknowledged one must be there as well. A
+        mixed workload's keys are its load phase's (all acknowledged) and its
+        inserts; its updates create none."""
+        runs = [r for r in (self.loaded, self.warmup, self.load) if r is not None]
+        counts: Counter[str] = Counter()
+        for run in runs:
+            records = run.records
+            if self.db.workload.type == "mixed" and run is not self.loaded:
+                records = records.subset(records.ops == OPERATIONS.index("insert"))
+            counts.update(records.counts())
+        return counts
 
     def _count_keys(self) -> int:
         """The kind's key count, asked again for up to COUNT_RETRY_S: right after

@@ -78,5 +78,7 @@ def test_a_ycsb_workload_runs_on_every_kind(
         run = json.loads((out / db["id"] / "run.json").read_text())
         assert run["load_phase"]["started_unix"] < run["load"]["started_unix"]
         assert any("load phase wrote 300 keys" in note for note in run["notes"])
+        # Neither A nor F inserts: the load phase's keys, every one, and no other.
+        assert run["verification"]["found"] == run["verification"]["expected_min"] == KEYS
     table = (out / "summary.txt").read_text()
     assert "READ-Latency p99" in table and f"{second.upper()}-Latency p99" in table
