@@ -31,6 +31,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats as scipy_stats
 
+from dbtester.results.requests import OPERATIONS
+
 __all__ = [
     "ALPHA",
     "CONFIDENCE",
@@ -98,6 +100,16 @@ METRICS: Mapping[str, Metric] = {
         _resource("CLIENT-MAX-MEMORY-USAGE"),
         _resource("CLIENT-ERROR-COUNT"),
         _resource("CLIENT-CPU-SECONDS-PER-10K-REQUESTS"),
+        # mixed workloads: each operation's rows (analyze.figures.OPERATION_ROWS)
+        *(
+            metric
+            for op in OPERATIONS
+            for metric in (
+                _speed(f"{op.upper()}-THROUGHPUT", "higher"),
+                *(_speed(f"{op.upper()}-Latency p{p}", "lower") for p in ("50", "99", "99.9")),
+            )
+        ),
+        _resource("CONFLICT-COUNT"),
     )
 }
 

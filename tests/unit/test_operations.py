@@ -100,3 +100,14 @@ def test_the_op_column_is_saved_and_older_records_have_none(tmp_path: Path) -> N
     np.savez(tmp_path / "old.npz", **arrays)
     old = Records.load(tmp_path / "old.npz")
     assert (old.ops == UNKNOWN_OP).all() and old.operations() == []
+
+
+def test_compare_and_history_know_every_operation_row() -> None:
+    from dbtester.analyze.figures import OPERATION_ROWS, operation_row
+    from dbtester.analyze.stats import METRICS
+
+    for op in OPERATIONS:
+        for row in OPERATION_ROWS:
+            metric = METRICS[operation_row(op, row)]
+            assert metric.better == ("higher" if row == "THROUGHPUT" else "lower")
+    assert METRICS[CONFLICT_ROW].better == "lower"
