@@ -169,6 +169,11 @@ impl Chooser {
         }
     }
 
+    /// Whether picking draws random numbers (`same` does not).
+    pub fn draws(&self) -> bool {
+        self.choose != Choose::Same
+    }
+
     pub fn follows_inserts(&self) -> bool {
         matches!(self.choose, Choose::Latest(_))
     }

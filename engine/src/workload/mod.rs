@@ -83,11 +83,15 @@ impl Workload {
     /// sequence; only inserts (numbered as they are sent) and `latest` (which
     /// follows the acknowledged inserts) depend on timing.
     pub fn draw(&self, r: u64) -> Op {
-        let mut rng = SplitMix64::for_request(self.seed, r);
-        let kind = self
-            .mix
-            .single()
-            .unwrap_or_else(|| self.mix.draw(rng.unit()));
+        // The write and read workloads draw nothing (one operation; one key
+        // or the next insert): they seed no stream.
+        let mut rng = (self.mix.single().is_none() || self.chooser.draws())
+            .then(|| SplitMix64::for_request(self.seed, r));
+        let kind = match (self.mix.single(), rng.as_mut()) {
+            (Some(kind), _) => kind,
+            (None, Some(rng)) => self.mix.draw(rng.unit()),
+            (None, None) => unreachable!("a mix of several operations draws"),
+        };
         if kind == OpKind::Insert {
             let n = self.inserts.fetch_add(1, Ordering::Relaxed);
             return Op {
@@ -96,11 +100,23 @@ impl Workload {
                 insert: Some(n),
             };
         }
-        let index = self.chooser.pick(&mut rng, self.acked.count());
+        let index = match rng.as_mut() {
+            Some(rng) if self.chooser.draws() => self.chooser.pick(rng, self.acked()),
+            _ => 0,
+        };
         Op {
             kind,
             key: self.keys.number(index),
             insert: None,
+        }
+    }
+
+    /// Inserts acknowledged without gaps (only `latest` keeps count).
+    fn acked(&self) -> u64 {
+        if self.chooser.follows_inserts() {
+            self.acked.count()
+        } else {
+            0
         }
     }
 
