@@ -35,6 +35,7 @@ __all__ = [
     "Series",
     "compute",
     "operation_row",
+    "operation_series",
     "step_row",
     "table_rows",
     "unstepped",
@@ -99,6 +100,11 @@ _PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
 OPERATION_ROWS = ("THROUGHPUT", "Latency p50", "Latency p99", "Latency p99.9")
 #: read-modify-writes that lost their race (an outcome, not an error)
 CONFLICT_ROW = "CONFLICT-COUNT"
+
+
+def operation_series(operation: str) -> str:
+    """The chart series of ``operation``'s average latency over time."""
+    return f"AVG-LATENCY-MS-{operation.upper()}"
 
 
 def operation_row(operation: str, row: str) -> str:
@@ -275,10 +281,26 @@ def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> N
         v[operation_row(op, "THROUGHPUT")] = float(answered.sum() / span) if span > 0 else 0.0
         latency_ms = records.latency_ns[answered] / 1e6
         if len(latency_ms):
+            figures.series[operation_series(op)] = _latency_per_second(
+                records, answered, data.load_start
+            )
             p50, p99, p999 = np.percentile(latency_ms, (50, 99, 99.9))
             v[operation_row(op, "Latency p50")] = float(p50)
             v[operation_row(op, "Latency p99")] = float(p99)
             v[operation_row(op, "Latency p99.9")] = float(p999)
+
+
+def _latency_per_second(
+    records: Records, mask: npt.NDArray[np.bool_], load_start: float
+) -> Series:
+    """Average latency (ms) of the ``mask``ed requests, per second of completion."""
+    first_due = records.due_ns.min() / 1e9 - load_start
+    done_s = (records.due_ns[mask] + records.latency_ns[mask]) / 1e9 - load_start
+    seconds = np.floor(np.maximum(done_s - first_due, 0)).astype(np.int64)
+    sums = np.bincount(seconds, weights=records.latency_ns[mask] / 1e6)
+    counts = np.bincount(seconds)
+    have = counts > 0
+    return Series(np.nonzero(have)[0].astype(float) + first_due, sums[have] / counts[have])
 
 
 def _failure_note(

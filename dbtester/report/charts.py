@@ -14,8 +14,9 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from dbtester.analyze.figures import Figures, Series
+from dbtester.analyze.figures import Figures, Series, operation_series
 from dbtester.analyze.steps import SCALING_SERIES
+from dbtester.results import OPERATIONS
 
 __all__ = ["CHARTS", "STANDARD", "STYLE", "Chart", "Span", "drawn", "fault_spans", "render_charts"]
 
@@ -77,6 +78,17 @@ def _scaling(row: str, title: str, y_label: str) -> Chart:
 
 CHARTS = (
     Chart("AVG-LATENCY-MS", "Average latency", SECONDS, "Latency (ms)"),
+    # mixed workloads: each operation's latency on its own chart
+    *(
+        Chart(
+            operation_series(op),
+            f"Average latency of {op}s",
+            SECONDS,
+            "Latency (ms)",
+            optional=True,
+        )
+        for op in OPERATIONS
+    ),
     Chart("AVG-LATENCY-MS-BY-KEY", "Average latency by keys written", KEYS, "Latency (ms)"),
     Chart(
         "AVG-LATENCY-MS-BY-KEY-ERROR-POINTS",

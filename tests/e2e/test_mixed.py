@@ -82,3 +82,8 @@ def test_a_ycsb_workload_runs_on_every_kind(
         assert run["verification"]["found"] == run["verification"]["expected_min"] == KEYS
     table = (out / "summary.txt").read_text()
     assert "READ-Latency p99" in table and f"{second.upper()}-Latency p99" in table
+    # Each operation's latency has a chart of its own, linked from the README.
+    for op in ("read", second):
+        chart = f"AVG-LATENCY-MS-{op.upper()}.svg"
+        assert (out / "charts" / chart).exists()
+        assert f"charts/{chart}" in (out / "README.md").read_text()

@@ -60,6 +60,14 @@ def test_each_operation_gets_its_rows() -> None:
     assert v["UPDATE-Latency p50"] == pytest.approx(10.0)
     assert v["READ-MODIFY-WRITE-Latency p99.9"] == pytest.approx(20.0)
     assert "INSERT-THROUGHPUT" not in v
+    # each operation's latency over time, for its own chart
+    reads = figures.series["AVG-LATENCY-MS-READ"]
+    assert reads.y.tolist() == pytest.approx([2.0] * len(reads.y))
+    # updates are due from 5.0 s to 7.9 s: three seconds of them
+    updates = figures.series["AVG-LATENCY-MS-UPDATE"]
+    assert updates.x.tolist() == [5.0, 6.0, 7.0]
+    assert updates.y.tolist() == pytest.approx([10.0, 10.0, 10.0])
+    assert "AVG-LATENCY-MS-INSERT" not in figures.series
     # A conflict is counted apart and is not an error; the failure is.
     assert v[CONFLICT_ROW] == 5
     assert v["CLIENT-ERROR-COUNT"] == 1
@@ -84,6 +92,7 @@ def test_each_operation_gets_its_rows() -> None:
 def test_one_operation_gets_no_rows_of_its_own() -> None:
     figures = _figures(_records([UPDATE] * 10, [0] * 10, [1.0] * 10))
     assert not any(r.startswith(("UPDATE-", "READ-")) for r in figures.values)
+    assert not {f"AVG-LATENCY-MS-{op.upper()}" for op in OPERATIONS} & set(figures.series)
     assert CONFLICT_ROW not in table_rows([figures])
 
 
