@@ -290,9 +290,7 @@ def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> N
             v[operation_row(op, "Latency p99.9")] = float(p999)
 
 
-def _latency_per_second(
-    records: Records, mask: npt.NDArray[np.bool_], load_start: float
-) -> Series:
+def _latency_per_second(records: Records, mask: npt.NDArray[np.bool_], load_start: float) -> Series:
     """Average latency (ms) of the ``mask``ed requests, per second of completion."""
     first_due = records.due_ns.min() / 1e9 - load_start
     done_s = (records.due_ns[mask] + records.latency_ns[mask]) / 1e9 - load_start

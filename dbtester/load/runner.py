@@ -163,19 +163,10 @@ def warm_up(
         max_errors=max_errors,
         first_key=0 if mixed else workload.requests,
     )
-    cpu_before = _cpu_seconds()
-    started = time.time()
-    load = engine.start(load_plan)
-    name = f"{label} warm-up" if label else "warm-up"
-    bar = Progress(progress, warm.requests, name)
-    try:
-        aborted = _watch(load, limit, bar, health)
-    finally:
-        records = _collect(load, None)
-    bar.finish(_summary(records, started, name) + ", not counted")
-    if aborted:
-        raise DbtesterError(f"warm-up stopped early: {aborted}")
-    return LoadResult(records, started, time.time(), _cpu_seconds() - cpu_before, "", threads)
+    result = _unmeasured(load_plan, warm.requests, "warm-up", progress, label, limit, health)
+    if result.aborted:
+        raise DbtesterError(f"warm-up stopped early: {result.aborted}")
+    return result
 
 
 def load_keys(
@@ -189,23 +180,39 @@ def load_keys(
 ) -> LoadResult:
     """A mixed workload's load phase: ``key_count`` keys written, every one
     acknowledged, or DbtesterError. Not measured; the result is reported apart."""
-    threads = workers or DEFAULT_WORKERS
-    started = time.time()
+    load_plan = engine.load_phase(kind, settings, workload, threads=workers or DEFAULT_WORKERS)
+    result = _unmeasured(load_plan, workload.key_count, "load phase", progress, label, 0, None)
+    if result.aborted or result.records.counts() != {"ok": workload.key_count}:
+        raise DbtesterError(
+            f"the load phase did not write all {workload.key_count:,} keys:"
+            f" {result.aborted or result.records.counts()}"
+        )
+    return result
+
+
+def _unmeasured(
+    load_plan: engine.Plan,
+    total: int,
+    what: str,
+    progress: TextIO | None,
+    label: str,
+    limit: float,
+    health: Callable[[], str] | None,
+) -> LoadResult:
+    """Runs ``load_plan`` with a progress bar and saves nothing: a load that is
+    in no figure (a warm-up, a load phase). ``aborted`` says why it stopped early."""
     cpu_before = _cpu_seconds()
-    load = engine.start(engine.load_phase(kind, settings, workload, threads=threads))
-    name = f"{label} load phase" if label else "load phase"
-    bar = Progress(progress, workload.key_count, name)
+    started = time.time()
+    load = engine.start(load_plan)
+    name = f"{label} {what}" if label else what
+    bar = Progress(progress, total, name)
     try:
-        aborted = _watch(load, 0, bar, None)
+        aborted = _watch(load, limit, bar, health)
     finally:
         records = _collect(load, None)
     bar.finish(_summary(records, started, name) + ", not counted")
-    if aborted or records.counts() != {"ok": workload.key_count}:
-        raise DbtesterError(
-            f"the load phase did not write all {workload.key_count:,} keys:"
-            f" {aborted or records.counts()}"
-        )
-    return LoadResult(records, started, time.time(), _cpu_seconds() - cpu_before, "", threads)
+    cpu = _cpu_seconds() - cpu_before
+    return LoadResult(records, started, time.time(), cpu, aborted, load_plan["threads"])
 
 
 def wait_readable(
