@@ -11,7 +11,7 @@ import datetime
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import click
 import yaml
@@ -92,7 +92,14 @@ def validate(config: str) -> None:
         click.echo(f"    {describe_database(db)}")
         if db.workload != case.workload:
             click.echo(f"      own workload: {describe_workload(db.workload)}")
-    if case.repeat > 1:
+    if case.repeat == "auto":
+        budget = f", within {case.time_budget:g} s" if case.time_budget else ""
+        metrics = " and ".join(case.stopping_metrics)
+        click.echo(
+            f"  repeat: auto: trials per database, interleaved, until {metrics} are"
+            f" decided (at most {case.max_trials}{budget})"
+        )
+    elif case.repeat > 1:
         click.echo(f"  repeat: {case.repeat} trials per database, interleaved")
     if case.faults:
         click.echo(f"  faults during each load: {'; '.join(f.describe() for f in case.faults)}")
@@ -101,6 +108,25 @@ def validate(config: str) -> None:
             " (fault_recovery)"
         )
     click.echo(f"  publish: {case.publish.url if case.publish else 'no (results stay local)'}")
+
+
+class RepeatType(click.ParamType[int | Literal["auto"]]):
+    """``--repeat``: a number of trials (1 to MAX_REPEAT), or ``auto``."""
+
+    name = "N|auto"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | Literal["auto"]:
+        if value == "auto":
+            return "auto"
+        try:
+            number = int(str(value))
+        except ValueError:
+            number = 0
+        if not 1 <= number <= MAX_REPEAT:
+            self.fail(f"{value!r} is not a number from 1 to {MAX_REPEAT}, nor auto", param, ctx)
+        return number
 
 
 def describe_workload(w: Workload) -> str:
@@ -360,9 +386,9 @@ def _agent_logging(root: Path) -> None:
 )
 @click.option(
     "--repeat",
-    type=click.IntRange(1, MAX_REPEAT),
-    help="Trials per database, interleaved, each on a fresh cluster [the test case's"
-    " `repeat`, else 1].",
+    type=RepeatType(),
+    help="Trials per database, interleaved, each on a fresh cluster; `auto`: until the"
+    " differences are decided [the test case's `repeat`, else 1].",
 )
 def run(
     config: str,
@@ -370,7 +396,7 @@ def run(
     only: tuple[str, ...],
     local: bool,
     workers: int | None,
-    repeat: int | None,
+    repeat: int | Literal["auto"] | None,
 ) -> None:
     """Run a test case: each database in turn, then the table, charts and README.
 

@@ -87,6 +87,10 @@ MAX_REQUESTS = 1_000_000_000
 MAX_RANDOM_ORDER = 1 << 28
 #: trials per database
 MAX_REPEAT = 100
+#: repeat: auto's default bound on trials
+DEFAULT_MAX_TRIALS = 20
+#: repeat: auto's first look (analyze.sequential.MIN_TRIALS; a test checks they agree)
+MIN_AUTO_TRIALS = 3
 
 
 class _Model(BaseModel):
@@ -395,8 +399,22 @@ class TestCase(_Model):
     description: str = ""
     workload: Workload
     databases: Annotated[tuple[AnySpec, ...], Field(strict=False, min_length=1)]
-    #: trials per database, interleaved (A1 B1 A2 B2 ...), each on a fresh cluster
-    repeat: int = Field(1, ge=1, le=MAX_REPEAT)
+    #: trials per database, interleaved (A1 B1 A2 B2 ...), each on a fresh cluster;
+    #: "auto": until the stopping metrics are decided (analyze/sequential.py)
+    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] | Literal["auto"] = 1
+    #: repeat: auto: at most this many trials per database
+    max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=MIN_AUTO_TRIALS, le=MAX_REPEAT)
+    #: repeat: auto: no new round of trials starts once this many seconds have
+    #: passed since the first began (None: no limit but max_trials)
+    time_budget: float | None = Field(None, gt=0, le=MAX_AT_S)
+    #: repeat: auto: a change whose interval lies inside ± this many percent
+    #: is "equivalent" (decided, and not a difference)
+    equivalence: float = Field(5.0, gt=0, le=100)
+    #: repeat: auto: the rows that must be decided before the trials stop
+    stopping_metrics: Annotated[tuple[str, ...], Field(strict=False, min_length=1)] = (
+        "AVG-THROUGHPUT",
+        "Latency p99",
+    )
     #: applied to every database's cluster during its load (config/faults.py)
     faults: Annotated[tuple[Fault, ...], Field(strict=False, max_length=100)] = ()
     #: with faults: a load in which no request succeeds for this long stops,
@@ -405,6 +423,45 @@ class TestCase(_Model):
     publish: Publish | None = None
 
     _recovery = field_validator("fault_recovery", mode="before")(parse_duration)
+    _budget = field_validator("time_budget", mode="before")(parse_duration)
+
+    @field_validator("max_trials", "time_budget", "equivalence", "stopping_metrics")
+    @classmethod
+    def _only_with_auto(cls, value: Any, info: ValidationInfo) -> Any:
+        repeat = info.data.get("repeat")
+        if repeat is not None and repeat != "auto":
+            raise ValueError(
+                f"{info.field_name} is for repeat: auto only (repeat is {repeat}); remove it"
+            )
+        return value
+
+    @field_validator("stopping_metrics")
+    @classmethod
+    def _known_metrics(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        # Only when the key is given: validating a test case must not load the
+        # analysis (pandas, scipy) for a list of names.
+        from dbtester.analyze.stats import METRICS
+
+        unknown = [n for n in names if n not in METRICS]
+        if unknown:
+            raise ValueError(
+                f"unknown metric {', '.join(map(repr, unknown))}; allowed: {', '.join(METRICS)}"
+            )
+        return names
+
+    @model_validator(mode="after")
+    def _something_to_compare(self) -> Self:
+        if self.repeat == "auto" and len(self.databases) < 2:
+            raise ValueError(
+                "repeat: auto runs trials until each database's difference from the first"
+                " is decided: it needs at least two databases (give repeat a number)"
+            )
+        return self
+
+    @property
+    def trials(self) -> int:
+        """The most trials a database may get: ``repeat``, or ``max_trials`` for auto."""
+        return self.max_trials if self.repeat == "auto" else self.repeat
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Self:

@@ -11,17 +11,20 @@ import re
 import secrets
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
+from dbtester.analyze.sequential import MIN_TRIALS
 from dbtester.config import Loaded, TestCase
+from dbtester.control.auto import Auto
 from dbtester.control.database_run import run_database
 from dbtester.control.environment import environment
 from dbtester.databases import get_kind
 from dbtester.errors import BadInputError, DbtesterError, InterruptedRunError
 from dbtester.render import render
-from dbtester.results import DatabaseRecord, ResultsDir, RunSummary
+from dbtester.results import DatabaseRecord, ResultsDir, RunSummary, SequentialRecord
 from dbtester.util.paths import dbtester_home, ensure_writable
 from dbtester.util.progress import Reporter
 
@@ -82,18 +85,93 @@ def select(case: TestCase, only: tuple[str, ...], local: bool) -> TestCase:
     return case.model_copy(update={"databases": tuple(chosen)})
 
 
+@dataclass
+class _Trials:
+    """Every database's trials, interleaved; with ``repeat: auto``, round
+    after round until decided, ``max_trials`` or the time budget."""
+
+    case: TestCase
+    run_id: str
+    store: ResultsDir
+    scratch: Path
+    workers: int | None
+    reporter: Reporter
+    records: list[DatabaseRecord] = field(default_factory=list)
+    rounds: int = 0
+    stopped: str = "max_trials"
+
+    def __post_init__(self) -> None:
+        self.auto = Auto(self.case, self.store.root) if self.case.repeat == "auto" else None
+
+    def run(self) -> None:
+        # Trials interleaved (A1 B1 A2 B2 ...): drift on the machine over the
+        # minutes of a run falls on every database alike.
+        began = time.monotonic()
+        for number in range(1, self.case.trials + 1):
+            self.rounds = number
+            self._round(number)
+            if self.auto is None:
+                continue
+            if number >= MIN_TRIALS:
+                for line in self.auto.look():
+                    self.reporter.say(line)
+                if self.auto.done():
+                    self.stopped = "decided"
+                    return
+            budget = self.case.time_budget
+            if budget is not None and time.monotonic() - began >= budget:
+                if number < self.case.trials:
+                    self.stopped = "time_budget"
+                    self.reporter.say(f"repeat: auto: the time budget ({budget:g} s) is spent")
+                return
+
+    def _round(self, number: int) -> None:
+        case = self.case
+        trial = number if case.trials > 1 else None
+        most = f"at most {case.max_trials}" if case.repeat == "auto" else str(case.repeat)
+        for db in case.databases:
+            of = f" (trial {number} of {most})" if trial else ""
+            self.reporter.say(f"== {db.id}: {db.kind} {db.version}{of}")
+            record = run_database(
+                db,
+                self.run_id,
+                self.store,
+                self.scratch,
+                self.workers,
+                self.reporter,
+                trial,
+                case.faults,
+                case.fault_recovery,
+            )
+            self.records.append(record)
+            if not record.passed:
+                self.reporter.say(f"{db.id}{of}: FAILED: {record.error}")
+
+    def sequential(self) -> SequentialRecord | None:
+        """How a ``repeat: auto`` run decided (None for any other run, or one
+        stopped before its first look)."""
+        if self.auto is None or not self.auto.pairs:
+            return None
+        return self.auto.record(self.stopped, self.rounds)
+
+
 def run_case(
     loaded: Loaded,
     out: Path,
     *,
     workers: int | None = None,
     reporter: Reporter | None = None,
-    repeat: int | None = None,
+    repeat: int | Literal["auto"] | None = None,
 ) -> RunOutcome:
     """Run every database of the test case, ``repeat`` times (default: the
     case's ``repeat``) interleaved, then render the results."""
     case = loaded.case
     if repeat is not None:
+        if repeat == "auto" and len(case.databases) < 2:
+            raise BadInputError(
+                "--repeat auto runs trials until each database's difference from the first"
+                " is decided: it needs at least two databases"
+            )
         case = case.model_copy(update={"repeat": repeat})
     reporter = reporter or Reporter()
     # Disk trouble is found here, before anything starts, not mid-run.
@@ -109,40 +187,22 @@ def run_case(
     scratch = dbtester_home() / "runs" / run_id
     store = ResultsDir(out)
     store.write_config(case.to_raw())
-    store.write_summary(
-        RunSummary(
-            run_id=run_id,
-            source=loaded.source,
-            started_unix=time.time(),
-            environment=environment(scratch),
-        )
+    started = RunSummary(
+        run_id=run_id,
+        source=loaded.source,
+        started_unix=time.time(),
+        environment=environment(scratch),
     )
-    records: list[DatabaseRecord] = []
+    store.write_summary(started)
+    trials = _Trials(case, run_id, store, scratch, workers, reporter)
     interrupted = False
     try:
-        # Trials interleaved (A1 B1 A2 B2 ...): drift on the machine over the
-        # minutes of a run falls on every database alike.
-        for number in range(1, case.repeat + 1):
-            trial = number if case.repeat > 1 else None
-            for db in case.databases:
-                of = f" (trial {number} of {case.repeat})" if trial else ""
-                reporter.say(f"== {db.id}: {db.kind} {db.version}{of}")
-                record = run_database(
-                    db,
-                    run_id,
-                    store,
-                    scratch,
-                    workers,
-                    reporter,
-                    trial,
-                    case.faults,
-                    case.fault_recovery,
-                )
-                records.append(record)
-                if not record.passed:
-                    reporter.say(f"{db.id}{of}: FAILED: {record.error}")
+        trials.run()
     except KeyboardInterrupt:
         interrupted = True
+    if (sequential := trials.sequential()) is not None:
+        store.write_summary(started.model_copy(update={"sequential": sequential}))
+    records = trials.records
     table, comparison = "", ""
     notes: tuple[str, ...] = ()
     report = None

@@ -26,8 +26,10 @@ __all__ = [
     "FaultSummary",
     "FigureValue",
     "LoadWindow",
+    "LookRecord",
     "MemberRecord",
     "RunSummary",
+    "SequentialRecord",
     "Verification",
     "account",
 ]
@@ -290,6 +292,32 @@ class ComparisonRecord(_Record):
     verdict: str  # faster slower more less ~ ?
 
 
+class LookRecord(_Record):
+    """``repeat: auto``: one database against the baseline on one stopping
+    metric, as decided (or as it stood when the trials stopped)."""
+
+    baseline: str  # database ids
+    database: str
+    row: str
+    trials: int  # the pairs of trials the look had
+    change_pct: float | None
+    low_pct: float | None  # the look's interval (analyze/sequential.py)
+    high_pct: float | None
+    state: str  # different, equivalent, open
+    verdict: str  # faster slower more less, "equivalent", or "undecided"
+
+
+class SequentialRecord(_Record):
+    """How a ``repeat: auto`` run decided when to stop."""
+
+    stopped: str  # "decided", "max_trials" or "time_budget"
+    trials: int  # rounds run (each database's trials)
+    max_trials: int
+    time_budget_s: float | None
+    equivalence_pct: float
+    looks: tuple[LookRecord, ...] = ()
+
+
 class RunSummary(_Versioned):
     """``result.json``: written when a run starts, completed by the analysis."""
 
@@ -302,3 +330,5 @@ class RunSummary(_Versioned):
     repeat: int = 1
     databases: tuple[DatabaseSummary, ...] = ()
     comparisons: tuple[ComparisonRecord, ...] = ()
+    #: repeat: auto runs only: why the trials stopped, and each decision
+    sequential: SequentialRecord | None = None

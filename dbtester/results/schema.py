@@ -39,6 +39,10 @@ History (add a line and an upgrade step whenever what a file holds changes):
    phase, in the form of ``warmup``). Only a key was added: a version 5 file
    upgrades as it is, and its records (without ``op``) read as operations not
    recorded.
+7. Trials until decided. ``result.json`` has ``sequential`` (null, or for a
+   ``repeat: auto`` run why its trials stopped and each database's decision
+   on each stopping metric). Only a key was added: a version 6 file upgrades
+   as it is.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: the key a file of each version names its version by
 _VERSION_KEYS = ("schema_version", "schema")
@@ -82,6 +86,10 @@ def _v5_to_v6(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 6}
 
 
+def _v6_to_v7(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 7}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -89,6 +97,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 
