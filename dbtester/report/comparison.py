@@ -28,7 +28,11 @@ def render_comparisons(analysis: Analysis) -> str:
             " set `repeat: 5` in the test case (or `dbtester run --repeat 5`) for"
             " intervals and verdicts.\n"
         )
-    lines = [f"Compared with {baseline} ({trials} trials each; {METHOD}):"]
+    lines = _sequential(analysis)
+    method = METHOD + (
+        "; after repeat: auto stopped, these assume a fixed number of trials" if lines else ""
+    )
+    lines.append(f"Compared with {baseline} ({trials} trials each; {method}):")
     width = max(len(c.change.metric.row) for c in compared) if compared else 0
     for db in databases[1:]:
         lines.append(f"  {db.label}")
@@ -39,6 +43,40 @@ def render_comparisons(analysis: Analysis) -> str:
                 f"  n={c.baseline.n}+{c.other.n}  {c.verdict}"
             )
     return "\n".join(lines) + "\n"
+
+
+_STOPPED = {
+    "decided": "every stopping metric was decided",
+    "max_trials": "it reached max_trials",
+    "time_budget": "the time budget was spent",
+}
+
+
+def _sequential(analysis: Analysis) -> list[str]:
+    """repeat: auto's decisions, which stand whenever the trials stopped."""
+    summary = analysis.results.summary
+    sequential = summary.sequential if summary is not None else None
+    if sequential is None:
+        return []
+    lines = [
+        f"repeat: auto stopped after {sequential.trials} trials each, as"
+        f" {_STOPPED.get(sequential.stopped, sequential.stopped)} (at most"
+        f" {sequential.max_trials}; equivalent: within ±{sequential.equivalence_pct:g}%;"
+        " sequential intervals, valid however early the trials stopped):"
+    ]
+    width = max(len(look.row) for look in sequential.looks)
+    for look in sequential.looks:
+        interval = (
+            f"[{look.low_pct:+.1f}%, {look.high_pct:+.1f}%]"
+            if look.low_pct is not None and look.high_pct is not None
+            else "[too few trials]"
+        )
+        change = f"{look.change_pct:+.1f}%" if look.change_pct is not None else "?"
+        lines.append(
+            f"  {look.database:<12} {look.row:<{width}}  {change:>8}  {interval:<18}"
+            f"  after {look.trials}  {look.verdict}"
+        )
+    return lines
 
 
 def change_parts(c: Change) -> tuple[str, str, str]:

@@ -61,6 +61,25 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
     ),
     ("bad type", GOOD.replace("type: write", "type: wirte"), "3:9", ("'wirte'", "'write', 'read'")),
     (
+        "a repeat: auto key without repeat: auto",
+        GOOD + "repeat: 3\nmax_trials: 10\n",
+        "12:13",
+        ("max_trials is for repeat: auto only (repeat is 3)",),
+    ),
+    (
+        "an unknown stopping metric",
+        GOOD.replace("databases:", "repeat: auto\nstopping_metrics: [THROUGHPUT]\ndatabases:")
+        + "  - id: b\n    kind: etcd\n    version: 3.6.8\n",
+        "8:19",
+        ("unknown metric 'THROUGHPUT'", "allowed: AVG-THROUGHPUT"),
+    ),
+    (
+        "repeat: auto with one database",
+        GOOD + "repeat: auto\n",
+        "1:1",
+        ("repeat: auto runs trials until", "at least two databases"),
+    ),
+    (
         "a write-only key in a mixed workload",
         GOOD.replace("type: write", "type: mixed").replace(
             "  clients: 10", "  sequential_keys: true\n  clients: 10"

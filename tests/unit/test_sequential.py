@@ -80,6 +80,12 @@ def _simulate(cv: float, change: float, seed: int) -> tuple[float, float, float,
     return float(wrong_aa.mean()), float(found.mean()), float(stopped.mean()), float(decided.mean())
 
 
+def test_the_test_case_and_the_method_agree_on_the_first_look() -> None:
+    from dbtester.config.model import MIN_AUTO_TRIALS
+
+    assert MIN_AUTO_TRIALS == MIN_TRIALS
+
+
 def test_the_looks_share_the_error_rate() -> None:
     bounds = boundaries(MAX_TRIALS, 0.025)
     assert len(bounds) == MAX_TRIALS - MIN_TRIALS + 1
