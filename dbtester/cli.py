@@ -490,15 +490,35 @@ def _print_rendered(table: str, comparison: str, notes: Sequence[str]) -> None:
     help="A table row to compare (repeatable) [AVG-THROUGHPUT, Latency p50, Latency p99,"
     " SERVER-MAX-CPU-USAGE, SERVER-MAX-MEMORY-USAGE].",
 )
-def compare_command(dir_a: Path, dir_b: Path, threshold: float, metrics: tuple[str, ...]) -> None:
+@click.option(
+    "--across-environments",
+    is_flag=True,
+    help="Give verdicts even when the two runs were measured on different machines"
+    " (CPU model, cores, memory or kernel).",
+)
+def compare_command(
+    dir_a: Path,
+    dir_b: Path,
+    threshold: float,
+    metrics: tuple[str, ...],
+    across_environments: bool,
+) -> None:
     """Compare two results directories, database by database (matched by id).
 
     Exit 0 when no metric got significantly worse in DIR_B by more than the
-    threshold, 1 when one did (a regression gate for CI), 2 for bad input.
+    threshold, 1 when one did (a regression gate for CI), 2 for bad input or
+    when the two runs were measured on different machines (no verdict:
+    --across-environments gives one anyway).
     """
     from dbtester.compare import compare_directories
 
-    comparison = compare_directories(dir_a, dir_b, threshold_pct=threshold, metrics=metrics)
+    comparison = compare_directories(
+        dir_a,
+        dir_b,
+        threshold_pct=threshold,
+        metrics=metrics,
+        across_environments=across_environments,
+    )
     click.echo(comparison.render(), nl=False)
     regressions = comparison.regressions
     if regressions:

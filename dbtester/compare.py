@@ -11,10 +11,10 @@ from pathlib import Path
 
 from dbtester.analyze import Compared, DatabaseAnalysis, analyze, compare_databases
 from dbtester.analyze.stats import DEFAULT_METRICS, METRICS
-from dbtester.errors import BadInputError
+from dbtester.errors import BadInputError, EnvironmentsDifferError
 from dbtester.report.comparison import describe_change
 from dbtester.report.table import format_cell
-from dbtester.results import ResultsDir
+from dbtester.results import ResultsDir, RunResults
 
 __all__ = ["Comparison", "check_metrics", "compare_directories"]
 
@@ -27,6 +27,8 @@ class Comparison:
     compared: tuple[tuple[DatabaseAnalysis, DatabaseAnalysis, tuple[Compared, ...]], ...]
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
+    #: how A's machine differs from B's (compared anyway: --across-environments)
+    environments: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> list[Compared]:
@@ -40,6 +42,11 @@ class Comparison:
 
     def render(self) -> str:
         lines = [f"A: {self.a}", f"B: {self.b}", ""]
+        if self.environments:
+            lines[2:2] = [
+                "measured on different machines (compared anyway, --across-environments): "
+                + "; ".join(self.environments)
+            ]
         for a, b, found in self.compared:
             lines.append(f"{a.id}  ({len(a.trials)} trial(s) in A, {len(b.trials)} in B)")
             width = max((len(c.change.metric.row) for c in found), default=0)
@@ -73,12 +80,28 @@ def check_metrics(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def compare_directories(
-    a: Path, b: Path, *, threshold_pct: float = 5.0, metrics: Sequence[str] = ()
+    a: Path,
+    b: Path,
+    *,
+    threshold_pct: float = 5.0,
+    metrics: Sequence[str] = (),
+    across_environments: bool = False,
 ) -> Comparison:
-    """Every database both directories hold (matched by id), B against A."""
+    """Every database both directories hold (matched by id), B against A.
+    EnvironmentsDifferError when they ran on different machines, unless
+    ``across_environments``: a gate must not judge a change of hardware."""
     rows = check_metrics(metrics)
-    first = {db.id: db for db in analyze(ResultsDir(a).load()).databases}
-    second = {db.id: db for db in analyze(ResultsDir(b).load()).databases}
+    results_a, results_b = ResultsDir(a).load(), ResultsDir(b).load()
+    differ = _environments(results_a, results_b)
+    if differ and not across_environments:
+        raise EnvironmentsDifferError(
+            f"{a} and {b} were measured on different machines ({'; '.join(differ)}):"
+            " their difference would be the machines' as much as the databases', so no"
+            " verdict is given. Compare runs from one machine, or pass"
+            " --across-environments to compare them anyway"
+        )
+    first = {db.id: db for db in analyze(results_a).databases}
+    second = {db.id: db for db in analyze(results_b).databases}
     both = [i for i in first if i in second]
     compared = tuple(
         (first[i], second[i], tuple(compare_databases(first[i], second[i], rows))) for i in both
@@ -90,4 +113,12 @@ def compare_directories(
         compared,
         tuple(i for i in first if i not in second),
         tuple(i for i in second if i not in first),
+        tuple(differ),
     )
+
+
+def _environments(a: RunResults, b: RunResults) -> list[str]:
+    """How the controllers' machines differ (nothing when either is unknown)."""
+    if a.summary is None or b.summary is None:
+        return []
+    return a.summary.environment.differences(b.summary.environment)

@@ -17,6 +17,7 @@ The hierarchy::
     │   ├── ConfigError           exit 2   a malformed test case (every problem, located)
     │   ├── InstallError          exit 2   no way to obtain a database binary
     │   ├── PublishInputError     exit 2   a publish URL or directory that cannot be used
+    │   ├── EnvironmentsDifferError exit 2 `compare`: the runs' machines differ; no verdict
     │   └── ResultsError          exit 2   a results directory that cannot be read
     │       └── SchemaVersionError exit 2  ...written by a newer dbtester
     ├── PublishError              exit 3   upload failed; the local results are complete
@@ -41,6 +42,7 @@ __all__ = [
     "BadInputError",
     "ConfigError",
     "DbtesterError",
+    "EnvironmentsDifferError",
     "InstallError",
     "InterruptedRunError",
     "MemberError",
@@ -104,6 +106,11 @@ class BadInputError(DbtesterError):
     """Bad input: a command-line value, a file or a directory dbtester cannot use."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class EnvironmentsDifferError(BadInputError):
+    """Two runs measured on different machines: no verdict can be given (a
+    gate must neither pass nor fail on it) unless asked for across them."""
 
 
 @dataclass(frozen=True, order=True)

@@ -203,6 +203,10 @@ class DatabaseRecord(_Versioned):
         return self.load.started_unix if self.load else self.started_unix
 
 
+#: what two runs' machines must share for their figures to be compared
+_HARDWARE = ("cpu_model", "cores", "memory_gib", "kernel")
+
+
 class Environment(_Record):
     """The machine and software a run measured on."""
 
@@ -218,6 +222,16 @@ class Environment(_Record):
     grpcio: str = ""
     fsync_ms_median: float | None = None
     fsync_probe_dir: str = ""
+
+    def differences(self, other: Environment) -> list[str]:
+        """What makes figures measured on ``other`` not comparable with these:
+        the CPU model, cores, memory and kernel, where both are known."""
+        found = []
+        for name in _HARDWARE:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine not in ("", None) and theirs not in ("", None) and mine != theirs:
+                found.append(f"{name} {mine!r} against {theirs!r}")
+        return found
 
     def summary(self) -> str:
         """One line for a README: kernel, CPU, cores, memory."""

@@ -146,3 +146,26 @@ def test_a_trial_in_the_wrong_directory_is_named(tmp_path: Path) -> None:
     record.unlink()
     loaded = ResultsDir(root).load()
     assert [t.trial for t in loaded.databases[0].trials] == [1]
+
+
+def test_compare_withholds_its_verdict_across_machines(tmp_path: Path, run_cli: Any) -> None:
+    """Measured on main: a run on an Intel host against one on an AMD host
+    gave +40.3% throughput and no word about the machines."""
+    same = {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]}
+    a = make_trials(tmp_path / "a", same)
+    b = make_trials(tmp_path / "b", {**same, IDS[1]: [1.3, 1.32, 1.28]})
+    summary = json.loads((b / "result.json").read_text())
+    summary["environment"]["cpu_model"] = "Intel(R) Xeon(R) Platinum 8375C"
+    (b / "result.json").write_text(json.dumps(summary))
+    before = json.loads((a / "result.json").read_text())["environment"]["cpu_model"]
+    # No verdict: neither a pass (0) nor a regression (1).
+    result = run_cli("compare", str(a), str(b))
+    assert result.code == 2, result.out + result.err
+    assert "measured on different machines (cpu_model" in result.err
+    assert "Intel(R) Xeon(R) Platinum 8375C" in result.err and repr(before) in result.err
+    assert "--across-environments" in result.err
+    # Asked for, the verdict is given, and the difference is said.
+    result = run_cli("compare", str(a), str(b), "--across-environments")
+    assert result.code == 1, result.out + result.err
+    assert "measured on different machines (compared anyway" in result.out
+    assert "etcd-v3.6 AVG-THROUGHPUT" in result.err
