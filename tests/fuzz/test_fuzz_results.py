@@ -574,5 +574,16 @@ def test_fuzz_results_readers(tmp_path: Path) -> None:
     fuzz("results readers", st.data(), readers_example(tmp_path), budget(0.5))
 
 
-def test_fuzz_analyze_command(tmp_path: Path, run_cli: Any) -> None:
+def test_fuzz_analyze_command(
+    tmp_path: Path, run_cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command on hostile directories: its readers, the analysis, the
+    table, README, result.json and Parquet. The SVG charts and report.html
+    cost seconds an example, so here they are not drawn: the seed corpus
+    (test_seed_corpus) draws them for every hostile case in it, and
+    tests/unit/test_report_html.py tests the report on hostile figures."""
+    import dbtester.render
+
+    monkeypatch.setattr(dbtester.render, "render_charts", lambda *args, **kwargs: None)
+    monkeypatch.setattr(dbtester.render, "render_html_report", lambda *args, **kwargs: "")
     fuzz("dbtester analyze", st.data(), analyze_cli_example(tmp_path, run_cli), budget(0.5))
