@@ -13,7 +13,7 @@ ENGINE := engine/Cargo.toml
 RUST_VERSION := 1.88
 CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system rust python demo gallery test fuzz unit lint types engine-test tox proto clean
+.PHONY: setup system rust python demo gallery test test-databases check fuzz unit lint types engine-test tox proto clean
 
 setup: system python
 
@@ -44,8 +44,25 @@ gallery: setup
 	$(BIN)/dbtester run $(DEMO_CONFIG) --out plots/gallery --repeat 3
 	$(BIN)/python scripts/report_screenshot.py plots/gallery/report.html plots/gallery/report.png
 
-test: setup engine-test
+test: setup engine-test test-databases
 	$(BIN)/pytest
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# The database binaries the tests start, installed once per machine into the
+# tests' home before pytest runs: a cold Go build of etcd or Consul takes
+# minutes, and inside the first test that needed it, it read as that test's.
+TEST_HOME ?= $(or $(DBTESTER_TEST_HOME),$(HOME)/.cache/dbtester-tests)
+TEST_DATABASES := etcd@3.5.17 etcd@3.6.8 zookeeper@3.8.0 consul@1.22.0
+
+test-databases: python
+	@for db in $(TEST_DATABASES); do DBTESTER_HOME=$(TEST_HOME) $(BIN)/dbtester install $$db || exit 1; done
+
+# The fast tier, for development: unit tests (no fuzz harness, no database,
+# no network), ruff and mypy. `make test` is the whole suite.
+check: python
+	$(BIN)/pytest -q -m "not integration and not fuzz"
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
