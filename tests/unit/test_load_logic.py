@@ -3,6 +3,7 @@ ZooKeeper's connection limit."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,7 @@ def test_the_plan_carries_every_step_and_setting() -> None:
 
 def test_a_read_plan_reads_the_one_seeded_key_at_the_rate() -> None:
     w = Workload(type="read", requests=10, key_size=16, clients=4, connections=2, rate=100)
-    p = plan("consul", SETTINGS, w)
+    p = plan("consul", replace(SETTINGS, client={}), w)
     assert p["protocol"] == "consul" and p["mix"]["read"] == 1.0
     assert (p["keys"]["existing"], p["keys"]["choose"]) == (1, "same")
     assert p["steps"] == [{"clients": 4, "connections": 2, "requests": 10, "rate": 100.0}]
