@@ -1,6 +1,6 @@
 # The native load engine (engine/, Rust; built by maturin as dbtester._engine).
 # Plan and its parts are the one contract for what crosses into the engine:
-# dbtester/load/engine.py builds it, the engine checks its types and what it
+# dbtester/load/native.py builds it, the engine checks its types and what it
 # needs (memory, key numbers that fit); defaults and the test case's bounds
 # live in dbtester/config/model.py only. The TypedDicts exist for type
 # checking alone (the module itself does not define them).

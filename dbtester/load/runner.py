@@ -22,7 +22,7 @@ import psutil
 from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
-from dbtester.load import engine
+from dbtester.load import native
 from dbtester.load.client_metrics import ClientSampler
 from dbtester.results import DatabaseLayout, Records
 from dbtester.util.progress import Progress
@@ -101,7 +101,7 @@ def run_load(
     threads = workers or DEFAULT_WORKERS
     limit, max_errors = _error_limit(max_error_rate, workload.requests)
     out.root.mkdir(parents=True, exist_ok=True)
-    load_plan = engine.plan(
+    load_plan = native.plan(
         kind,
         settings,
         workload,
@@ -114,7 +114,7 @@ def run_load(
     )
     cpu_before = _cpu_seconds()
     started = time.time()
-    load = engine.start(load_plan)
+    load = native.start(load_plan)
     sampler = ClientSampler(
         psutil.Process(), out.client_metrics, settings.endpoints, lambda: load.progress()[:2]
     )
@@ -154,7 +154,7 @@ def warm_up(
     warm = workload.model_copy(update={"requests": workload.warmup_requests, "client_steps": ()})
     limit, max_errors = _error_limit(workload.max_error_rate, warm.requests)
     mixed = workload.type == "mixed"
-    load_plan = engine.plan(
+    load_plan = native.plan(
         kind,
         settings,
         warm,
@@ -180,7 +180,7 @@ def load_keys(
 ) -> LoadResult:
     """A mixed workload's load phase: ``key_count`` keys written, every one
     acknowledged, or DbtesterError. Not measured; the result is reported apart."""
-    load_plan = engine.load_phase(kind, settings, workload, threads=workers or DEFAULT_WORKERS)
+    load_plan = native.load_phase(kind, settings, workload, threads=workers or DEFAULT_WORKERS)
     result = _unmeasured(load_plan, workload.key_count, "load phase", progress, label, 0, None)
     if result.aborted or result.records.counts() != {"ok": workload.key_count}:
         raise DbtesterError(
@@ -191,7 +191,7 @@ def load_keys(
 
 
 def _unmeasured(
-    load_plan: engine.Plan,
+    load_plan: native.Plan,
     total: int,
     what: str,
     progress: TextIO | None,
@@ -203,7 +203,7 @@ def _unmeasured(
     in no figure (a warm-up, a load phase). ``aborted`` says why it stopped early."""
     cpu_before = _cpu_seconds()
     started = time.time()
-    load = engine.start(load_plan)
+    load = native.start(load_plan)
     name = f"{label} {what}" if label else what
     bar = Progress(progress, total, name)
     try:
@@ -251,17 +251,17 @@ def _read_once(kind: str, settings: LoadSettings, workload: Workload) -> str:
     read = workload.model_copy(
         update={"requests": 1, "clients": 1, "connections": 1, "client_steps": (), "rate": 0.0}
     )
-    load_plan = engine.plan(kind, settings, read)
+    load_plan = native.plan(kind, settings, read)
     load_plan["mix"] = {"read": 1.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
     keys = load_plan["keys"]
     keys["existing"], keys["choose"], keys["insert_space"] = 1, "same", 0
     if workload.type == "mixed":
         keys["first"] = workload.key_count - 1
-    load = engine.start(load_plan)
+    load = native.start(load_plan)
     while not load.wait(POLL_S):
         pass
     try:
-        records = engine.records_of(load.result())
+        records = native.records_of(load.result())
     except RuntimeError as exc:  # e.g. the endpoint refuses connections
         return str(exc).splitlines()[0][:120]
     return next(iter(records.counts()), "no reply")
@@ -278,11 +278,11 @@ def seed_key(kind: str, settings: LoadSettings) -> None:
         connections=1,
         same_key=True,
     )
-    load = engine.start(engine.plan(kind, settings, workload))
+    load = native.start(native.plan(kind, settings, workload))
     while not load.wait(POLL_S):  # Ctrl-C raises here; the engine stops with its handle
         pass
     try:
-        records = engine.records_of(load.result())
+        records = native.records_of(load.result())
     except RuntimeError as exc:
         raise DbtesterError(f"seeding the read key failed: {exc}") from None
     if records.counts() != {"ok": 1}:
@@ -317,7 +317,7 @@ def _collect(load: Load, out: DatabaseLayout | None) -> Records:
         result = load.result()
     except RuntimeError as exc:
         raise DbtesterError(f"load generator failed: {exc}") from None
-    records = engine.records_of(result)
+    records = native.records_of(result)
     if out is not None:
         records.save(out.requests)
     return records

@@ -8,7 +8,7 @@ it imports nothing from dbtester above ``errors``.
 
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
-from dbtester.results.records import (
+from dbtester.results.model import (
     KNOWN_REFUSALS,
     ComparisonRecord,
     DatabaseRecord,

@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dbtester.results.records import DatabaseSummary, FigureValue, RunSummary
+from dbtester.results.model import DatabaseSummary, FigureValue, RunSummary
 from dbtester.results.requests import Records
 
 __all__ = [

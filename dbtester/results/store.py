@@ -22,7 +22,7 @@ from dbtester.errors import ResultsError
 from dbtester.results.files import check_unicode, present, read_regular_file
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
-from dbtester.results.records import DatabaseRecord, RunSummary
+from dbtester.results.model import DatabaseRecord, RunSummary
 from dbtester.results.requests import Records
 from dbtester.results.schema import upgrade
 from dbtester.util.paths import SAFE_NAME

@@ -3,7 +3,7 @@ any value either is refused at once (ValueError, TypeError or MemoryError,
 one line) or gives a load that stops when told, within seconds, and whose
 records hold together. Nothing may abort, hang or allocate without bound.
 
-The plans are real ones (``dbtester.load.engine.plan`` for each kind, as a run
+The plans are real ones (``dbtester.load.native.plan`` for each kind, as a run
 builds them) after structured mutations, aimed at peers on loopback that a
 run should never meet: a closed port, a server that reads and never answers,
 and one that answers every connection with junk bytes.
@@ -28,7 +28,7 @@ from dbtester import _engine
 from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings
-from dbtester.load.engine import plan
+from dbtester.load.native import plan
 from tests.fuzz.engine import budget, fuzz
 from tests.fuzz.mutate import mutate_data
 

@@ -504,7 +504,7 @@ def test_names_in_errors_are_cut_short(service: AgentService) -> None:
 def _engine_plan(**changes: Any) -> dict[str, Any]:
     from dbtester.config.model import Workload
     from dbtester.databases.base import LoadSettings
-    from dbtester.load.engine import plan
+    from dbtester.load.native import plan
 
     workload = Workload(type="write", requests=10, key_size=8, clients=2, connections=1)
     settings = LoadSettings(("127.0.0.1:1",), {"balancer": "leader"}, 8, 16, "linearizable", 1.0)

@@ -13,7 +13,7 @@ from dbtester.config import load_test_case_text
 from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import ConfigError
-from dbtester.load.engine import plan, records_of
+from dbtester.load.native import plan, records_of
 from dbtester.results import Records
 from dbtester.util.keys import KeySpace
 
