@@ -88,4 +88,7 @@ def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
         if not np.isfinite(values.to_numpy(dtype=float)).all():
             # an empty cell (NaN) or inf: the samplers write neither
             raise ResultsError(path, f"column {column} holds a value that is not a finite number")
-    return frame
+    # Only the columns checked: another (a column repeated by hand, which
+    # pandas keeps as NAME.1, holding text) once reached the analysis and
+    # ended `dbtester analyze` in a traceback.
+    return frame[list(columns)]

@@ -597,3 +597,21 @@ def test_keys_a_workload_type_ignores_are_not_kept(tmp_path: Path) -> None:
     path.write_text(GOOD.replace("  type: write", "  type: write\n  consistency: strong"))
     with pytest.raises(ConfigError, match="strong"):
         load_test_case(path)
+
+
+def test_a_repeated_metrics_column_holding_text_is_not_analysed(
+    tmp_path: Path, run_cli: Any
+) -> None:
+    """Found by the results harness: a server CSV with a column repeated by
+    hand, holding text (pandas keeps it as NAME.1), reached the analysis and
+    ended `dbtester analyze` in a traceback ("could not convert string to
+    float"). Only the columns dbtester checked are analysed."""
+    run = Path(shutil.copytree(V1, tmp_path / "run"))
+    csv_path = run / "etcd-v3.5" / "server-1-metrics.csv"
+    lines = csv_path.read_text().splitlines()
+    lines[0] += ",threads"
+    lines[1:] = [line + ",&a 62" for line in lines[1:]]
+    csv_path.write_text("\n".join(lines) + "\n")
+    result = run_cli("analyze", str(run))
+    assert "Traceback" not in result.err
+    assert result.code == 0, result.err
