@@ -18,6 +18,7 @@ builds over several rounds.
     python benchmarks/engine_instructions.py [--engines A.so B.so] [--rounds 3]
         [--ops put range] [--requests 2000 12000]
     python benchmarks/engine_instructions.py --cpu --requests 0 100000 [--engines ...]
+    python benchmarks/engine_instructions.py --keep DIR ...   # profiles for callgrind_annotate
 
 ``--engines`` takes builds of the engine's library (``lib_engine.so`` from
 ``cargo build --release --features extension-module`` in engine/, copied
@@ -132,9 +133,12 @@ def child(engine: Path, endpoint: str, op: str, requests: int) -> None:
         raise SystemExit(f"{op}: {len(result['code'])} of {requests} recorded: {counts}")
 
 
-def instructions(engine: Path, endpoint: str, op: str, requests: int, scratch: Path) -> int:
-    """Instructions the child process ran (every thread, user space)."""
-    out = scratch / f"callgrind.{op}.{requests}"
+def instructions(
+    engine: Path, endpoint: str, op: str, requests: int, scratch: Path, keep: Path | None
+) -> int:
+    """Instructions the child process ran (every thread, user space). With
+    ``keep``, the callgrind profile stays there (for callgrind_annotate)."""
+    out = (keep or scratch) / f"callgrind.{engine.stem}.{op}.{requests}"
     argv = [
         "valgrind",
         "--tool=callgrind",
@@ -153,7 +157,8 @@ def instructions(engine: Path, endpoint: str, op: str, requests: int, scratch: P
     match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
     if match is None:
         raise SystemExit(f"no totals in {out}")
-    out.unlink()
+    if keep is None:
+        out.unlink()
     return int(match.group(1))
 
 
@@ -192,6 +197,9 @@ def main() -> None:
     parser.add_argument("--ops", nargs="+", default=["put", "range"], choices=["put", "range"])
     parser.add_argument("--requests", nargs=2, type=int, default=[2000, 12000])
     parser.add_argument("--cpu", action="store_true", help="CPU time natively, not instructions")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep the callgrind profiles in this directory"
+    )
     args = parser.parse_args()
     engines: list[Path] = args.engines or [installed_engine()]
     low, high = sorted(args.requests)
@@ -216,7 +224,9 @@ def main() -> None:
                             )
                         else:
                             counts = [
-                                instructions(engine, server.endpoint, op, n, Path(scratch))
+                                instructions(
+                                    engine, server.endpoint, op, n, Path(scratch), args.keep
+                                )
                                 for n in (low, high)
                             ]
                             figure = (counts[1] - counts[0]) / (high - low)

@@ -25,7 +25,20 @@ from dbtester.results import OK, Records
 if TYPE_CHECKING:
     from dbtester._engine import KeysPlan, Load, MixPlan, Plan
 
-__all__ = ["EngineMissingError", "Load", "Plan", "load_phase", "plan", "records_of", "start"]
+__all__ = [
+    "EngineMissingError",
+    "Load",
+    "Operation",
+    "Plan",
+    "load_phase",
+    "plan",
+    "records_of",
+    "single_operation",
+    "start",
+]
+
+#: the engine's operations, as the plan's ``mix`` names them
+Operation = Literal["read", "update", "insert", "read_modify_write"]
 
 
 class EngineMissingError(DbtesterError):
@@ -85,10 +98,37 @@ def load_phase(kind: str, settings: LoadSettings, workload: Workload, *, threads
     phase = workload.model_copy(
         update={"requests": workload.key_count, "client_steps": (), "rate": 0.0}
     )
-    built = plan(kind, settings, phase, threads=threads, existing=0)
-    built["mix"] = {"read": 0.0, "update": 0.0, "insert": 1.0, "read_modify_write": 0.0}
-    built["keys"]["choose"] = "same"
+    return single_operation(kind, settings, phase, "insert", threads=threads)
+
+
+def single_operation(
+    kind: str,
+    settings: LoadSettings,
+    workload: Workload,
+    operation: Operation,
+    *,
+    key: int = 0,
+    threads: int = 1,
+) -> Plan:
+    """A plan that makes ``workload.requests`` of one operation: inserts of new
+    keys from ``key`` on, or anything else on key number ``key`` alone (the
+    readiness check's read). The workload's sizes, clients and pacing stay."""
+    inserts = operation == "insert"
+    built = plan(
+        kind, settings, workload, threads=threads, first_key=key, existing=0 if inserts else 1
+    )
+    built["mix"] = _only(operation)
+    keys = built["keys"]
+    keys["choose"] = "same"
+    if not inserts:
+        keys["existing"], keys["insert_space"] = 1, 0
     return built
+
+
+def _only(operation: Operation) -> MixPlan:
+    mix: MixPlan = {"read": 0.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
+    mix[operation] = 1.0
+    return mix
 
 
 def _keys(
@@ -125,14 +165,9 @@ def _mix(settings: LoadSettings, workload: Workload) -> MixPlan:
             "insert": workload.insert_proportion,
             "read_modify_write": workload.read_modify_write_proportion,
         }
-    only: MixPlan = {"read": 0.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
     if workload.type == "read":
-        only["read"] = 1.0
-    elif settings.same_key:
-        only["update"] = 1.0
-    else:
-        only["insert"] = 1.0
-    return only
+        return _only("read")
+    return _only("update" if settings.same_key else "insert")
 
 
 def start(load_plan: Plan) -> Load:

@@ -251,13 +251,9 @@ def _read_once(kind: str, settings: LoadSettings, workload: Workload) -> str:
     read = workload.model_copy(
         update={"requests": 1, "clients": 1, "connections": 1, "client_steps": (), "rate": 0.0}
     )
-    load_plan = native.plan(kind, settings, read)
-    load_plan["mix"] = {"read": 1.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
-    keys = load_plan["keys"]
-    keys["existing"], keys["choose"], keys["insert_space"] = 1, "same", 0
-    if workload.type == "mixed":
-        keys["first"] = workload.key_count - 1
-    load = native.start(load_plan)
+    # The load phase's last key: written last, so readable last.
+    key = workload.key_count - 1 if workload.type == "mixed" else 0
+    load = native.start(native.single_operation(kind, settings, read, "read", key=key))
     while not load.wait(POLL_S):
         pass
     try:
