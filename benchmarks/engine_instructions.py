@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import importlib.machinery
 import importlib.util
+import os
 import re
 import resource
 import statistics
@@ -133,6 +134,16 @@ def child(engine: Path, endpoint: str, op: str, requests: int) -> None:
         raise SystemExit(f"{op}: {len(result['code'])} of {requests} recorded: {counts}")
 
 
+#: numpy's OpenBLAS starts a thread server that spins a varying while; under
+#: callgrind it added -450 to +1,350 instructions per request to the engine's
+#: count (a put is about 32,000), more than the differences being measured.
+CHILD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _child_env() -> dict[str, str]:
+    return {**os.environ, **CHILD_ENV}
+
+
 def instructions(
     engine: Path, endpoint: str, op: str, requests: int, scratch: Path, keep: Path | None
 ) -> int:
@@ -151,7 +162,7 @@ def instructions(
         op,
         str(requests),
     ]
-    run = subprocess.run(argv, capture_output=True, text=True, check=False)
+    run = subprocess.run(argv, capture_output=True, text=True, check=False, env=_child_env())
     if run.returncode != 0:
         raise SystemExit(f"the child failed:\n{run.stderr[-3000:]}")
     match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
@@ -165,7 +176,7 @@ def instructions(
 def cpu_seconds(engine: Path, endpoint: str, op: str, requests: int) -> tuple[float, float]:
     """The child's CPU time through the load, user and system, run natively."""
     argv = [sys.executable, __file__, "--child", str(engine), endpoint, op, str(requests)]
-    run = subprocess.run(argv, capture_output=True, text=True, check=False)
+    run = subprocess.run(argv, capture_output=True, text=True, check=False, env=_child_env())
     match = re.search(r"^cpu (\S+) (\S+)$", run.stdout, re.MULTILINE)
     if run.returncode != 0 or match is None:
         raise SystemExit(f"the child failed:\n{run.stderr[-3000:]}")
