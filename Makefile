@@ -13,7 +13,7 @@ ENGINE := engine/Cargo.toml
 RUST_VERSION := 1.88
 CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system rust python demo gallery test test-databases check fuzz unit lint types engine-test tox proto clean
+.PHONY: setup system rust python demo gallery docs test test-databases check fuzz unit lint types engine-test tox proto clean
 
 setup: system python
 
@@ -39,12 +39,21 @@ demo: setup
 
 # Regenerate plots/gallery from a real run of the demo test case, 3 trials each,
 # and the screenshot of its report.html (headless Chromium).
+# Only what a reader browses is kept: the tables, charts, report and Parquet,
+# not each trial's raw records and logs (megabytes of them).
 gallery: setup
 	rm -rf plots/gallery
 	$(BIN)/dbtester run $(DEMO_CONFIG) --out plots/gallery --repeat 3
 	$(BIN)/python scripts/report_screenshot.py plots/gallery/report.html plots/gallery/report.png
+	cp plots/gallery/report.png docs/images/report.png
+	find plots/gallery -mindepth 1 -maxdepth 1 -type d ! -name charts ! -name parquet -exec rm -rf {} +
 
-test: setup engine-test test-databases
+# The docs site (MkDocs, Material theme) into site/. --strict: a broken link,
+# or a generated reference page that fails, fails the build.
+docs: python
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
+
+test: setup engine-test test-databases docs
 	$(BIN)/pytest
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

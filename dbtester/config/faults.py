@@ -61,9 +61,20 @@ class Fault(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    at: float = Field(gt=0, le=MAX_AT_S)  # seconds after the load starts
-    action: Literal["kill", "restart", "pause", "resume", "isolate", "heal"]
-    member: int | Literal["leader", "follower"] | None = None
+    at: float = Field(
+        gt=0,
+        le=MAX_AT_S,
+        description="When, from the load's start: 10s, 1.5s, 500ms, 2m or a number of seconds",
+    )
+    action: Literal["kill", "restart", "pause", "resume", "isolate", "heal"] = Field(
+        description="kill, pause and isolate take a member out; restart, resume and heal"
+        " undo the latest one still in effect"
+    )
+    member: int | Literal["leader", "follower"] | None = Field(
+        None,
+        description="kill, pause, isolate: an index (from 0), leader or follower; the undoing"
+        " actions take none",
+    )
 
     _at = field_validator("at", mode="before")(parse_duration)
 

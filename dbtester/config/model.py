@@ -100,36 +100,98 @@ class _Model(BaseModel):
 class Workload(_Model):
     """What the load generator does; shared by every database unless overridden."""
 
-    type: Literal["write", "read", "mixed"]
-    requests: int = Field(gt=0, le=MAX_REQUESTS)
-    key_size: int = Field(256, ge=1, le=1 << 20)
-    value_size: int = Field(1024, ge=0, le=64 << 20)
-    sequential_keys: bool = True
-    same_key: bool = False
-    clients: int = Field(1000, ge=1, le=100_000)
-    connections: int = Field(100, ge=1, le=100_000)
-    client_steps: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Field(strict=False)] = ()
-    rate: float = Field(0, ge=0)  # requests/s; 0 = as fast as possible
-    consistency: Literal["linearizable", "serializable"] = "linearizable"
-    request_timeout_s: float = Field(10.0, gt=0, le=600)
-    #: the share of requests that may fail before the run stops and fails
-    max_error_rate: float = Field(0.01, ge=0, le=1)
-    #: requests made before each trial's measured load and counted in no figure
-    warmup_requests: int = Field(0, ge=0, le=MAX_REQUESTS)
+    type: Literal["write", "read", "mixed"] = Field(
+        description="write: distinct keys (or one, with same_key); read: one key, seeded"
+        " first, read `requests` times; mixed: YCSB's reads, updates, inserts and"
+        " read-modify-writes over `key_count` keys"
+    )
+    requests: int = Field(
+        gt=0, le=MAX_REQUESTS, description="Measured requests per trial, shared across client steps"
+    )
+    key_size: int = Field(
+        256, ge=1, le=1 << 20, description="Bytes per key: 'k' and the key's number, zero-padded"
+    )
+    value_size: int = Field(
+        1024, ge=0, le=64 << 20, description="Bytes per value written (mixed: at least 32)"
+    )
+    sequential_keys: bool = Field(
+        True, description="write: keys in order (true) or in a seeded random order (false)"
+    )
+    same_key: bool = Field(False, description="write: overwrite one key instead of distinct keys")
+    clients: int = Field(1000, ge=1, le=100_000, description="Requests in flight at once")
+    connections: int = Field(
+        100,
+        ge=1,
+        le=100_000,
+        description="gRPC channels, ZooKeeper sessions or HTTP connections; at most `clients`",
+    )
+    client_steps: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Field(strict=False)] = Field(
+        (),
+        description="Client counts to step through, increasing (e.g. [1, 10, 100]); the"
+        " requests are shared across the steps",
+    )
+    rate: float = Field(
+        0,
+        ge=0,
+        description="Target requests/s (open loop: latency counts from each request's due"
+        " time); 0: as fast as possible",
+    )
+    consistency: Literal["linearizable", "serializable"] = Field(
+        "linearizable", description="read and mixed: the reads' consistency"
+    )
+    request_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Seconds before a request counts as `timeout`"
+    )
+    max_error_rate: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="The share of requests that may fail before the run stops and fails"
+        " (off with faults)",
+    )
+    warmup_requests: int = Field(
+        0,
+        ge=0,
+        le=MAX_REQUESTS,
+        description="Requests made before each trial's measured load, counted in no figure",
+    )
     # mixed: YCSB's core workload. A load phase writes key_count keys (not
     # measured), then requests operations are drawn with these shares.
-    key_count: int = Field(1000, ge=1, le=MAX_RANDOM_ORDER)
-    read_proportion: float = Field(0.95, ge=0, le=1)
-    update_proportion: float = Field(0.05, ge=0, le=1)
-    insert_proportion: float = Field(0.0, ge=0, le=1)
-    read_modify_write_proportion: float = Field(0.0, ge=0, le=1)
-    request_distribution: Literal["uniform", "zipfian", "latest", "hotspot"] = "zipfian"
-    #: zipfian and latest: key of rank r gets r^-θ / H(n, θ) of the requests
-    zipfian_constant: float = Field(0.99, gt=0, le=10)
-    #: hotspot: this share of the keys ...
-    hot_set_fraction: float = Field(0.2, gt=0, le=1)
-    #: ... gets this share of the requests
-    hot_operation_fraction: float = Field(0.8, ge=0, le=1)
+    key_count: int = Field(
+        1000,
+        ge=1,
+        le=MAX_RANDOM_ORDER,
+        description="mixed: keys the load phase writes before the measured requests",
+    )
+    read_proportion: float = Field(0.95, ge=0, le=1, description="mixed: the share of reads")
+    update_proportion: float = Field(
+        0.05, ge=0, le=1, description="mixed: the share of updates (overwrite an existing key)"
+    )
+    insert_proportion: float = Field(
+        0.0, ge=0, le=1, description="mixed: the share of inserts (create a new key)"
+    )
+    read_modify_write_proportion: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="mixed: the share of atomic read-modify-writes (a lost race: `conflict`);"
+        " the four shares add up to 1",
+    )
+    request_distribution: Literal["uniform", "zipfian", "latest", "hotspot"] = Field(
+        "zipfian", description="mixed: how each request's key is chosen"
+    )
+    zipfian_constant: float = Field(
+        0.99,
+        gt=0,
+        le=10,
+        description="zipfian and latest: θ; the key of rank r gets r^-θ / H(n, θ) of the requests",
+    )
+    hot_set_fraction: float = Field(
+        0.2, gt=0, le=1, description="hotspot: the share of the keys that are hot"
+    )
+    hot_operation_fraction: float = Field(
+        0.8, ge=0, le=1, description="hotspot: the share of the requests the hot keys get"
+    )
 
     @field_validator("sequential_keys", "same_key")
     @classmethod
@@ -279,12 +341,20 @@ class Host(_Model):
     """A server machine running ``dbtester agent serve``; the ssh_* and agent_dir
     keys are for ``dbtester agents up|down|status``."""
 
-    address: str = Field(min_length=1, pattern=HOST_PATTERN)
-    agent_port: int = Field(3500, ge=1, le=65535)
-    ssh_port: int = Field(22, ge=1, le=65535)
-    ssh_user: str | None = Field(None, pattern=USER_PATTERN)  # None: --ssh-user, else $USER
-    #: where the agent's venv, config, token and data live (relative: to the home dir)
-    agent_dir: str = Field("dbtester-agent", pattern=AGENT_DIR_PATTERN)
+    address: str = Field(
+        min_length=1, pattern=HOST_PATTERN, description="The server's address (name or IP)"
+    )
+    agent_port: int = Field(3500, ge=1, le=65535, description="The agent's gRPC port")
+    ssh_port: int = Field(22, ge=1, le=65535, description="SSH port, for `dbtester agents`")
+    ssh_user: str | None = Field(
+        None, pattern=USER_PATTERN, description="SSH user (unset: --ssh-user, else $USER)"
+    )
+    agent_dir: str = Field(
+        "dbtester-agent",
+        pattern=AGENT_DIR_PATTERN,
+        description="Where `agents up` puts the agent's venv, config, token and data"
+        " (relative: to the home directory)",
+    )
 
     @field_validator("agent_dir")
     @classmethod
@@ -299,9 +369,13 @@ class Host(_Model):
 class Publish(_Model):
     """Where ``dbtester run`` uploads its results once every database passed."""
 
-    url: str = Field(min_length=1)
-    #: where readers fetch the files; default: the bucket's public URL
-    public_url: str | None = None
+    url: str = Field(
+        min_length=1,
+        description="gs://BUCKET/PREFIX, s3://BUCKET/PREFIX, file:///PATH or an absolute path",
+    )
+    public_url: str | None = Field(
+        None, description="Where readers fetch the files (unset: the bucket's public URL)"
+    )
 
     # The rules live with the code that publishes: one place for both this check
     # and `dbtester publish`.
@@ -326,20 +400,37 @@ class Publish(_Model):
 class DatabaseSpec(_Model):
     """One column of the results table: a database kind at a version, with settings."""
 
-    id: str = Field(pattern=ID_PATTERN, max_length=64)
-    kind: str
-    version: str = Field(pattern=VERSION_PATTERN)
-    description: str = ""
-    members: int = Field(3, ge=1, le=MAX_MEMBERS)
-    hosts: Annotated[tuple[Host, ...], Field(strict=False)] = ()
+    id: str = Field(
+        pattern=ID_PATTERN,
+        max_length=64,
+        description="Unique; names the table column and the results folder",
+    )
+    kind: str = Field(description="The database kind: etcd, zookeeper or consul")
+    version: str = Field(
+        pattern=VERSION_PATTERN, description='The version to run; a string: quote "3.5"'
+    )
+    description: str = Field("", description="The column heading (default: the id)")
+    members: int = Field(
+        3, ge=1, le=MAX_MEMBERS, description="Members on this machine (with hosts: one per host)"
+    )
+    hosts: Annotated[tuple[Host, ...], Field(strict=False)] = Field(
+        (), description="Servers running agents, one per member (see the host keys)"
+    )
     endpoints: Annotated[
         tuple[Annotated[str, Field(pattern=ENDPOINT_PATTERN)], ...],
         Field(strict=False),
-    ] = ()
-    flags: Options = Options()
-    client: Options = Options()
-    #: the effective workload (the test case's, with this entry's overrides applied)
-    workload: Workload
+    ] = Field(
+        (),
+        description="An already-running cluster's client addresses (HOST:PORT): load only,"
+        " no agents",
+    )
+    flags: Options = Field(Options(), description="The kind's server settings (below)")
+    client: Options = Field(Options(), description="The kind's client settings (below)")
+    workload: Workload = Field(
+        description="Workload keys to override for this database only",
+        # The loader fills it in from the test case's workload.
+        json_schema_extra={"doc_default": "the test case's"},
+    )
 
     @model_validator(mode="after")
     def _placement(self) -> Self:
@@ -395,32 +486,55 @@ class TestCase(_Model):
 
     __test__ = False  # not a pytest class, despite the name
 
-    title: str = Field(min_length=1)
-    description: str = ""
-    workload: Workload
-    databases: Annotated[tuple[AnySpec, ...], Field(strict=False, min_length=1)]
-    #: trials per database, interleaved (A1 B1 A2 B2 ...), each on a fresh cluster;
-    #: "auto": until the stopping metrics are decided (analyze/sequential.py)
-    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] | Literal["auto"] = 1
-    #: repeat: auto: at most this many trials per database
-    max_trials: int = Field(DEFAULT_MAX_TRIALS, ge=MIN_AUTO_TRIALS, le=MAX_REPEAT)
-    #: repeat: auto: no new round of trials starts once this many seconds have
-    #: passed since the first began (None: no limit but max_trials)
-    time_budget: float | None = Field(None, gt=0, le=MAX_AT_S)
-    #: repeat: auto: a change whose interval lies inside ± this many percent
-    #: is "equivalent" (decided, and not a difference)
-    equivalence: float = Field(5.0, gt=0, le=100)
-    #: repeat: auto: the rows that must be decided before the trials stop
-    stopping_metrics: Annotated[tuple[str, ...], Field(strict=False, min_length=1)] = (
-        "AVG-THROUGHPUT",
-        "Latency p99",
+    title: str = Field(min_length=1, description="Heads the table, the README and the report")
+    description: str = Field("", description="Free text, shown above the table")
+    workload: Workload = Field(description="What the load does (the workload keys)")
+    databases: Annotated[tuple[AnySpec, ...], Field(strict=False, min_length=1)] = Field(
+        description="One column of the table each, run in this order (the database keys)"
     )
-    #: applied to every database's cluster during its load (config/faults.py)
-    faults: Annotated[tuple[Fault, ...], Field(strict=False, max_length=100)] = ()
-    #: with faults: a load in which no request succeeds for this long stops,
-    #: and the run fails (the cluster did not recover)
-    fault_recovery: float = Field(DEFAULT_FAULT_RECOVERY_S, gt=0, le=MAX_AT_S)
-    publish: Publish | None = None
+    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] | Literal["auto"] = Field(
+        1,
+        description="Trials per database, interleaved (A1 B1 A2 B2 ...), each on a fresh"
+        " cluster; auto: until the stopping metrics are decided",
+    )
+    max_trials: int = Field(
+        DEFAULT_MAX_TRIALS,
+        ge=MIN_AUTO_TRIALS,
+        le=MAX_REPEAT,
+        description="repeat: auto: at most this many trials per database",
+    )
+    time_budget: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_AT_S,
+        description="repeat: auto: no new round of trials starts once this long has passed"
+        " since the first began: seconds or a duration like 90m (unset: no limit)",
+    )
+    equivalence: float = Field(
+        5.0,
+        gt=0,
+        le=100,
+        description="repeat: auto: a change whose interval lies inside ± this many percent is"
+        " decided as equivalent",
+    )
+    stopping_metrics: Annotated[tuple[str, ...], Field(strict=False, min_length=1)] = Field(
+        ("AVG-THROUGHPUT", "Latency p99"),
+        description="repeat: auto: the table rows that must be decided before the trials stop",
+    )
+    faults: Annotated[tuple[Fault, ...], Field(strict=False, max_length=100)] = Field(
+        (),
+        description="Faults applied to every database's cluster during its load (the fault keys)",
+    )
+    fault_recovery: float = Field(
+        DEFAULT_FAULT_RECOVERY_S,
+        gt=0,
+        le=MAX_AT_S,
+        description="With faults: a load in which no request succeeds for this long stops and"
+        " fails (the cluster did not recover); a duration like 30s",
+    )
+    publish: Publish | None = Field(
+        None, description="Upload the results here when every database passed (the publish keys)"
+    )
 
     _recovery = field_validator("fault_recovery", mode="before")(parse_duration)
     _budget = field_validator("time_budget", mode="before")(parse_duration)

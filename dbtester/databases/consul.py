@@ -33,11 +33,13 @@ class ConsulFlags(Options):
     raft_multiplier: int | None = Field(
         None, ge=1, le=10, description="performance.raft_multiplier"
     )
-    log_level: str | None = Field(None, pattern="^(trace|debug|info|warn|error)$")
+    log_level: str | None = Field(
+        None, pattern="^(trace|debug|info|warn|error)$", description="log_level"
+    )
 
 
 class ConsulClient(Options):
-    pass
+    """Consul's client has no settings: the load uses its HTTP API's KV endpoints."""
 
 
 class Consul(DatabaseKind):

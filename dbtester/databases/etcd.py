@@ -61,8 +61,11 @@ class EtcdFlags(Options):
 class EtcdClient(Options):
     """How the load generator spreads requests over the members."""
 
-    #: pick_first: one endpoint; round_robin: all members; leader: only the leader
-    balancer: Literal["pick_first", "round_robin", "leader"] = "round_robin"
+    balancer: Literal["pick_first", "round_robin", "leader"] = Field(
+        "round_robin",
+        description="pick_first: every connection to the first member; round_robin:"
+        " connection c to member c mod n; leader: every connection to the leader",
+    )
 
 
 class Etcd(DatabaseKind):

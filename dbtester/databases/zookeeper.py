@@ -57,7 +57,9 @@ class ZooKeeperFlags(Options):
 
 
 class ZooKeeperClient(Options):
-    session_timeout_ms: int = Field(30000, ge=1000)
+    """The load's ZooKeeper sessions."""
+
+    session_timeout_ms: int = Field(30000, ge=1000, description="Each session's timeout, ms")
 
 
 class ZooKeeper(DatabaseKind):

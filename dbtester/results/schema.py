@@ -7,42 +7,8 @@ versions are brought up to :data:`SCHEMA_VERSION` step by step, and a newer
 one is refused with :class:`~dbtester.errors.SchemaVersionError` (exit 2),
 naming the file and both versions.
 
-History (add a line and an upgrade step whenever what a file holds changes):
-
-1. dbtester 0.1, the first release. ``run.json`` carried its version as
-   ``"schema": 1``; ``result.json`` as ``"schema_version": 1`` and gained its
-   analysis (title, databases, figures) only once analysed.
-2. One key, ``"schema_version"``, in every file (``run.json`` had
-   ``"schema"``). ``result.json`` always has every field of ``RunSummary``:
-   ``title`` empty and ``databases`` an empty list until the analysis fills
-   them. Nothing was removed: a version 1 file upgrades by renaming its key.
-3. Repeated trials. ``run.json`` has ``trial`` (null for a database's only
-   trial, kept in ``<db-id>/``; k for ``<db-id>/trial-<k>/``) and ``notes``.
-   ``result.json`` has ``repeat`` and ``comparisons`` (each database against
-   the first), and per database ``trials``, ``intervals`` (the 95% interval's
-   half-width per row) and ``trial_figures`` (every trial's rows). Only keys
-   were added, with defaults that describe a version 2 run: it upgrades as it is.
-4. Warm-up and faults. ``run.json`` has ``warmup`` (null, or the warm-up's
-   window, CPU and outcome counts, in the form of ``load``; its requests are
-   in no figure, but its writes are in ``verification``) and ``faults`` (the
-   scheduled faults as they happened). Only keys were added, with defaults
-   that describe a version 3 run: it upgrades as it is.
-5. Fault figures. ``result.json`` has, per database, ``faults``: what each
-   scheduled fault did to the load (unavailability, recovery, errors by kind,
-   p99 around it), per trial; its table rows are ``FAULT-<k>-...``. Only a key
-   was added, empty for a run without faults: a version 4 file upgrades as it is.
-6. Operations. ``client-latency.npz`` has an ``op`` array (0 read, 1 update,
-   2 insert, 3 read-modify-write) beside the others, and a run's table gets
-   per-operation rows where a database ran more than one; outcomes include
-   ``conflict`` (a read-modify-write that lost its race), which is not an
-   error. ``run.json`` has ``load_phase`` (null, or a mixed workload's load
-   phase, in the form of ``warmup``). Only a key was added: a version 5 file
-   upgrades as it is, and its records (without ``op``) read as operations not
-   recorded.
-7. Trials until decided. ``result.json`` has ``sequential`` (null, or for a
-   ``repeat: auto`` run why its trials stopped and each database's decision
-   on each stopping metric). Only a key was added: a version 6 file upgrades
-   as it is.
+Its history is :data:`HISTORY`, one entry per version (add one, and an
+upgrade step, whenever what a file holds changes); the docs site prints it.
 """
 
 from __future__ import annotations
@@ -53,9 +19,58 @@ from typing import Any
 
 from dbtester.errors import ResultsError, SchemaVersionError
 
-__all__ = ["SCHEMA_VERSION", "upgrade", "version_of"]
+__all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
 SCHEMA_VERSION = 7
+
+#: what each version changed, version 1 first (the docs site prints this)
+HISTORY: tuple[str, ...] = (
+    (
+        'dbtester 0.1, the first release. ``run.json`` carried its version as ``"schema": 1``; '
+        '``result.json`` as ``"schema_version": 1`` and gained its analysis (title, databases, '
+        "figures) only once analysed."
+    ),
+    (
+        'One key, ``"schema_version"``, in every file (``run.json`` had ``"schema"``). '
+        "``result.json`` always has every field of ``RunSummary``: ``title`` empty and "
+        "``databases`` an empty list until the analysis fills them. Nothing was removed: a "
+        "version 1 file upgrades by renaming its key."
+    ),
+    (
+        "Repeated trials. ``run.json`` has ``trial`` (null for a database's only trial, kept in "
+        "``<db-id>/``; k for ``<db-id>/trial-<k>/``) and ``notes``. ``result.json`` has "
+        "``repeat`` and ``comparisons`` (each database against the first), and per database "
+        "``trials``, ``intervals`` (the 95% interval's half-width per row) and ``trial_figures`` "
+        "(every trial's rows). Only keys were added, with defaults that describe a version 2 run: "
+        "it upgrades as it is."
+    ),
+    (
+        "Warm-up and faults. ``run.json`` has ``warmup`` (null, or the warm-up's window, CPU and "
+        "outcome counts, in the form of ``load``; its requests are in no figure, but its writes "
+        "are in ``verification``) and ``faults`` (the scheduled faults as they happened). Only "
+        "keys were added, with defaults that describe a version 3 run: it upgrades as it is."
+    ),
+    (
+        "Fault figures. ``result.json`` has, per database, ``faults``: what each scheduled fault "
+        "did to the load (unavailability, recovery, errors by kind, p99 around it), per trial; "
+        "its table rows are ``FAULT-<k>-...``. Only a key was added, empty for a run without "
+        "faults: a version 4 file upgrades as it is."
+    ),
+    (
+        "Operations. ``client-latency.npz`` has an ``op`` array (0 read, 1 update, 2 insert, 3 "
+        "read-modify-write) beside the others, and a run's table gets per-operation rows where a "
+        "database ran more than one; outcomes include ``conflict`` (a read-modify-write that lost "
+        "its race), which is not an error. ``run.json`` has ``load_phase`` (null, or a mixed "
+        "workload's load phase, in the form of ``warmup``). Only a key was added: a version 5 "
+        "file upgrades as it is, and its records (without ``op``) read as operations not "
+        "recorded."
+    ),
+    (
+        "Trials until decided. ``result.json`` has ``sequential`` (null, or for a ``repeat: "
+        "auto`` run why its trials stopped and each database's decision on each stopping metric). "
+        "Only a key was added: a version 6 file upgrades as it is."
+    ),
+)
 
 #: the key a file of each version names its version by
 _VERSION_KEYS = ("schema_version", "schema")
