@@ -24,6 +24,7 @@ from dbtester.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_RUN_FAILED,
+    BadInputError,
     DbtesterError,
     InstallError,
     RegressionError,
@@ -196,7 +197,7 @@ def convert(old: str, new: str, force: bool) -> None:
     loaded = _load(old)
     target = Path(new)
     if target.exists() and not force:
-        raise DbtesterError(f"{new} exists; pass --force to overwrite it")
+        raise BadInputError(f"{new} exists; pass --force to overwrite it, or choose another NEW")
     header = [f"# Converted by dbtester {__version__} from {old}"]
     if loaded.warnings:
         header.append("# Conversion notes:")
@@ -678,7 +679,12 @@ def _agent_hosts(config: str, ssh_user: str | None) -> list[AgentHost]:
 
     hosts = agent_hosts(_load(config).case, ssh_user)
     if not hosts:
-        raise RemoteError(f"{config} names no hosts: its databases run on this machine")
+        # Bad input (exit 2), not a remote failure: nothing was tried.
+        raise BadInputError(
+            f"{config} has no `hosts:`, so there are no agents: its databases run on this"
+            f" machine. Run it locally with `dbtester run {config}`, or add hosts to its"
+            " databases"
+        )
     return hosts
 
 
