@@ -1,7 +1,8 @@
 """Bad input exits 2, with a message that says what to do, wherever it is
 found: an --out that holds another run, a NEW that exists without --force,
-and agents for a test case that has no hosts. Nothing here starts a database
-or opens a connection."""
+agents for a test case that has no hosts, and compare/history without their
+directories (which --list-metrics does not need). Nothing here starts a
+database or opens a connection."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dbtester.analyze.stats import DEFAULT_METRICS, METRICS
 from dbtester.errors import EXIT_BAD_INPUT, EXIT_OK
 from tests.conftest import CONFIGS, LEGACY
 
@@ -54,3 +56,27 @@ def test_agents_for_a_test_case_without_hosts_exit_2(action: str, home: Path, ru
     assert result.code == EXIT_BAD_INPUT, result.err
     assert "has no `hosts:`" in result.err and "no agents" in result.err
     assert f"dbtester run {QUICKSTART}" in result.err
+
+
+@pytest.mark.parametrize("command", ["compare", "history"])
+def test_list_metrics_needs_no_directories(command: str, run_cli: Any) -> None:
+    result = run_cli(command, "--list-metrics")
+    assert result.code == EXIT_OK, result.err
+    lines = result.out.splitlines()
+    assert [line.split("  ")[0].rstrip() for line in lines] == list(METRICS)
+    by_name = {line.split("  ")[0].rstrip(): line for line in lines}
+    assert "higher is better" in by_name["AVG-THROUGHPUT"]
+    assert "lower is better" in by_name["Latency p99"]
+    assert [n for n, line in by_name.items() if "by default" in line] == list(DEFAULT_METRICS)
+
+
+def test_compare_without_both_directories_is_a_usage_error(tmp_path: Path, run_cli: Any) -> None:
+    for args in ([], [str(tmp_path)]):
+        result = run_cli("compare", *args)
+        assert result.code == EXIT_BAD_INPUT, result.err
+        assert "DIR_A and DIR_B" in result.err and "--list-metrics" in result.err
+
+
+def test_history_without_a_source_is_a_usage_error(run_cli: Any) -> None:
+    result = run_cli("history", "--check")
+    assert result.code == EXIT_BAD_INPUT and "give SOURCE" in result.err, result.err
