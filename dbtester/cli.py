@@ -8,10 +8,11 @@ exit code (0 ok, 1 run failed, 2 bad input, 3 publish failed, 130 Ctrl-C).
 from __future__ import annotations
 
 import datetime
+import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 import yaml
@@ -23,7 +24,11 @@ from dbtester.databases import KINDS, get_kind
 from dbtester.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PUBLISH_FAILED,
     EXIT_RUN_FAILED,
+    BadInputError,
+    ConfigError,
     DbtesterError,
     InstallError,
     RegressionError,
@@ -61,10 +66,48 @@ def main() -> None:
         sys.exit(EXIT_RUN_FAILED)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _epilog(examples: Sequence[str], codes: Mapping[int, str]) -> str:
+    """A command's help epilog: examples that run as written, then the exit
+    codes it can return. ``\\b`` stops click from rewrapping either block (a
+    test parses every example against the command tree)."""
+    shown = "\n".join(f"  {example}" for example in examples)
+    listed = "\n".join(f"  {code:<3}  {meaning}" for code, meaning in sorted(codes.items()))
+    return f"\b\nExamples:\n{shown}\n\n\b\nExit codes:\n{listed}"
+
+
+#: what the exit codes mean for most commands (dbtester.errors)
+_OK = {EXIT_OK: "success"}
+_BAD = {EXIT_BAD_INPUT: "bad input: an option, a test case, a file or a directory"}
+
+
+def _emit_json(document: Mapping[str, Any]) -> None:
+    """A ``--json`` document on stdout; strict JSON (no NaN) for any reader."""
+    click.echo(json.dumps(document, indent=2, allow_nan=False))
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=_epilog(
+        [
+            "dbtester init --out mine.yaml",
+            "dbtester run configs/quickstart.yaml --repeat 3",
+            "dbtester compare results/before results/after",
+        ],
+        {
+            **_OK,
+            EXIT_RUN_FAILED: "the run failed, or compare/history found a regression",
+            **_BAD,
+            EXIT_PUBLISH_FAILED: "publishing failed (the local results are complete)",
+            EXIT_INTERRUPTED: "interrupted (Ctrl-C); what ran so far is kept",
+        },
+    ),
+)
 @click.version_option(__version__, prog_name="dbtester")
 def cli() -> None:
-    """Benchmark distributed key-value databases and publish the results."""
+    """Benchmark distributed key-value databases and publish the results.
+
+    Each command's --help shows examples and its exit codes.
+    """
 
 
 # --------------------------------------------------------------------------- validate
@@ -77,10 +120,28 @@ def _load(path: str) -> Loaded:
     return loaded
 
 
-@cli.command()
+_JSON_HELP = (
+    "Print a JSON document for scripts instead of the text (its schema:"
+    " dbtester/schemas/{}.schema.json); errors still go to stderr."
+)
+
+
+@cli.command(
+    epilog=_epilog(
+        [
+            "dbtester validate configs/quickstart.yaml",
+            "dbtester validate configs/ycsb-a.yaml --json",
+        ],
+        {EXIT_OK: "the test case is valid", EXIT_BAD_INPUT: "a problem (each one located)"},
+    )
+)
 @click.argument("config", type=click.Path(dir_okay=False))
-def validate(config: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP.format("validate"))
+def validate(config: str, as_json: bool) -> None:
     """Check a test case and summarise what would run (exit 2 on any problem)."""
+    if as_json:
+        _validate_json(config)
+        return
     loaded = _load(config)
     case = loaded.case
     origin = " (original dbtester format; see 'dbtester convert')" if loaded.legacy else ""
@@ -108,6 +169,19 @@ def validate(config: str) -> None:
             " (fault_recovery)"
         )
     click.echo(f"  publish: {case.publish.url if case.publish else 'no (results stay local)'}")
+
+
+def _validate_json(config: str) -> None:
+    """``validate --json``: the document on stdout, valid or not; a problem
+    still exits 2 with its message on stderr."""
+    from dbtester.jsonout import invalid_document, validate_document
+
+    try:
+        loaded = _load(config)
+    except ConfigError as exc:
+        _emit_json(invalid_document(config, exc.problems))
+        raise
+    _emit_json(validate_document(config, loaded, describe_workload))
 
 
 class RepeatType(click.ParamType[int | Literal["auto"]]):
@@ -187,7 +261,19 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str_presenter)
 
 
-@cli.command()
+@cli.command(
+    epilog=_epilog(
+        [
+            "dbtester convert tests/fixtures/legacy/write-one-client.yaml write-one-client.yaml",
+            "dbtester convert old.yaml new.yaml --force",
+        ],
+        {
+            EXIT_OK: "NEW written",
+            EXIT_RUN_FAILED: "NEW could not be written (e.g. a full disk)",
+            EXIT_BAD_INPUT: "OLD has problems, or NEW exists without --force",
+        },
+    )
+)
 @click.argument("old", type=click.Path(dir_okay=False))
 @click.argument("new", type=click.Path(dir_okay=False, writable=True))
 @click.option("--force", is_flag=True, help="Overwrite NEW if it exists.")
@@ -196,7 +282,7 @@ def convert(old: str, new: str, force: bool) -> None:
     loaded = _load(old)
     target = Path(new)
     if target.exists() and not force:
-        raise DbtesterError(f"{new} exists; pass --force to overwrite it")
+        raise BadInputError(f"{new} exists; pass --force to overwrite it, or choose another NEW")
     header = [f"# Converted by dbtester {__version__} from {old}"]
     if loaded.warnings:
         header.append("# Conversion notes:")
@@ -208,6 +294,69 @@ def convert(old: str, new: str, force: bool) -> None:
         raise DbtesterError(f"{new}: cannot write: {exc.strerror or exc}") from None
     click.echo(
         f"wrote {new} ({len(loaded.case.databases)} databases, {len(loaded.warnings)} notes)"
+    )
+
+
+# --------------------------------------------------------------------------- init
+
+
+@cli.command(
+    "init",
+    epilog=_epilog(
+        [
+            "dbtester init",
+            "dbtester init --out mine.yaml",
+            "dbtester init --kind etcd@3.6.8 --kind zookeeper@3.8.0 --kind consul@1.22.0"
+            " --out three.yaml",
+            "dbtester init --hosts 10.0.0.1,10.0.0.2,10.0.0.3 --out cluster.yaml --force",
+        ],
+        {
+            EXIT_OK: "written (to stdout without --out)",
+            EXIT_RUN_FAILED: "--out could not be written (e.g. a full disk)",
+            EXIT_BAD_INPUT: "an unknown kind, a bad version or host, or --out exists"
+            " without --force",
+        },
+    ),
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND@VERSION",
+    help="A database to compare (repeatable), e.g. zookeeper@3.8.0 [etcd@3.6.8].",
+)
+@click.option(
+    "--hosts",
+    metavar="A,B,C",
+    help="Run each database's members on these machines (one each, through their"
+    " agents) [this machine].",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the test case to this file [stdout].",
+)
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+def init_command(kinds: tuple[str, ...], hosts: str | None, out: Path | None, force: bool) -> None:
+    """Write a starter test case that validates as written; nothing is asked.
+
+    Then: `dbtester validate FILE`, `dbtester run FILE`.
+    """
+    from dbtester.init import parse_hosts, starter_test_case, write_starter
+
+    try:
+        targets = [_parse_target(target) for target in kinds]
+    except click.BadParameter as exc:
+        exc.param_hint = "'--kind'"  # the message then names the option
+        raise
+    text = starter_test_case(targets, parse_hosts(hosts) if hosts is not None else ())
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    write_starter(out, text, force)
+    click.echo(
+        f"wrote {out}; check it with `dbtester validate {out}`, run it with `dbtester run {out}`",
+        err=True,
     )
 
 
@@ -227,7 +376,20 @@ def _parse_target(target: str) -> tuple[str, str]:
     return kind, version
 
 
-@cli.command()
+@cli.command(
+    epilog=_epilog(
+        [
+            "dbtester install etcd@3.6.8 zookeeper@3.8.0",
+            "dbtester install --for configs/quickstart.yaml",
+            "dbtester install --list",
+        ],
+        {
+            EXIT_OK: "installed (or already there)",
+            EXIT_RUN_FAILED: "an unexpected failure (e.g. the disk)",
+            EXIT_BAD_INPUT: "a bad KIND@VERSION or test case, or no way to obtain a binary",
+        },
+    )
+)
 @click.argument("targets", nargs=-1, metavar="KIND@VERSION...")
 @click.option("--list", "show", is_flag=True, help="Show what is installed.")
 @click.option(
@@ -240,8 +402,7 @@ def _parse_target(target: str) -> tuple[str, str]:
 def install(targets: tuple[str, ...], show: bool, config: str | None, quiet: bool) -> None:
     """Install database binaries into $DBTESTER_HOME (default ~/.cache/dbtester).
 
-    Examples: dbtester install etcd@3.5.17 zookeeper@3.8.0; dbtester install --for
-    configs/quickstart.yaml. A version already installed returns at once.
+    A version already installed returns at once.
     """
     if show:
         _show_installed()
@@ -284,7 +445,21 @@ def agent() -> None:
     """The agent that runs databases on a server machine."""
 
 
-@agent.command("serve")
+@agent.command(
+    "serve",
+    epilog=_epilog(
+        [
+            "dbtester agent serve --listen 0.0.0.0:3500 --token-file agent.token",
+            "dbtester agent serve --config agents/agent.example.yaml --pidfile agent.pid",
+        ],
+        {
+            EXIT_OK: "stopped by SIGTERM or SIGINT (its databases stopped first)",
+            EXIT_RUN_FAILED: "the agent could not start: the port is taken, another agent"
+            " holds the pidfile, a token or TLS file cannot be read",
+            EXIT_BAD_INPUT: "a bad option or agent config",
+        },
+    ),
+)
 @click.option(
     "--listen", default=None, help="HOST:PORT to listen on [127.0.0.1:3500]; port 0 picks one."
 )
@@ -370,12 +545,28 @@ def _agent_logging(root: Path) -> None:
 # --------------------------------------------------------------------------- run, analyze
 
 
-@cli.command()
+@cli.command(
+    epilog=_epilog(
+        [
+            "dbtester run configs/quickstart.yaml",
+            "dbtester run configs/quickstart.yaml --repeat 3 --out results/quickstart-3",
+            "dbtester run configs/etcd-zookeeper-consul.yaml --only etcd-v3.5 --workers 2",
+            "dbtester run configs/quickstart.yaml --repeat auto",
+        ],
+        {
+            **_OK,
+            EXIT_RUN_FAILED: "a database failed (every result is kept)",
+            EXIT_BAD_INPUT: "a bad test case or option, or --out exists and is not empty",
+            EXIT_PUBLISH_FAILED: "publishing failed (the local results are complete)",
+            EXIT_INTERRUPTED: "interrupted (Ctrl-C); what ran so far is kept and rendered",
+        },
+    )
+)
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Results directory [results/<time>-<title>].",
+    help="Results directory, new or empty [results/<time>-<title>].",
 )
 @click.option("--only", multiple=True, metavar="ID", help="Run only this database (repeatable).")
 @click.option("--local", is_flag=True, help="Run every database on this machine, ignoring hosts.")
@@ -449,7 +640,17 @@ def print_outcome(outcome: RunOutcome) -> None:
         )
 
 
-@cli.command("analyze")
+@cli.command(
+    "analyze",
+    epilog=_epilog(
+        ["dbtester analyze results/quickstart-3"],
+        {
+            **_OK,
+            EXIT_RUN_FAILED: "the files could not be written (e.g. a full disk)",
+            EXIT_BAD_INPUT: "DIRECTORY is not a results directory dbtester can read",
+        },
+    ),
+)
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 def analyze_command(directory: Path) -> None:
     """Re-render the table, charts, README and report.html of a results directory
@@ -472,9 +673,52 @@ def _print_rendered(table: str, comparison: str, notes: Sequence[str]) -> None:
         click.echo(f"note: {note}", err=True)
 
 
-@cli.command("compare")
-@click.argument("dir_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.argument("dir_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
+_METRIC_HELP = (
+    "A table row to {} (repeatable) [AVG-THROUGHPUT, Latency p50, Latency p99,"
+    " SERVER-MAX-CPU-USAGE, SERVER-MAX-MEMORY-USAGE]; --list-metrics shows them all."
+)
+
+
+def _list_metrics() -> None:
+    """``--list-metrics``: one row per line, its name then how it is judged."""
+    from dbtester.compare import describe_metrics
+
+    described = describe_metrics()
+    width = max(len(name) for name, _ in described)
+    for name, words in described:
+        click.echo(f"{name:<{width}}  {words}")
+
+
+def _list_metrics_option(command: Callable[..., None]) -> Callable[..., None]:
+    return click.option(
+        "--list-metrics",
+        is_flag=True,
+        help="Print every metric --metric accepts, one per line, and exit.",
+    )(command)
+
+
+@cli.command(
+    "compare",
+    epilog=_epilog(
+        [
+            "dbtester compare results/before results/after",
+            "dbtester compare results/before results/after --threshold 10 --metric 'Latency p99'",
+            "dbtester compare results/before results/after --json",
+            "dbtester compare --list-metrics",
+        ],
+        {
+            EXIT_OK: "no metric got significantly worse beyond the threshold",
+            EXIT_RUN_FAILED: "a regression: a metric got significantly worse beyond it",
+            EXIT_BAD_INPUT: "bad input, or the runs were measured on different machines",
+        },
+    ),
+)
+@click.argument(
+    "dir_a", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path)
+)
+@click.argument(
+    "dir_b", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path)
+)
 @click.option(
     "--threshold",
     type=click.FloatRange(0, min_open=False),
@@ -483,12 +727,7 @@ def _print_rendered(table: str, comparison: str, notes: Sequence[str]) -> None:
     help="A significant change for the worse larger than this many % is a regression.",
 )
 @click.option(
-    "--metric",
-    "metrics",
-    multiple=True,
-    metavar="NAME",
-    help="A table row to compare (repeatable) [AVG-THROUGHPUT, Latency p50, Latency p99,"
-    " SERVER-MAX-CPU-USAGE, SERVER-MAX-MEMORY-USAGE].",
+    "--metric", "metrics", multiple=True, metavar="NAME", help=_METRIC_HELP.format("compare")
 )
 @click.option(
     "--across-environments",
@@ -496,12 +735,16 @@ def _print_rendered(table: str, comparison: str, notes: Sequence[str]) -> None:
     help="Give verdicts even when the two runs were measured on different machines"
     " (CPU model, cores, memory or kernel).",
 )
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP.format("compare"))
+@_list_metrics_option
 def compare_command(
-    dir_a: Path,
-    dir_b: Path,
+    dir_a: Path | None,
+    dir_b: Path | None,
     threshold: float,
     metrics: tuple[str, ...],
     across_environments: bool,
+    as_json: bool,
+    list_metrics: bool,
 ) -> None:
     """Compare two results directories, database by database (matched by id).
 
@@ -512,6 +755,11 @@ def compare_command(
     """
     from dbtester.compare import compare_directories
 
+    if list_metrics:
+        _list_metrics()
+        return
+    if dir_a is None or dir_b is None:
+        raise click.UsageError("give two results directories, DIR_A and DIR_B (or --list-metrics)")
     comparison = compare_directories(
         dir_a,
         dir_b,
@@ -519,7 +767,12 @@ def compare_command(
         metrics=metrics,
         across_environments=across_environments,
     )
-    click.echo(comparison.render(), nl=False)
+    if as_json:
+        from dbtester.jsonout import compare_document
+
+        _emit_json(compare_document(comparison))
+    else:
+        click.echo(comparison.render(), nl=False)
     regressions = comparison.regressions
     if regressions:
         lines = "\n".join(
@@ -532,8 +785,24 @@ def compare_command(
         )
 
 
-@cli.command("history")
-@click.argument("source")
+@cli.command(
+    "history",
+    epilog=_epilog(
+        [
+            "dbtester history results/",
+            "dbtester history results/ --metric AVG-THROUGHPUT --out history/",
+            "dbtester history s3://my-bucket/dbtester --check --baseline-runs 5 --threshold 10",
+            "dbtester history results/ --check --json",
+            "dbtester history --list-metrics",
+        ],
+        {
+            **_OK,
+            EXIT_RUN_FAILED: "with --check: a database's newest run regressed",
+            **_BAD,
+        },
+    ),
+)
+@click.argument("source", required=False)
 @click.option(
     "--database",
     "databases",
@@ -542,12 +811,7 @@ def compare_command(
     help="Only this database id (repeatable).",
 )
 @click.option(
-    "--metric",
-    "metrics",
-    multiple=True,
-    metavar="NAME",
-    help="A table row to show and check (repeatable) [AVG-THROUGHPUT, Latency p50, Latency p99,"
-    " SERVER-MAX-CPU-USAGE, SERVER-MAX-MEMORY-USAGE].",
+    "--metric", "metrics", multiple=True, metavar="NAME", help=_METRIC_HELP.format("show and check")
 )
 @click.option(
     "--since",
@@ -578,8 +842,10 @@ def compare_command(
     help="With --check: a significant change for the worse larger than this many % is a"
     " regression.",
 )
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP.format("history"))
+@_list_metrics_option
 def history_command(
-    source: str,
+    source: str | None,
     databases: tuple[str, ...],
     metrics: tuple[str, ...],
     since: datetime.datetime | None,
@@ -588,6 +854,8 @@ def history_command(
     baseline: str | None,
     baseline_runs: int,
     threshold: float,
+    as_json: bool,
+    list_metrics: bool,
 ) -> None:
     """Every run under SOURCE (a results folder, file://, gs:// or s3:// prefix):
     a table of runs x metrics per database and version, read with DuckDB.
@@ -601,26 +869,40 @@ def history_command(
     from dbtester.history import check_history, load_history, open_source
     from dbtester.history.output import render_table, write_outputs
 
+    if list_metrics:
+        _list_metrics()
+        return
+    if source is None:
+        raise click.UsageError(
+            "give SOURCE, a results folder or a bucket prefix (or --list-metrics)"
+        )
     rows = check_metrics(metrics)
     found = load_history(
         open_source(source), databases=databases, since=since.date() if since else None
     )
-    click.echo(render_table(found, rows), nl=False)
+    if not as_json:
+        click.echo(render_table(found, rows), nl=False)
     if found.converted:
         click.echo(
             f"note: {found.converted} run(s) from before Parquet read from result.json", err=True
         )
     if out is not None:
         write_outputs(found, rows, out)
-        click.echo(f"charts: {out / 'charts'}")
-    if not check:
-        return
-    verdict = check_history(
-        found, rows, threshold_pct=threshold, baseline_runs=baseline_runs, baseline_id=baseline
-    )
-    click.echo()
-    click.echo(verdict.render(), nl=False)
-    if verdict.regressions:
+        # stdout is the JSON document's alone
+        click.echo(f"charts: {out / 'charts'}", err=as_json)
+    verdict = None
+    if check:
+        verdict = check_history(
+            found, rows, threshold_pct=threshold, baseline_runs=baseline_runs, baseline_id=baseline
+        )
+    if as_json:
+        from dbtester.jsonout import history_document
+
+        _emit_json(history_document(found, rows, verdict))
+    elif verdict is not None:
+        click.echo()
+        click.echo(verdict.render(), nl=False)
+    if verdict is not None and verdict.regressions:
         lines = "\n".join(
             f"  {v.database} {v.change.metric.row}: {v.change.change_pct:+.1f}% in {v.newest}"
             for v in verdict.regressions
@@ -630,7 +912,22 @@ def history_command(
         )
 
 
-@cli.command("publish")
+@cli.command(
+    "publish",
+    epilog=_epilog(
+        [
+            "dbtester publish results/quickstart-3 gs://my-bucket/dbtester/quickstart",
+            "dbtester publish results/quickstart-3 s3://my-bucket/quickstart"
+            " --public-url https://my-bucket.s3.amazonaws.com/quickstart",
+            "dbtester publish results/quickstart-3 /srv/www/quickstart",
+        ],
+        {
+            EXIT_OK: "every file uploaded",
+            EXIT_BAD_INPUT: "DIR or URL cannot be used",
+            EXIT_PUBLISH_FAILED: "an upload failed; the same command again completes it",
+        },
+    ),
+)
 @click.argument(
     "directory", metavar="DIR", type=click.Path(file_okay=False, exists=True, path_type=Path)
 )
@@ -678,7 +975,12 @@ def _agent_hosts(config: str, ssh_user: str | None) -> list[AgentHost]:
 
     hosts = agent_hosts(_load(config).case, ssh_user)
     if not hosts:
-        raise RemoteError(f"{config} names no hosts: its databases run on this machine")
+        # Bad input (exit 2), not a remote failure: nothing was tried.
+        raise BadInputError(
+            f"{config} has no `hosts:`, so there are no agents: its databases run on this"
+            f" machine. Run it locally with `dbtester run {config}`, or add hosts to its"
+            " databases (`dbtester init --hosts A,B,C` writes an example)"
+        )
     return hosts
 
 
@@ -713,7 +1015,28 @@ def agents() -> None:
     """Agents on the test case's hosts, over SSH (key authentication)."""
 
 
-@agents.command("up")
+#: `agents up|down|status` share their examples' test case: one with hosts
+_HOSTS_CASE = "cluster.yaml"
+_AGENTS_BAD = {
+    EXIT_BAD_INPUT: "bad input, or a test case without hosts (run it with `dbtester run`)"
+}
+
+
+@agents.command(
+    "up",
+    epilog=_epilog(
+        [
+            f"dbtester init --hosts 10.0.0.1,10.0.0.2,10.0.0.3 --out {_HOSTS_CASE}",
+            f"dbtester agents up {_HOSTS_CASE} -i ~/.ssh/id_ed25519 --ssh-user ubuntu",
+            f"dbtester agents up {_HOSTS_CASE} --accept-new-host-keys --no-systemd",
+        ],
+        {
+            EXIT_OK: "every agent is up",
+            EXIT_RUN_FAILED: "SSH or the deployment failed on a host (the message names it)",
+            **_AGENTS_BAD,
+        },
+    ),
+)
 @click.argument("config", type=click.Path(dir_okay=False))
 @_ssh_flags
 @click.option(
@@ -749,7 +1072,17 @@ def agents_up_command(
     click.echo(f"{len(hosts)} agent(s) up; `dbtester run {config}` uses them")
 
 
-@agents.command("down")
+@agents.command(
+    "down",
+    epilog=_epilog(
+        [f"dbtester agents down {_HOSTS_CASE}", f"dbtester agents down {_HOSTS_CASE} --keep-data"],
+        {
+            EXIT_OK: "every agent stopped and removed",
+            EXIT_RUN_FAILED: "SSH or the removal failed on a host (the message names it)",
+            **_AGENTS_BAD,
+        },
+    ),
+)
 @click.argument("config", type=click.Path(dir_okay=False))
 @_ssh_flags
 @click.option("--keep-data", is_flag=True, help="Keep the agents' data directories.")
@@ -769,7 +1102,20 @@ def agents_down_command(
     agents_down(hosts, options, keep_data, click.echo)
 
 
-@agents.command("status")
+@agents.command(
+    "status",
+    epilog=_epilog(
+        [
+            f"dbtester agents status {_HOSTS_CASE}",
+            f"dbtester agents status {_HOSTS_CASE} -i key.pem",
+        ],
+        {
+            EXIT_OK: "every agent is serving",
+            EXIT_RUN_FAILED: "a host has a problem (SSH refused, agent not serving)",
+            **_AGENTS_BAD,
+        },
+    ),
+)
 @click.argument("config", type=click.Path(dir_okay=False))
 @_ssh_flags
 def agents_status_command(

@@ -16,7 +16,7 @@ from dbtester.report.comparison import describe_change
 from dbtester.report.table import format_cell
 from dbtester.results import ResultsDir, RunResults
 
-__all__ = ["Comparison", "check_metrics", "compare_directories"]
+__all__ = ["Comparison", "check_metrics", "compare_directories", "describe_metrics"]
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,13 @@ class Comparison:
     #: how A's machine differs from B's (compared anyway: --across-environments)
     environments: tuple[str, ...] = ()
 
+    def is_regression(self, item: Compared) -> bool:
+        """Significantly worse in B by more than the threshold."""
+        return item.change.worse and abs(item.change.change_pct) > self.threshold_pct
+
     @property
     def regressions(self) -> list[Compared]:
-        """Significantly worse in B by more than the threshold."""
-        return [
-            c
-            for _, _, found in self.compared
-            for c in found
-            if c.change.worse and abs(c.change.change_pct) > self.threshold_pct
-        ]
+        return [c for _, _, found in self.compared for c in found if self.is_regression(c)]
 
     def render(self) -> str:
         lines = [f"A: {self.a}", f"B: {self.b}", ""]
@@ -69,6 +67,18 @@ class Comparison:
                 " run with `repeat: 5` to get verdicts"
             )
         return "\n".join(lines) + "\n"
+
+
+def describe_metrics() -> list[tuple[str, str]]:
+    """Every row ``compare`` and ``history`` can check, with which way is
+    better and whether it is checked when no ``--metric`` is named."""
+    described = []
+    for name, metric in METRICS.items():
+        words = f"{metric.better} is better"
+        if name in DEFAULT_METRICS:
+            words += "; checked by default"
+        described.append((name, words))
+    return described
 
 
 def check_metrics(names: Sequence[str]) -> tuple[str, ...]:

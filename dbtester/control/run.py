@@ -177,7 +177,10 @@ def run_case(
     # Disk trouble is found here, before anything starts, not mid-run.
     ensure_writable(dbtester_home(), "$DBTESTER_HOME")
     if out.exists() and out.is_dir() and any(out.iterdir()):
-        raise DbtesterError(f"{out} exists and is not empty; choose another --out")
+        # Bad input (exit 2): a run never mixes its files into another's.
+        raise BadInputError(
+            f"{out} exists and is not empty: choose another --out, or remove {out} first"
+        )
     ensure_writable(out, "--out")
     # Everything the embedded databases need is installed before anything starts.
     for db in case.databases:

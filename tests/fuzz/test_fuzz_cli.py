@@ -187,6 +187,7 @@ POOLS = {
     "new": "new",
     "directory": "directory",
     "targets": "targets",
+    "kinds": "targets",
     "url": "url",
     "public_url": "url",
     "listen": "listen",

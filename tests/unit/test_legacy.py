@@ -135,5 +135,5 @@ def test_convert_refuses_to_overwrite(tmp_path: Path, run_cli) -> None:
     new = tmp_path / "new.yaml"
     new.write_text("keep me")
     result = run_cli("convert", str(OLD[0]), str(new))
-    assert result.code == 1 and "--force" in result.err
+    assert result.code == 2 and "--force" in result.err  # bad input
     assert new.read_text() == "keep me"
