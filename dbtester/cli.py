@@ -798,7 +798,8 @@ def compare_command(
         {
             **_OK,
             EXIT_RUN_FAILED: "with --check: a database's newest run regressed",
-            **_BAD,
+            EXIT_BAD_INPUT: "bad input, or with --check: a newest run measured on other"
+            " machines than its baseline",
         },
     ),
 )
@@ -842,6 +843,12 @@ def compare_command(
     help="With --check: a significant change for the worse larger than this many % is a"
     " regression.",
 )
+@click.option(
+    "--across-environments",
+    is_flag=True,
+    help="With --check: check a newest run measured on other hardware than its baseline"
+    " (otherwise no verdict, exit 2).",
+)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP.format("history"))
 @_list_metrics_option
 def history_command(
@@ -854,6 +861,7 @@ def history_command(
     baseline: str | None,
     baseline_runs: int,
     threshold: float,
+    across_environments: bool,
     as_json: bool,
     list_metrics: bool,
 ) -> None:
@@ -866,7 +874,7 @@ def history_command(
     something did (a nightly gate), 2 for bad input.
     """
     from dbtester.compare import check_metrics
-    from dbtester.history import check_history, load_history, open_source
+    from dbtester.history import check_history, load_history, machines_of, open_source
     from dbtester.history.output import render_table, write_outputs
 
     if list_metrics:
@@ -877,9 +885,8 @@ def history_command(
             "give SOURCE, a results folder or a bucket prefix (or --list-metrics)"
         )
     rows = check_metrics(metrics)
-    found = load_history(
-        open_source(source), databases=databases, since=since.date() if since else None
-    )
+    opened = open_source(source)
+    found = load_history(opened, databases=databases, since=since.date() if since else None)
     if not as_json:
         click.echo(render_table(found, rows), nl=False)
     if found.converted:
@@ -893,7 +900,13 @@ def history_command(
     verdict = None
     if check:
         verdict = check_history(
-            found, rows, threshold_pct=threshold, baseline_runs=baseline_runs, baseline_id=baseline
+            found,
+            rows,
+            threshold_pct=threshold,
+            baseline_runs=baseline_runs,
+            baseline_id=baseline,
+            machines=machines_of(opened, found),
+            across_environments=across_environments,
         )
     if as_json:
         from dbtester.jsonout import history_document

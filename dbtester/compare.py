@@ -14,7 +14,7 @@ from dbtester.analyze.stats import DEFAULT_METRICS, METRICS
 from dbtester.errors import BadInputError, EnvironmentsDifferError
 from dbtester.report.comparison import describe_change
 from dbtester.report.table import format_cell
-from dbtester.results import ResultsDir, RunResults
+from dbtester.results import Machines, ResultsDir, RunResults
 
 __all__ = ["Comparison", "check_metrics", "compare_directories", "describe_metrics"]
 
@@ -29,6 +29,8 @@ class Comparison:
     only_b: tuple[str, ...]
     #: how A's machine differs from B's (compared anyway: --across-environments)
     environments: tuple[str, ...] = ()
+    #: databases whose version ran from different files in A and B (a rebuild)
+    binaries: tuple[str, ...] = ()
 
     def is_regression(self, item: Compared) -> bool:
         """Significantly worse in B by more than the threshold."""
@@ -61,6 +63,7 @@ class Comparison:
         for side, ids in (("A", self.only_a), ("B", self.only_b)):
             if ids:
                 lines.append(f"only in {side}: {', '.join(ids)}")
+        lines.extend(f"note: {why}" for why in self.binaries)
         if any(len(a.trials) < 2 or len(b.trials) < 2 for a, b, _ in self.compared):
             lines.append(
                 "with one trial on a side a difference cannot be judged (?):"
@@ -124,11 +127,44 @@ def compare_directories(
         tuple(i for i in first if i not in second),
         tuple(i for i in second if i not in first),
         tuple(differ),
+        tuple(_binaries(results_a, results_b)),
     )
 
 
-def _environments(a: RunResults, b: RunResults) -> list[str]:
-    """How the controllers' machines differ (nothing when either is unknown)."""
+def _binaries(a: RunResults, b: RunResults) -> list[str]:
+    """The databases whose one version ran from different files in A and B:
+    the same version number built twice is not always the same program."""
     if a.summary is None or b.summary is None:
         return []
-    return a.summary.environment.differences(b.summary.environment)
+    theirs = {db.id: db for db in b.summary.databases}
+    found = []
+    for db in a.summary.databases:
+        other = theirs.get(db.id)
+        if (
+            other is not None
+            and db.version == other.version
+            and db.binaries
+            and other.binaries
+            and set(db.binaries) != set(other.binaries)
+        ):
+            found.append(
+                f"{db.id}: {db.kind} {db.version} ran from different files in A and B"
+                f" (sha256 {', '.join(h[:12] for h in db.binaries)} against"
+                f" {', '.join(h[:12] for h in other.binaries)}): a different build"
+            )
+    return found
+
+
+def _environments(a: RunResults, b: RunResults) -> list[str]:
+    """How the two runs' machines differ: the controllers' (the client), then
+    each database's servers (nothing where either side is unknown)."""
+    if a.summary is None or b.summary is None:
+        return []
+    found = [f"client {d}" for d in a.summary.environment.differences(b.summary.environment)]
+    theirs = {db.id: db for db in b.summary.databases}
+    for db in a.summary.databases:
+        other = theirs.get(db.id)
+        if other is not None:
+            servers = Machines(servers=db.servers).differences(Machines(servers=other.servers))
+            found += [f"{db.id} {d}" for d in servers]
+    return found

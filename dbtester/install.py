@@ -76,6 +76,29 @@ class Installed:
     def path(self, role: str) -> Path:
         return Path(self.entry[role])
 
+    def files(self) -> list[Path]:
+        """Every file the entry names (a classpath names several), in a fixed order."""
+        found = []
+        for role in sorted(self.entry):
+            for part in self.entry[role].split(os.pathsep):
+                path = Path(part)
+                if path.is_absolute() and path.is_file():
+                    found.append(path)
+        return found
+
+    def sha256(self) -> str:
+        """One digest of the files this version runs, so two runs of "the same
+        version" built differently can be told apart."""
+        digest = hashlib.sha256()
+        for path in self.files():
+            # name and size first: where one file ends and the next begins is
+            # part of what is hashed
+            digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()
+
 
 class Source(ABC):
     """One way to obtain a database version."""

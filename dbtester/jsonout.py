@@ -164,6 +164,7 @@ def compare_document(comparison: Comparison) -> Document:
         "b": str(comparison.b),
         "threshold_pct": threshold,
         "environments": list(comparison.environments),
+        "binaries": list(comparison.binaries),
         "databases": databases,
         "only_a": list(comparison.only_a),
         "only_b": list(comparison.only_b),
@@ -223,5 +224,6 @@ def _check(check: Check) -> Document:
         "threshold_pct": check.threshold_pct,
         "verdicts": verdicts,
         "skipped": list(check.skipped),
+        "environments": list(check.environments),
         "regressions": len(check.regressions),
     }

@@ -31,6 +31,7 @@ from dbtester.errors import MemberError
 from dbtester.install import Installed, find_installed, list_installed
 from dbtester.proto import agent_pb2 as pb
 from dbtester.proto import agent_pb2_grpc as pb_grpc
+from dbtester.util.host import host_facts
 from dbtester.util.paths import SAFE_NAME
 
 __all__ = ["AgentService"]
@@ -60,6 +61,19 @@ class AgentService(pb_grpc.AgentServicer):
         #: one an isolation keeps open, so the controller can still heal
         self.agent_port = _listen_port(config.listen)
         self._closing = threading.Event()
+        host = host_facts()
+        #: this machine, for every StartResponse: the controller records it
+        #: per member so that runs on different hardware are not compared
+        self.host = pb.Host(
+            hostname=host.hostname,
+            kernel=host.kernel,
+            cpu_model=host.cpu_model,
+            cores=host.cores or 0,
+            memory_gib=host.memory_gib,
+        )
+        #: (kind, version, root) -> the installed files' digest, computed once:
+        #: an etcd binary takes tens of milliseconds to hash
+        self._digests: dict[tuple[str, str, str], str] = {}
         self._watchdog = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._watchdog.start()
 
@@ -151,8 +165,22 @@ class AgentService(pb_grpc.AgentServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
         assert member.process is not None
         return pb.StartResponse(
-            pid=member.process.pid, data_dir=str(spec.data_dir), started_unix=member.started_unix
+            pid=member.process.pid,
+            data_dir=str(spec.data_dir),
+            started_unix=member.started_unix,
+            host=self.host,
+            binary_sha256=self._digest(installed),
         )
+
+    def _digest(self, installed: Installed) -> str:
+        key = (installed.kind, installed.version, str(installed.root))
+        with self._lock:
+            found = self._digests.get(key)
+        if found is None:
+            found = installed.sha256()
+            with self._lock:
+                self._digests[key] = found
+        return found
 
     def _kind(self, name: str, context: grpc.ServicerContext) -> DatabaseKind:
         kind = KINDS.get(name)

@@ -5,8 +5,9 @@ series, notes, comparisons). Pure: it reads nothing and writes nothing;
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dbtester import __version__
 from dbtester.analyze.data import DatabaseData, prepare
@@ -18,6 +19,8 @@ from dbtester.results import (
     ComparisonRecord,
     DatabaseResults,
     DatabaseSummary,
+    Environment,
+    Machines,
     RunResults,
     RunSummary,
 )
@@ -118,6 +121,9 @@ class Analysis:
         )
 
 
+T = TypeVar("T")
+
+
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -142,7 +148,16 @@ def _database_summary(db: DatabaseAnalysis) -> DatabaseSummary:
         },
         trial_figures=tuple(dict(f.values) for f in db.trial_figures) if several else (),
         faults=tuple(db.figures.faults),
+        servers=_servers(db),
+        binaries=_distinct(
+            m.binary_sha256 for t in db.trials for m in t.record.members if m.binary_sha256
+        ),
     )
+
+
+def _distinct(items: Iterable[T]) -> tuple[T, ...]:
+    """Each item once, in the order first seen."""
+    return tuple(dict.fromkeys(items))
 
 
 def _database(db: DatabaseResults, cores: int | None) -> DatabaseAnalysis:
@@ -176,4 +191,23 @@ def analyze(results: RunResults) -> Analysis:
     cores = results.summary.environment.cores if results.summary else None
     databases = tuple(_database(db, cores) for db in results.databases)
     comparisons = tuple(c for db in databases[1:] for c in compare_databases(databases[0], db))
+    for db in databases[1:]:
+        _note_other_machines(databases[0], db)
     return Analysis(results, databases, comparisons)
+
+
+def _note_other_machines(first: DatabaseAnalysis, db: DatabaseAnalysis) -> None:
+    """A database whose members ran on other hardware than the first's is
+    compared with it all the same (the test case chose its hosts), but the
+    table says so: the difference is the machines' as much as the databases'."""
+    differ = Machines(servers=_servers(first)).differences(Machines(servers=_servers(db)))
+    if differ:
+        db.figures.notes.append(
+            f"{db.label}: its members ran on other machines than {first.label}'s"
+            f" ({'; '.join(differ)}), so its comparison with it measures the machines too"
+        )
+
+
+def _servers(db: DatabaseAnalysis) -> tuple[Environment, ...]:
+    """The hardware of its members' hosts, each distinct one once."""
+    return _distinct(m.machine.hardware() for t in db.trials for m in t.record.members if m.machine)

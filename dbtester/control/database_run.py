@@ -37,9 +37,11 @@ from dbtester.load import (
     wait_readable,
     warm_up,
 )
+from dbtester.proto import agent_pb2 as pb
 from dbtester.results import (
     OPERATIONS,
     DatabaseRecord,
+    Environment,
     FaultRecord,
     LoadWindow,
     MemberRecord,
@@ -302,7 +304,13 @@ class DatabaseRun:
         )
         for i, reply in enumerate(replies):
             if not isinstance(reply, AgentError):
-                self.members[i] = self.members[i].model_copy(update={"pid": reply.pid})
+                self.members[i] = self.members[i].model_copy(
+                    update={
+                        "pid": reply.pid,
+                        "machine": _machine(reply),
+                        "binary_sha256": reply.binary_sha256,
+                    }
+                )
         # The first failure in member order, once every start has returned (the
         # stop then reaches the members that did start).
         for reply in replies:
@@ -694,4 +702,19 @@ def _window(load: LoadResult | None) -> LoadWindow | None:
         cpu_seconds=load.cpu_seconds,
         aborted=load.aborted,
         counts=load.records.counts(),
+    )
+
+
+def _machine(reply: pb.StartResponse) -> Environment | None:
+    """The member's host as its agent described it (None from an agent that
+    predates the description)."""
+    if not reply.HasField("host"):
+        return None
+    host = reply.host
+    return Environment(
+        hostname=host.hostname,
+        kernel=host.kernel,
+        cpu_model=host.cpu_model,
+        cores=host.cores or None,
+        memory_gib=host.memory_gib or None,
     )

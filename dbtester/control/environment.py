@@ -11,22 +11,11 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import psutil
-
 from dbtester import __version__
 from dbtester.results import Environment
+from dbtester.util.host import host_facts
 
 __all__ = ["environment", "fsync_probe_ms"]
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _package(name: str) -> str:
@@ -52,13 +41,13 @@ def fsync_probe_ms(directory: Path, writes: int = 50) -> float:
 
 
 def environment(data_dir: Path) -> Environment:
-    memory = psutil.virtual_memory().total
+    host = host_facts()
     return Environment(
-        hostname=platform.node(),
-        kernel=f"{platform.system()} {platform.release()}",
-        cpu_model=_cpu_model(),
-        cores=os.cpu_count(),
-        memory_gib=round(memory / 2**30, 1),
+        hostname=host.hostname,
+        kernel=host.kernel,
+        cpu_model=host.cpu_model,
+        cores=host.cores,
+        memory_gib=host.memory_gib,
         python=platform.python_version(),
         dbtester=__version__,
         grpcio=_package("grpcio"),

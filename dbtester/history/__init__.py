@@ -6,7 +6,7 @@ database's newest run with a baseline using the trials statistics.
 Above ``results`` and ``analyze`` (like ``compare``); nothing below imports it.
 """
 
-from dbtester.history.check import Check, Verdict, check_history
+from dbtester.history.check import Check, Verdict, check_history, machines_of
 from dbtester.history.query import History, RunFigures, load_history
 from dbtester.history.source import Source, open_source
 
@@ -18,5 +18,6 @@ __all__ = [
     "Verdict",
     "check_history",
     "load_history",
+    "machines_of",
     "open_source",
 ]

@@ -15,16 +15,18 @@ A regression is a significant change for the worse beyond the threshold.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scipy import stats as scipy_stats
 
 from dbtester.analyze.stats import METRICS, Change, Metric, compare, estimate
-from dbtester.errors import BadInputError
+from dbtester.errors import BadInputError, EnvironmentsDifferError
 from dbtester.history.query import History, RunFigures
+from dbtester.history.source import Source
+from dbtester.results import Machines, RunSummary
 
-__all__ = ["Check", "Verdict", "check_history", "predict"]
+__all__ = ["Check", "MachinesOf", "Verdict", "check_history", "machines_of", "predict"]
 
 
 @dataclass(frozen=True)
@@ -45,13 +47,19 @@ class Check:
     threshold_pct: float
     verdicts: tuple[Verdict, ...]
     skipped: tuple[str, ...]  # why a database could not be checked
+    #: how the newest runs' machines differ from their baselines' (checked
+    #: anyway: --across-environments)
+    environments: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.regression(self.threshold_pct)]
 
     def render(self) -> str:
-        lines = []
+        lines = [
+            f"measured on different machines (checked anyway, --across-environments): {why}"
+            for why in self.environments
+        ]
         for v in self.verdicts:
             c = v.change
             p = "" if c.p_value is None else f" p={c.p_value:.3f}"
@@ -85,6 +93,10 @@ def predict(metric: Metric, baseline: Sequence[float], value: float) -> Change:
     return Change(metric, a, b, change, None, None, p)
 
 
+#: the hardware a run's database was measured on (None: not known)
+MachinesOf = Callable[[RunFigures], Machines | None]
+
+
 def check_history(
     history: History,
     metrics: Sequence[str],
@@ -92,10 +104,16 @@ def check_history(
     threshold_pct: float = 5.0,
     baseline_runs: int = 5,
     baseline_id: str | None = None,
+    machines: MachinesOf | None = None,
+    across_environments: bool = False,
 ) -> Check:
-    """Each database's newest run against its baseline on every metric."""
+    """Each database's newest run against its baseline on every metric.
+    With ``machines``, EnvironmentsDifferError when a newest run was measured
+    on other hardware than its baseline, unless ``across_environments``: the
+    gate must not judge a change of machines."""
     verdicts: list[Verdict] = []
     skipped: list[str] = []
+    differ: list[str] = []
     for database in history.databases():
         runs = history.of(database)
         base = _baseline(runs, baseline_runs, baseline_id)
@@ -103,6 +121,8 @@ def check_history(
             skipped.append(f"{database}: no baseline run before {runs[-1].run_id}")
             continue
         newest = runs[-1]
+        if machines is not None:
+            differ += _machines_differ(machines, base, newest)
         for name in metrics:
             change = _change(METRICS[name], base, newest)
             if change is not None:
@@ -111,7 +131,33 @@ def check_history(
                 )
     if baseline_id is not None and not any(r.run_id == baseline_id for r in history.runs):
         raise BadInputError(f"baseline run {baseline_id!r} is not in {history.source}")
-    return Check(threshold_pct, tuple(verdicts), tuple(skipped))
+    if differ and not across_environments:
+        raise EnvironmentsDifferError(
+            f"in {history.source}, newest runs were measured on other machines than their"
+            f" baselines ({'; '.join(differ)}): their difference would be the machines' as"
+            " much as the databases', so no verdict is given. Keep a history per machine"
+            " type, or pass --across-environments to check anyway"
+        )
+    return Check(threshold_pct, tuple(verdicts), tuple(skipped), tuple(differ))
+
+
+def _machines_differ(
+    machines: MachinesOf, base: Sequence[RunFigures], newest: RunFigures
+) -> list[str]:
+    """How ``newest``'s machines differ from each baseline run's, each
+    difference once, naming the database and the runs."""
+    mine = machines(newest)
+    if mine is None:
+        return []
+    found: dict[str, list[str]] = {}
+    for run in base:
+        theirs = machines(run)
+        for difference in theirs.differences(mine) if theirs is not None else ():
+            found.setdefault(difference, []).append(run.run_id)
+    return [
+        f"{newest.database} {newest.run_id} against {', '.join(ids)}: {difference}"
+        for difference, ids in found.items()
+    ]
 
 
 def _baseline(runs: Sequence[RunFigures], count: int, baseline_id: str | None) -> list[RunFigures]:
@@ -129,3 +175,23 @@ def _change(metric: Metric, base: Sequence[RunFigures], newest: RunFigures) -> C
     if len(after) == 1 and len(before) >= 2:
         return predict(metric, before, after[0])
     return compare(metric, before, after)
+
+
+def machines_of(source: Source, history: History) -> MachinesOf:
+    """Reads each run's result.json once, when first asked, for the
+    machines its databases ran on."""
+    summaries: dict[str, RunSummary | None] = {}
+
+    def lookup(run: RunFigures) -> Machines | None:
+        root = history.roots.get(run.run_id)
+        if root is None:
+            return None
+        if root not in summaries:
+            summaries[root] = source.summary(root)
+        summary = summaries[root]
+        if summary is None:
+            return None
+        found = next((db for db in summary.databases if db.id == run.database), None)
+        return summary.machines(found) if found is not None else None
+
+    return lookup

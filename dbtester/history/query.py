@@ -9,8 +9,8 @@ with it (``duckdb.register_filesystem``): the same credentials and endpoint
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import duckdb
@@ -50,6 +50,8 @@ class History:
     source: str
     runs: tuple[RunFigures, ...]
     converted: int  # runs read from their summaries (written before Parquet)
+    #: run id -> the folder (in the source) that holds its result.json
+    roots: Mapping[str, str] = field(default_factory=dict)
 
     def databases(self) -> list[str]:
         return sorted({r.database for r in self.runs})
@@ -80,18 +82,22 @@ def load_history(
         if source.protocol and reader == "duckdb":
             connection.register_filesystem(source.fs)
         old = [r for r in runs if not r.figures]
+        converted = {r.root: source.converted(r) for r in old}
         fetch = bool(source.protocol) and reader == "fetch"
-        rows = _query(connection, source, runs, old, databases, since, fetch)
+        rows = _query(connection, source, runs, list(converted.values()), databases, since, fetch)
     finally:
         connection.close()
-    return History(source.url, tuple(_group(rows)), len(old))
+    roots = {run_id: r.root for r in runs for run_id in r.run_ids}
+    for root, table in converted.items():
+        roots.update((str(run_id), root) for run_id in table.column("run_id").unique().to_pylist())
+    return History(source.url, tuple(_group(rows)), len(old), roots)
 
 
 def _query(
     connection: duckdb.DuckDBPyConnection,
     source: Source,
     runs: Sequence[Run],
-    old: Sequence[Run],
+    converted: Sequence[pa.Table],
     databases: Sequence[str],
     since: dt.date | None,
     fetch: bool,
@@ -109,7 +115,6 @@ def _query(
             f"SELECT {columns} FROM read_parquet($files, hive_partitioning = true,"
             " hive_types = {'database': VARCHAR, 'date': VARCHAR})"
         )
-    converted = [source.converted(r) for r in old]
     if converted:
         connection.register("converted", pa.concat_tables(converted))
         parts.append(f"SELECT {columns} FROM converted")

@@ -21,7 +21,7 @@ import fsspec  # type: ignore[import-untyped]
 import pyarrow as pa
 
 from dbtester.errors import BadInputError
-from dbtester.results import ResultsDir, ResultsLayout, columnar
+from dbtester.results import ResultsDir, ResultsLayout, RunSummary, columnar
 
 __all__ = ["Run", "Source", "open_source"]
 
@@ -36,6 +36,11 @@ class Run:
 
     root: str  # the fsspec path of the run's folder
     figures: tuple[str, ...]
+
+    @property
+    def run_ids(self) -> set[str]:
+        """The run ids its figures files name (``<run-id>.parquet``)."""
+        return {posixpath.splitext(posixpath.basename(f))[0] for f in self.figures}
 
 
 @dataclass(frozen=True)
@@ -79,13 +84,21 @@ class Source:
                 return []
         return _local_files(self.root)
 
+    def summary(self, root: str) -> RunSummary | None:
+        """The result.json of the run in folder ``root``, upgraded to the
+        current schema (None when it is missing)."""
+        with tempfile.TemporaryDirectory(prefix="dbtester-history-") as scratch:
+            local = Path(scratch)
+            try:
+                self.fs.get(posixpath.join(root, _SUMMARY), str(local / _SUMMARY))
+            except FileNotFoundError:
+                return None
+            return ResultsDir(local).read_summary()
+
     def converted(self, run: Run) -> pa.Table:
         """An old run's figures (no Parquet): its result.json read through the
         results records, upgraded to the current schema."""
-        with tempfile.TemporaryDirectory(prefix="dbtester-history-") as scratch:
-            local = Path(scratch)
-            self.fs.get(posixpath.join(run.root, _SUMMARY), str(local / _SUMMARY))
-            summary = ResultsDir(local).read_summary()
+        summary = self.summary(run.root)
         if summary is None:
             return columnar.FIGURES_SCHEMA.empty_table()
         tables = [columnar.figures_table(summary, db) for db in summary.databases]

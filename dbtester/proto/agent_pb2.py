@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64\x62tester/proto/agent.proto\x12\x11\x64\x62tester.agent.v1\"\x83\x01\n\x04Peer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x31\n\x05ports\x18\x03 \x03(\x0b\x32\".dbtester.agent.v1.Peer.PortsEntry\x1a,\n\nPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"\xf3\x01\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x14\n\x0cmember_index\x18\x05 \x01(\r\x12&\n\x05peers\x18\x06 \x03(\x0b\x32\x17.dbtester.agent.v1.Peer\x12\x12\n\nflags_json\x18\x07 \x01(\t\x12\x19\n\x11sample_interval_s\x18\x08 \x01(\x01\x12\x1b\n\x13heartbeat_timeout_s\x18\t \x01(\x01\x12\x15\n\rcluster_token\x18\n \x01(\t\"D\n\rStartResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08\x64\x61ta_dir\x18\x02 \x01(\t\x12\x14\n\x0cstarted_unix\x18\x03 \x01(\x01\"i\n\x0bStopRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x08\x12\x0f\n\x07grace_s\x18\x05 \x01(\x01\"\x9b\x01\n\x0cStopResponse\x12\x18\n\x10\x64isk_usage_bytes\x18\x01 \x01(\x04\x12\x0e\n\x06killed\x18\x02 \x01(\x08\x12\x11\n\texit_code\x18\x03 \x01(\x05\x12\x14\n\x0cstop_seconds\x18\x04 \x01(\x01\x12\x13\n\x0b\x61rchived_to\x18\x05 \x01(\t\x12\x0f\n\x07samples\x18\x06 \x01(\x04\x12\x12\n\nstopped_by\x18\x07 \x01(\t\"\x0f\n\rStatusRequest\"\xbc\x01\n\x0cMemberStatus\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x10\n\x08sampling\x18\x07 \x01(\x08\x12\x0f\n\x07samples\x18\x08 \x01(\x04\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x10\n\x08isolated\x18\n \x01(\x08\"\x83\x01\n\x0eStatusResponse\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12\x16\n\x0ewall_time_unix\x18\x02 \x01(\x01\x12\x30\n\x07members\x18\x03 \x03(\x0b\x32\x1f.dbtester.agent.v1.MemberStatus\x12\x10\n\x08hostname\x18\x04 \x01(\t\"M\n\x10ListFilesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\"&\n\x08\x46ileInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\"?\n\x11ListFilesResponse\x12*\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1b.dbtester.agent.v1.FileInfo\"[\n\x10\x46\x65tchFileRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0c\n\x04name\x18\x04 \x01(\t\")\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\"I\n\x0c\x46\x61ultRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\"N\n\rFaultResponse\x12\x0f\n\x07\x61t_unix\x18\x01 \x01(\x01\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x10\n\x08isolated\x18\x04 \x01(\x08\x32\xe0\x06\n\x05\x41gent\x12J\n\x05Start\x12\x1f.dbtester.agent.v1.StartRequest\x1a .dbtester.agent.v1.StartResponse\x12G\n\x04Stop\x12\x1e.dbtester.agent.v1.StopRequest\x1a\x1f.dbtester.agent.v1.StopResponse\x12M\n\x06Status\x12 .dbtester.agent.v1.StatusRequest\x1a!.dbtester.agent.v1.StatusResponse\x12V\n\tListFiles\x12#.dbtester.agent.v1.ListFilesRequest\x1a$.dbtester.agent.v1.ListFilesResponse\x12P\n\tFetchFile\x12#.dbtester.agent.v1.FetchFileRequest\x1a\x1c.dbtester.agent.v1.FileChunk0\x01\x12I\n\x04Kill\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12L\n\x07Restart\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12J\n\x05Pause\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12K\n\x06Resume\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12L\n\x07Isolate\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12I\n\x04Heal\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64\x62tester/proto/agent.proto\x12\x11\x64\x62tester.agent.v1\"\x83\x01\n\x04Peer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x31\n\x05ports\x18\x03 \x03(\x0b\x32\".dbtester.agent.v1.Peer.PortsEntry\x1a,\n\nPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"\xf3\x01\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x14\n\x0cmember_index\x18\x05 \x01(\r\x12&\n\x05peers\x18\x06 \x03(\x0b\x32\x17.dbtester.agent.v1.Peer\x12\x12\n\nflags_json\x18\x07 \x01(\t\x12\x19\n\x11sample_interval_s\x18\x08 \x01(\x01\x12\x1b\n\x13heartbeat_timeout_s\x18\t \x01(\x01\x12\x15\n\rcluster_token\x18\n \x01(\t\"^\n\x04Host\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x11\n\tcpu_model\x18\x03 \x01(\t\x12\r\n\x05\x63ores\x18\x04 \x01(\r\x12\x12\n\nmemory_gib\x18\x05 \x01(\x01\"\x82\x01\n\rStartResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08\x64\x61ta_dir\x18\x02 \x01(\t\x12\x14\n\x0cstarted_unix\x18\x03 \x01(\x01\x12%\n\x04host\x18\x04 \x01(\x0b\x32\x17.dbtester.agent.v1.Host\x12\x15\n\rbinary_sha256\x18\x05 \x01(\t\"i\n\x0bStopRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x08\x12\x0f\n\x07grace_s\x18\x05 \x01(\x01\"\x9b\x01\n\x0cStopResponse\x12\x18\n\x10\x64isk_usage_bytes\x18\x01 \x01(\x04\x12\x0e\n\x06killed\x18\x02 \x01(\x08\x12\x11\n\texit_code\x18\x03 \x01(\x05\x12\x14\n\x0cstop_seconds\x18\x04 \x01(\x01\x12\x13\n\x0b\x61rchived_to\x18\x05 \x01(\t\x12\x0f\n\x07samples\x18\x06 \x01(\x04\x12\x12\n\nstopped_by\x18\x07 \x01(\t\"\x0f\n\rStatusRequest\"\xbc\x01\n\x0cMemberStatus\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x10\n\x08sampling\x18\x07 \x01(\x08\x12\x0f\n\x07samples\x18\x08 \x01(\x04\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x10\n\x08isolated\x18\n \x01(\x08\"\x83\x01\n\x0eStatusResponse\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12\x16\n\x0ewall_time_unix\x18\x02 \x01(\x01\x12\x30\n\x07members\x18\x03 \x03(\x0b\x32\x1f.dbtester.agent.v1.MemberStatus\x12\x10\n\x08hostname\x18\x04 \x01(\t\"M\n\x10ListFilesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\"&\n\x08\x46ileInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\"?\n\x11ListFilesResponse\x12*\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1b.dbtester.agent.v1.FileInfo\"[\n\x10\x46\x65tchFileRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\x12\x0c\n\x04name\x18\x04 \x01(\t\")\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\"I\n\x0c\x46\x61ultRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x61tabase_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_index\x18\x03 \x01(\r\"N\n\rFaultResponse\x12\x0f\n\x07\x61t_unix\x18\x01 \x01(\x01\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x10\n\x08isolated\x18\x04 \x01(\x08\x32\xe0\x06\n\x05\x41gent\x12J\n\x05Start\x12\x1f.dbtester.agent.v1.StartRequest\x1a .dbtester.agent.v1.StartResponse\x12G\n\x04Stop\x12\x1e.dbtester.agent.v1.StopRequest\x1a\x1f.dbtester.agent.v1.StopResponse\x12M\n\x06Status\x12 .dbtester.agent.v1.StatusRequest\x1a!.dbtester.agent.v1.StatusResponse\x12V\n\tListFiles\x12#.dbtester.agent.v1.ListFilesRequest\x1a$.dbtester.agent.v1.ListFilesResponse\x12P\n\tFetchFile\x12#.dbtester.agent.v1.FetchFileRequest\x1a\x1c.dbtester.agent.v1.FileChunk0\x01\x12I\n\x04Kill\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12L\n\x07Restart\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12J\n\x05Pause\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12K\n\x06Resume\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12L\n\x07Isolate\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponse\x12I\n\x04Heal\x12\x1f.dbtester.agent.v1.FaultRequest\x1a .dbtester.agent.v1.FaultResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,32 +39,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PEER_PORTSENTRY']._serialized_end=181
   _globals['_STARTREQUEST']._serialized_start=184
   _globals['_STARTREQUEST']._serialized_end=427
-  _globals['_STARTRESPONSE']._serialized_start=429
-  _globals['_STARTRESPONSE']._serialized_end=497
-  _globals['_STOPREQUEST']._serialized_start=499
-  _globals['_STOPREQUEST']._serialized_end=604
-  _globals['_STOPRESPONSE']._serialized_start=607
-  _globals['_STOPRESPONSE']._serialized_end=762
-  _globals['_STATUSREQUEST']._serialized_start=764
-  _globals['_STATUSREQUEST']._serialized_end=779
-  _globals['_MEMBERSTATUS']._serialized_start=782
-  _globals['_MEMBERSTATUS']._serialized_end=970
-  _globals['_STATUSRESPONSE']._serialized_start=973
-  _globals['_STATUSRESPONSE']._serialized_end=1104
-  _globals['_LISTFILESREQUEST']._serialized_start=1106
-  _globals['_LISTFILESREQUEST']._serialized_end=1183
-  _globals['_FILEINFO']._serialized_start=1185
-  _globals['_FILEINFO']._serialized_end=1223
-  _globals['_LISTFILESRESPONSE']._serialized_start=1225
-  _globals['_LISTFILESRESPONSE']._serialized_end=1288
-  _globals['_FETCHFILEREQUEST']._serialized_start=1290
-  _globals['_FETCHFILEREQUEST']._serialized_end=1381
-  _globals['_FILECHUNK']._serialized_start=1383
-  _globals['_FILECHUNK']._serialized_end=1424
-  _globals['_FAULTREQUEST']._serialized_start=1426
-  _globals['_FAULTREQUEST']._serialized_end=1499
-  _globals['_FAULTRESPONSE']._serialized_start=1501
-  _globals['_FAULTRESPONSE']._serialized_end=1579
-  _globals['_AGENT']._serialized_start=1582
-  _globals['_AGENT']._serialized_end=2446
+  _globals['_HOST']._serialized_start=429
+  _globals['_HOST']._serialized_end=523
+  _globals['_STARTRESPONSE']._serialized_start=526
+  _globals['_STARTRESPONSE']._serialized_end=656
+  _globals['_STOPREQUEST']._serialized_start=658
+  _globals['_STOPREQUEST']._serialized_end=763
+  _globals['_STOPRESPONSE']._serialized_start=766
+  _globals['_STOPRESPONSE']._serialized_end=921
+  _globals['_STATUSREQUEST']._serialized_start=923
+  _globals['_STATUSREQUEST']._serialized_end=938
+  _globals['_MEMBERSTATUS']._serialized_start=941
+  _globals['_MEMBERSTATUS']._serialized_end=1129
+  _globals['_STATUSRESPONSE']._serialized_start=1132
+  _globals['_STATUSRESPONSE']._serialized_end=1263
+  _globals['_LISTFILESREQUEST']._serialized_start=1265
+  _globals['_LISTFILESREQUEST']._serialized_end=1342
+  _globals['_FILEINFO']._serialized_start=1344
+  _globals['_FILEINFO']._serialized_end=1382
+  _globals['_LISTFILESRESPONSE']._serialized_start=1384
+  _globals['_LISTFILESRESPONSE']._serialized_end=1447
+  _globals['_FETCHFILEREQUEST']._serialized_start=1449
+  _globals['_FETCHFILEREQUEST']._serialized_end=1540
+  _globals['_FILECHUNK']._serialized_start=1542
+  _globals['_FILECHUNK']._serialized_end=1583
+  _globals['_FAULTREQUEST']._serialized_start=1585
+  _globals['_FAULTREQUEST']._serialized_end=1658
+  _globals['_FAULTRESPONSE']._serialized_start=1660
+  _globals['_FAULTRESPONSE']._serialized_end=1738
+  _globals['_AGENT']._serialized_start=1741
+  _globals['_AGENT']._serialized_end=2605
 # @@protoc_insertion_point(module_scope)

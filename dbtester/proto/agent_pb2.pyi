@@ -47,15 +47,33 @@ class StartRequest(_message.Message):
     cluster_token: str
     def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ...) -> None: ...
 
+class Host(_message.Message):
+    __slots__ = ("hostname", "kernel", "cpu_model", "cores", "memory_gib")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    CPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CORES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    kernel: str
+    cpu_model: str
+    cores: int
+    memory_gib: float
+    def __init__(self, hostname: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cores: _Optional[int] = ..., memory_gib: _Optional[float] = ...) -> None: ...
+
 class StartResponse(_message.Message):
-    __slots__ = ("pid", "data_dir", "started_unix")
+    __slots__ = ("pid", "data_dir", "started_unix", "host", "binary_sha256")
     PID_FIELD_NUMBER: _ClassVar[int]
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
     STARTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    BINARY_SHA256_FIELD_NUMBER: _ClassVar[int]
     pid: int
     data_dir: str
     started_unix: float
-    def __init__(self, pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., started_unix: _Optional[float] = ...) -> None: ...
+    host: Host
+    binary_sha256: str
+    def __init__(self, pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., started_unix: _Optional[float] = ..., host: _Optional[_Union[Host, _Mapping]] = ..., binary_sha256: _Optional[str] = ...) -> None: ...
 
 class StopRequest(_message.Message):
     __slots__ = ("run_id", "database_id", "member_index", "failed", "grace_s")

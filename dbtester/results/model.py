@@ -27,6 +27,7 @@ __all__ = [
     "FigureValue",
     "LoadWindow",
     "LookRecord",
+    "Machines",
     "MemberRecord",
     "RunSummary",
     "SequentialRecord",
@@ -71,6 +72,80 @@ class _Versioned(_Record):
         return {**super().to_json(), "schema_version": SCHEMA_VERSION}
 
 
+#: what two runs' machines must share for their figures to be compared
+_HARDWARE = ("cpu_model", "cores", "memory_gib", "kernel")
+
+
+class Environment(_Record):
+    """The machine and software a run measured on."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields may be added
+
+    hostname: str = ""
+    kernel: str = ""
+    cpu_model: str = ""
+    cores: int | None = None
+    memory_gib: float | None = None
+    python: str = ""
+    dbtester: str = ""
+    grpcio: str = ""
+    fsync_ms_median: float | None = None
+    fsync_probe_dir: str = ""
+
+    def differences(self, other: Environment) -> list[str]:
+        """What makes figures measured on ``other`` not comparable with these:
+        the CPU model, cores, memory and kernel, where both are known."""
+        found = []
+        for name in _HARDWARE:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine not in ("", None) and theirs not in ("", None) and mine != theirs:
+                found.append(f"{name} {mine!r} against {theirs!r}")
+        return found
+
+    def hardware(self) -> Environment:
+        """Only what :meth:`differences` compares (no host name, no software)."""
+        return Environment(**{name: getattr(self, name) for name in _HARDWARE})
+
+    def summary(self) -> str:
+        """One line for a README: kernel, CPU, cores, memory."""
+        parts = {
+            "kernel": self.kernel,
+            "cpu_model": self.cpu_model,
+            "cores": self.cores,
+            "memory_gib": self.memory_gib,
+        }
+        return ", ".join(f"{k}: {v}" for k, v in parts.items() if v not in ("", None))
+
+
+class Machines(_Record):
+    """The hardware one database's figures were measured on: the client's
+    (the controller's machine) and its servers' (its members' hosts, each
+    distinct one once)."""
+
+    client: Environment | None = None
+    servers: tuple[Environment, ...] = ()
+
+    def differences(self, other: Machines) -> list[str]:
+        """How ``other``'s hardware differs from this (nothing where either
+        side is unknown, as for runs recorded before the agents described
+        their hosts)."""
+        found = []
+        if self.client is not None and other.client is not None:
+            found += [f"client {d}" for d in self.client.differences(other.client)]
+        mine = {s.hardware() for s in self.servers}
+        theirs = {s.hardware() for s in other.servers}
+        if mine and theirs and mine != theirs:
+            if len(mine) == len(theirs) == 1:
+                (a,), (b,) = mine, theirs
+                found += [f"servers {d}" for d in a.differences(b)]
+            else:
+                found.append(
+                    f"servers {' / '.join(sorted(m.summary() for m in mine))} against"
+                    f" {' / '.join(sorted(t.summary() for t in theirs))}"
+                )
+        return found
+
+
 class MemberRecord(_Record):
     """One member of a database's cluster: where it ran and how it stopped."""
 
@@ -86,6 +161,11 @@ class MemberRecord(_Record):
     exit_code: int = 0
     samples: int = 0
     archived_to: str = ""
+    #: the member's host as its agent described it (results schema 8; None
+    #: before, or from an agent older than that)
+    machine: Environment | None = None
+    #: the digest of the installed files the member ran (Installed.sha256)
+    binary_sha256: str = ""
 
 
 class LoadWindow(_Record):
@@ -203,47 +283,6 @@ class DatabaseRecord(_Versioned):
         return self.load.started_unix if self.load else self.started_unix
 
 
-#: what two runs' machines must share for their figures to be compared
-_HARDWARE = ("cpu_model", "cores", "memory_gib", "kernel")
-
-
-class Environment(_Record):
-    """The machine and software a run measured on."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")  # fields may be added
-
-    hostname: str = ""
-    kernel: str = ""
-    cpu_model: str = ""
-    cores: int | None = None
-    memory_gib: float | None = None
-    python: str = ""
-    dbtester: str = ""
-    grpcio: str = ""
-    fsync_ms_median: float | None = None
-    fsync_probe_dir: str = ""
-
-    def differences(self, other: Environment) -> list[str]:
-        """What makes figures measured on ``other`` not comparable with these:
-        the CPU model, cores, memory and kernel, where both are known."""
-        found = []
-        for name in _HARDWARE:
-            mine, theirs = getattr(self, name), getattr(other, name)
-            if mine not in ("", None) and theirs not in ("", None) and mine != theirs:
-                found.append(f"{name} {mine!r} against {theirs!r}")
-        return found
-
-    def summary(self) -> str:
-        """One line for a README: kernel, CPU, cores, memory."""
-        parts = {
-            "kernel": self.kernel,
-            "cpu_model": self.cpu_model,
-            "cores": self.cores,
-            "memory_gib": self.memory_gib,
-        }
-        return ", ".join(f"{k}: {v}" for k, v in parts.items() if v not in ("", None))
-
-
 class FaultSummary(_Record):
     """What one scheduled fault did to the load (``result.json``): a member
     taken out and, when it was, brought back. Times are seconds since the
@@ -291,6 +330,10 @@ class DatabaseSummary(_Record):
     trial_figures: tuple[dict[str, FigureValue], ...] = ()
     #: what each scheduled fault did, per trial
     faults: tuple[FaultSummary, ...] = ()
+    #: the hardware of its members' hosts, each distinct one once (schema 8)
+    servers: tuple[Environment, ...] = ()
+    #: the digests of the installed files its members ran, each distinct one once
+    binaries: tuple[str, ...] = ()
 
 
 class ComparisonRecord(_Record):
@@ -346,3 +389,7 @@ class RunSummary(_Versioned):
     comparisons: tuple[ComparisonRecord, ...] = ()
     #: repeat: auto runs only: why the trials stopped, and each decision
     sequential: SequentialRecord | None = None
+
+    def machines(self, database: DatabaseSummary) -> Machines:
+        """The hardware ``database``'s figures were measured on."""
+        return Machines(client=self.environment.hardware(), servers=database.servers)

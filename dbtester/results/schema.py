@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -70,6 +70,14 @@ HISTORY: tuple[str, ...] = (
         "auto`` run why its trials stopped and each database's decision on each stopping metric). "
         "Only a key was added: a version 6 file upgrades as it is."
     ),
+    (
+        "The servers' machines. ``run.json`` has, per member, ``machine`` (its host's CPU "
+        "model, cores, memory and kernel, as its agent described it) and ``binary_sha256`` (a "
+        "digest of the installed files it ran); ``result.json`` has, per database, ``servers`` "
+        "(each distinct machine once) and ``binaries``, so that ``compare`` and ``history "
+        "--check`` can refuse to judge runs measured on different hardware. Only keys were "
+        "added: a version 7 file upgrades as it is, its servers unknown."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -105,6 +113,10 @@ def _v6_to_v7(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 7}
 
 
+def _v7_to_v8(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 8}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -113,6 +125,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,6 +19,7 @@ import yaml
 from dbtester.analyze.figures import ROWS
 from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.results import SCHEMA_VERSION
+from dbtester.util.host import host_facts
 from tests.integration.agents import alive
 from tests.integration.test_agent_cluster import VERSIONS
 
@@ -68,6 +70,27 @@ def home(installed_home) -> Path:
     return Path(installed_home("consul", VERSIONS["consul"]))
 
 
+def _check_members(out: Path, result_json: dict[str, Any]) -> None:
+    """Nothing left running, and each member's host and files recorded."""
+    # nothing left running: every member's PID is gone
+    host = host_facts()
+    for db in ("etcd-3.5.17", "etcd-3.6.8", "zk", "consul"):
+        run = json.loads((out / db / "run.json").read_text())
+        assert len(run["members"]) == 3
+        for member in run["members"]:
+            assert member["pid"] and not alive(member["pid"])
+            assert member["disk_usage_bytes"] > 0
+            # the agents describe their hosts and the files each member ran
+            assert member["machine"]["cpu_model"] == host.cpu_model
+            assert member["machine"]["cores"] == host.cores
+            assert re.fullmatch(r"[0-9a-f]{64}", member["binary_sha256"])
+        # one machine and one build per database: each named once in result.json
+        (summarized,) = [d for d in result_json["databases"] if d["id"] == db]
+        assert [s["cpu_model"] for s in summarized["servers"]] == [host.cpu_model]
+        assert summarized["binaries"] == [run["members"][0]["binary_sha256"]]
+        assert (out / db / "server-0-metrics.csv").exists()
+
+
 @pytest.mark.parametrize(("workload", "requests"), [("write", 3000), ("read", 3000)])
 def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int) -> None:
     config = tmp_path / "case.yaml"
@@ -114,14 +137,7 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     assert len(links) == 20 and links[0] == "report.html"
     assert all((out / link).exists() for link in links)
 
-    # nothing left running: every member's PID is gone
-    for db in ("etcd-3.5.17", "etcd-3.6.8", "zk", "consul"):
-        run = json.loads((out / db / "run.json").read_text())
-        assert len(run["members"]) == 3
-        for member in run["members"]:
-            assert member["pid"] and not alive(member["pid"])
-            assert member["disk_usage_bytes"] > 0
-        assert (out / db / "server-0-metrics.csv").exists()
+    _check_members(out, result_json)
 
     # analyze reproduces the table from the raw data alone
     copy = tmp_path / "copy"

@@ -16,6 +16,8 @@ import pytest
 
 from dbtester.agent.client import AgentClient
 from dbtester.errors import AgentError
+from dbtester.install import find_installed
+from dbtester.util.host import host_facts
 from tests.integration.agents import alive, loopback_peers, start_agent, stop_agent
 
 ETCD = "3.5.17"
@@ -115,9 +117,18 @@ def test_a_database_that_fails_to_start_shows_its_log(agent) -> None:
     assert "exited with code" in str(caught.value) and "log tail" in str(caught.value)
 
 
-def test_kill_9_of_the_database_is_reported_and_rows_are_kept(agent) -> None:
+def test_kill_9_of_the_database_is_reported_and_rows_are_kept(
+    agent, etcd_home: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = agent.client()
     reply = _start(client)
+    # the reply describes the agent's host and the files the member runs
+    host = host_facts()
+    assert (reply.host.cpu_model, reply.host.cores) == (host.cpu_model, host.cores)
+    assert reply.host.kernel == host.kernel and reply.host.memory_gib == host.memory_gib
+    monkeypatch.setenv("DBTESTER_HOME", etcd_home)
+    installed = find_installed("etcd", ETCD)
+    assert installed is not None and reply.binary_sha256 == installed.sha256()
     time.sleep(2.5)
     os.kill(reply.pid, signal.SIGKILL)
     time.sleep(0.3)

@@ -4,6 +4,7 @@ Parquet files each run writes, and the ``--check`` gate's statistics."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -197,3 +198,32 @@ def test_check_uses_welch_with_trials_on_both_sides(tmp_path: Path, analyzed: Pa
     assert {v.baseline for v in found.verdicts} == {("run-1", "run-2", "run-3")}
     assert all(v.change.verdict == "slower" for v in found.verdicts)
     assert len(found.regressions) == 2
+
+
+def _servers(run: Path, cpu_model: str) -> None:
+    """Say in ``run``'s result.json that every database's members ran on ``cpu_model``."""
+    summary = json.loads((run / "result.json").read_text())
+    for db in summary["databases"]:
+        db["servers"] = [{"cpu_model": cpu_model, "cores": 8, "kernel": "Linux 6.1"}]
+    (run / "result.json").write_text(json.dumps(summary))
+
+
+def test_check_gives_no_verdict_across_machines(tmp_path: Path, analyzed: Path, run_cli) -> None:
+    """A nightly runner moved to another CPU: neither a pass nor a regression."""
+    root = _history(tmp_path, analyzed, [1.0, 1.01, 0.99, 1.5])
+    for k in range(3):
+        _servers(root / f"run-{k}", "AMD EPYC 7B13")
+    _servers(root / "run-3", "Intel(R) Xeon(R) Platinum 8375C")
+    result = run_cli("history", str(root), "--check")
+    assert result.code == EXIT_BAD_INPUT, result.out + result.err
+    assert "etcd-v3.5 run-3 against run-0, run-1, run-2: servers cpu_model" in result.err
+    assert "--across-environments" in result.err
+    # asked for, the check is made (and finds the regression), the difference said
+    result = run_cli("history", str(root), "--check", "--across-environments")
+    assert result.code == EXIT_RUN_FAILED, result.out + result.err
+    assert "measured on different machines (checked anyway" in result.out
+    document = run_cli("history", str(root), "--check", "--across-environments", "--json")
+    assert any("Xeon" in e for e in json.loads(document.out)["check"]["environments"])
+    # the same machine throughout: judged as before
+    _servers(root / "run-3", "AMD EPYC 7B13")
+    assert run_cli("history", str(root), "--check").code == EXIT_RUN_FAILED

@@ -16,7 +16,13 @@ import pytest
 
 from dbtester import install
 from dbtester.errors import InstallError
-from dbtester.install import ArchiveDownload, Source, SourceUnavailable, ensure_installed
+from dbtester.install import (
+    ArchiveDownload,
+    Installed,
+    Source,
+    SourceUnavailable,
+    ensure_installed,
+)
 from dbtester.util.progress import Reporter
 
 
@@ -184,3 +190,25 @@ def test_reporter_progress_without_terminal() -> None:
         advance(10)
     text = stream.getvalue()
     assert "building x ..." in text and "done in" in text and "downloading y ..." in text
+
+
+def test_the_installed_digest_covers_every_file_the_entry_names(tmp_path: Path) -> None:
+    """A classpath names several files; a value that is not a file (a flag,
+    a relative name) is not part of the digest."""
+    jars = [tmp_path / "a.jar", tmp_path / "b.jar"]
+    for jar, body in zip(jars, (b"one", b"two"), strict=True):
+        jar.write_bytes(body)
+    entry = {"classpath": ":".join(map(str, jars)), "java": "java"}
+    installed = Installed("zookeeper", "3.8.0", tmp_path, "test", entry, "")
+    assert installed.files() == jars
+    before = installed.sha256()
+    assert before == Installed("zookeeper", "3.8.0", tmp_path, "x", dict(entry), "").sha256()
+    jars[1].write_bytes(b"two, rebuilt")
+    assert installed.sha256() != before
+    # moving bytes from one file to the next is a different build too
+    jars[0].write_bytes(b"onetwo, rebuil")
+    jars[1].write_bytes(b"t")
+    assert installed.sha256() != before
+    jars[0].write_bytes(b"one")
+    jars[1].write_bytes(b"two")
+    assert installed.sha256() == before

@@ -14,7 +14,9 @@ from dbtester.errors import EXIT_BAD_INPUT, ResultsError, SchemaVersionError
 from dbtester.results import (
     SCHEMA_VERSION,
     DatabaseRecord,
+    Environment,
     LoadWindow,
+    Machines,
     MemberRecord,
     Records,
     ResultsDir,
@@ -186,3 +188,25 @@ def test_account(
     assert v.attempted == sum(counts.values())
     assert v.acknowledged + v.failed + v.unknown == v.attempted
     assert v.ok is (expected[2] == expected[3] == 0)
+
+
+def test_machines_name_what_differs_and_ignore_the_unknown() -> None:
+    amd = Environment(hostname="a", cpu_model="AMD EPYC 7B13", cores=8, kernel="Linux 6.1")
+    intel = Environment(hostname="b", cpu_model="Intel Xeon", cores=8, kernel="Linux 6.1")
+    same = Machines(client=amd, servers=(amd,))
+    # the host name is not hardware
+    assert (
+        same.differences(Machines(client=amd, servers=(amd.model_copy(update={"hostname": "c"}),)))
+        == []
+    )
+    assert same.differences(Machines(client=amd, servers=(intel,))) == [
+        "servers cpu_model 'AMD EPYC 7B13' against 'Intel Xeon'"
+    ]
+    assert same.differences(Machines(client=intel, servers=(amd,))) == [
+        "client cpu_model 'AMD EPYC 7B13' against 'Intel Xeon'"
+    ]
+    mixed = same.differences(Machines(client=amd, servers=(amd, intel)))
+    assert len(mixed) == 1 and "Intel Xeon" in mixed[0] and "against" in mixed[0]
+    # unknown on either side (runs from before schema 8): nothing to say
+    assert same.differences(Machines(client=None, servers=())) == []
+    assert Machines().differences(same) == []

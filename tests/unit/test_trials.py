@@ -161,7 +161,7 @@ def test_compare_withholds_its_verdict_across_machines(tmp_path: Path, run_cli: 
     # No verdict: neither a pass (0) nor a regression (1).
     result = run_cli("compare", str(a), str(b))
     assert result.code == 2, result.out + result.err
-    assert "measured on different machines (cpu_model" in result.err
+    assert "measured on different machines (client cpu_model" in result.err
     assert "Intel(R) Xeon(R) Platinum 8375C" in result.err and repr(before) in result.err
     assert "--across-environments" in result.err
     # Asked for, the verdict is given, and the difference is said.
@@ -169,3 +169,81 @@ def test_compare_withholds_its_verdict_across_machines(tmp_path: Path, run_cli: 
     assert result.code == 1, result.out + result.err
     assert "measured on different machines (compared anyway" in result.out
     assert "etcd-v3.6 AVG-THROUGHPUT" in result.err
+
+
+def _set_servers(root: Path, db_id: str, cpu_model: str, sha: str = "") -> None:
+    """Say in result.json that ``db_id``'s members ran on ``cpu_model``."""
+    summary = json.loads((root / "result.json").read_text())
+    for db in summary["databases"]:
+        if db["id"] == db_id:
+            db["servers"] = [{"cpu_model": cpu_model, "cores": 2, "kernel": "Linux 6.1"}]
+            db["binaries"] = [sha] if sha else []
+    (root / "result.json").write_text(json.dumps(summary))
+
+
+def test_compare_withholds_its_verdict_when_the_servers_differ(
+    tmp_path: Path, run_cli: Any
+) -> None:
+    """The controller on one machine, the members on others: a change of the
+    servers' hardware is a change of machines too."""
+    same = {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]}
+    a = make_trials(tmp_path / "a", same)
+    b = make_trials(tmp_path / "b", same)
+    for root in (a, b):
+        assert run_cli("analyze", str(root)).code == 0
+    _set_servers(a, IDS[1], "AMD EPYC 7B13")
+    _set_servers(b, IDS[1], "Intel(R) Xeon(R) Platinum 8375C")
+    result = run_cli("compare", str(a), str(b))
+    assert result.code == 2, result.out + result.err
+    assert f"{IDS[1]} servers cpu_model 'AMD EPYC 7B13' against 'Intel(R)" in result.err
+    # servers not known on one side (a run from before schema 8): compared
+    _set_servers(b, IDS[1], "")
+    summary = json.loads((b / "result.json").read_text())
+    for db in summary["databases"]:
+        db["servers"] = []
+    (b / "result.json").write_text(json.dumps(summary))
+    assert run_cli("compare", str(a), str(b)).code == 0
+
+
+def test_compare_names_a_version_built_twice(tmp_path: Path, run_cli: Any) -> None:
+    same = {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]}
+    a = make_trials(tmp_path / "a", same)
+    b = make_trials(tmp_path / "b", same)
+    for root in (a, b):
+        assert run_cli("analyze", str(root)).code == 0
+    _set_servers(a, IDS[1], "AMD EPYC 7B13", "a" * 64)
+    _set_servers(b, IDS[1], "AMD EPYC 7B13", "b" * 64)
+    result = run_cli("compare", str(a), str(b))
+    assert result.code == 0, result.out + result.err
+    assert f"note: {IDS[1]}: etcd" in result.out
+    assert f"ran from different files in A and B (sha256 {'a' * 12} against {'b' * 12})" in (
+        result.out
+    )
+    assert IDS[0] not in result.out.split("note:")[1]  # the same build: not named
+
+
+def _set_members(root: Path, db_id: str, cpu_model: str) -> None:
+    for run in (root / db_id).glob("trial-*/run.json"):
+        record = json.loads(run.read_text())
+        for member in record["members"]:
+            member["machine"] = {"cpu_model": cpu_model, "cores": 8, "kernel": "Linux 6.1"}
+            member["binary_sha256"] = "c" * 64
+        run.write_text(json.dumps(record))
+
+
+def test_a_database_on_other_machines_is_named_in_the_run(tmp_path: Path, run_cli: Any) -> None:
+    run = make_trials(tmp_path / "run", {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]})
+    _set_members(run, IDS[0], "AMD EPYC 7B13")
+    _set_members(run, IDS[1], "Intel(R) Xeon(R) Platinum 8375C")
+    assert run_cli("analyze", str(run)).code == 0
+    readme = (run / "README.md").read_text()
+    assert "its members ran on other machines than" in readme
+    assert "servers cpu_model 'AMD EPYC 7B13' against 'Intel(R) Xeon(R)" in readme
+    summary = json.loads((run / "result.json").read_text())
+    servers = {db["id"]: [s["cpu_model"] for s in db["servers"]] for db in summary["databases"]}
+    assert servers == {IDS[0]: ["AMD EPYC 7B13"], IDS[1]: ["Intel(R) Xeon(R) Platinum 8375C"]}
+    assert all(db["binaries"] == ["c" * 64] for db in summary["databases"])
+    # on the same machines, nothing is said
+    _set_members(run, IDS[1], "AMD EPYC 7B13")
+    assert run_cli("analyze", str(run)).code == 0
+    assert "other machines" not in (run / "README.md").read_text()
