@@ -24,6 +24,8 @@ sectors_written                delta: the data disk's sectors written (512 bytes
 receive_bytes                  delta: bytes received on the network interface
 transmit_bytes                 delta: bytes transmitted on the network interface
 data_dir_bytes                 disk space used by the data directory (allocated blocks)
+probe_ns                       the host-speed probe: CPU ns of its fixed work (higher: slower)
+steal_ms                       delta: the host's steal time, summed over its CPUs
 =============================  =======================================================
 """
 
@@ -41,14 +43,15 @@ from typing import TextIO
 
 import psutil
 
-from dbtester.results.metrics import SERVER_COLUMNS
+from dbtester.results.metrics import HOST_COLUMNS, SERVER_COLUMNS
 from dbtester.util.counters import Counters
+from dbtester.util.speed import probe_ns, steal_ms
 
 __all__ = ["COLUMNS", "Sampler", "data_disk", "dir_usage"]
 
 log = logging.getLogger(__name__)
 
-COLUMNS = SERVER_COLUMNS
+COLUMNS = (*SERVER_COLUMNS, *HOST_COLUMNS)
 SECTOR = 512
 
 
@@ -211,12 +214,13 @@ class Sampler:
                 continue
         disk = self._disk_deltas()
         net = self._net_deltas()
-        alive_keys += ["reads", "sread", "writes", "swritten", "rx", "tx"]
+        steal = self._counters.delta("steal", steal_ms())
+        alive_keys += ["reads", "sread", "writes", "swritten", "rx", "tx", "steal"]
         self._counters.forget_except(alive_keys)
         pid = self.process.pid if tree else 0
         return [
             now_ms, pid, round(cpu, 2), rss, threads, switches_v, switches_n, read_bytes,
-            write_bytes, *disk, *net, dir_usage(self.data_dir),
+            write_bytes, *disk, *net, dir_usage(self.data_dir), probe_ns(), steal,
         ]  # fmt: skip
 
     def _disk_deltas(self) -> list[int]:

@@ -5,6 +5,7 @@ series, notes, comparisons). Pure: it reads nothing and writes nothing;
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -193,7 +194,36 @@ def analyze(results: RunResults) -> Analysis:
     comparisons = tuple(c for db in databases[1:] for c in compare_databases(databases[0], db))
     for db in databases[1:]:
         _note_other_machines(databases[0], db)
+    _note_slow_trials(databases)
     return Analysis(results, databases, comparisons)
+
+
+#: a trial whose client machine ran this much slower than the run's median
+#: trial is named: its figures are partly the machine's
+SLOW_TRIAL = 0.10
+
+
+def _note_slow_trials(databases: Sequence[DatabaseAnalysis]) -> None:
+    """Name each trial that ran while the client machine was markedly slower
+    (HOST-SPEED) than in the run's other trials, all databases together: the
+    machine is the one thing they share."""
+    speeds = [
+        (db, trial.trial, float(value))
+        for db in databases
+        for trial, figures in zip(db.trials, db.trial_figures, strict=True)
+        if isinstance(value := figures.values.get("HOST-SPEED"), int | float)
+    ]
+    if len(speeds) < 3:
+        return
+    median = statistics.median(speed for _, _, speed in speeds)
+    for db, trial, speed in speeds:
+        if speed < (1 - SLOW_TRIAL) * median:
+            db.figures.notes.append(
+                f"{db.label}: trial {trial} ran while the client machine was"
+                f" {1 - speed / median:.0%} slower than in the run's median trial"
+                " (HOST-SPEED: slower cores, or more contention for them), which alone"
+                " can lower its throughput"
+            )
 
 
 def _note_other_machines(first: DatabaseAnalysis, db: DatabaseAnalysis) -> None:

@@ -27,6 +27,7 @@ from dbtester.results import OPERATIONS, FaultSummary, Records
 __all__ = [
     "CONFLICT_ROW",
     "CV_ROW",
+    "HOST_ROWS",
     "OPERATION_ROWS",
     "PERCENTILES",
     "ROWS",
@@ -83,6 +84,12 @@ ROWS = (
 
 #: repeated runs only: AVG-THROUGHPUT's coefficient of variation across trials, in %
 CV_ROW = "THROUGHPUT-CV"
+
+#: runs whose samplers ran the host-speed probe (results schema 8): the client
+#: machine's mean speed over the load (probe runs per CPU-second, higher is
+#: faster), and the least steady host's coefficient of variation of its
+#: per-second speed, in % (client and members)
+HOST_ROWS = ("HOST-SPEED", "HOST-SPEED-CV")
 
 _PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
 
@@ -143,6 +150,7 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     faults = max(numbers, default=0)
     rows += [fault_row(k, suffix) for k in range(1, faults + 1) for suffix in FAULT_ROWS]
     rows += _operation_table_rows(figures)
+    rows += [row for row in HOST_ROWS if any(row in f.values for f in figures)]
     return rows + [step_row(clients, row) for clients, row in by_step]
 
 
@@ -184,9 +192,56 @@ def compute(data: DatabaseData) -> Figures:
     figures = Figures()
     _client_rows(data, figures)
     _server_rows(data, figures)
+    _host_rows(data, figures)
     _faults(data, figures)
     _verification(data, figures)
     return figures
+
+
+# --------------------------------------------------------------------------- hosts
+
+#: steal time above this share of the load's CPU time is worth a note
+STEAL_NOTE = 0.01
+
+
+def _speed(frame: pd.DataFrame) -> pd.Series:
+    """Per-second host speed: probe runs per CPU-second (higher is faster)."""
+    return 1e9 / frame["probe_ns"].clip(lower=1)
+
+
+def _host_rows(data: DatabaseData, figures: Figures) -> None:
+    """HOST-SPEED and HOST-SPEED-CV from the probe's samples in the load
+    window, the HOST-SPEED chart (the client machine's), and a note when the
+    hypervisor took a noticeable share of the client machine's CPUs."""
+    client = _in_window(data.client, data)
+    hosts = [f for f in (client, *(_in_window(s, data) for s in data.servers)) if f is not None]
+    hosts = [f for f in hosts if "probe_ns" in f.columns]
+    if not hosts:
+        return
+    cvs = [_cv(_speed(f)) for f in hosts if len(f) >= 2]
+    if cvs:
+        figures.values["HOST-SPEED-CV"] = max(cvs)
+    if client is None or "probe_ns" not in client.columns:
+        return
+    speed = _speed(client)
+    figures.values["HOST-SPEED"] = float(speed.mean())
+    figures.series["HOST-SPEED"] = Series(client["t"].to_numpy(dtype=float), speed.to_numpy())
+    load = data.record.load
+    cores = data.client_cores
+    if load is not None and cores and "steal_ms" in client.columns:
+        span = max(load.ended_unix - load.started_unix, 1e-3)
+        share = float(client["steal_ms"].sum()) / 1000 / (span * cores)
+        if share > STEAL_NOTE:
+            figures.notes.append(
+                f"{data.label}: the hypervisor took {share:.1%} of the client machine's CPU"
+                " time during the load (steal time), so every figure ran on less machine"
+            )
+
+
+def _cv(values: pd.Series) -> float:
+    """Coefficient of variation, in % (sample standard deviation / mean)."""
+    mean = float(values.mean())
+    return float(values.std(ddof=1)) * 100.0 / mean if mean else 0.0
 
 
 def _faults(data: DatabaseData, figures: Figures) -> None:

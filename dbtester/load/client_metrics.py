@@ -4,7 +4,8 @@ reaches the database, on the same wall clock as the servers' samples.
 
 Columns (``dbtester.results.CLIENT_COLUMNS``): unix_ms, cpu_percent (100 = one
 core), rss_bytes, receive_bytes, transmit_bytes (deltas), requests_done, errors
-(cumulative).
+(cumulative); then the host-speed probe's (``HOST_COLUMNS``: probe_ns,
+steal_ms), as the agents' samplers write them.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 
 import psutil
 
-from dbtester.results import CLIENT_COLUMNS
+from dbtester.results import CLIENT_COLUMNS, HOST_COLUMNS
 from dbtester.util.counters import Counters
 from dbtester.util.net import local_interface
+from dbtester.util.speed import probe_ns, steal_ms
 
 __all__ = ["ClientSampler"]
 
@@ -57,7 +59,7 @@ class ClientSampler:
     def _run(self) -> None:
         with self.path.open("w", newline="") as out:
             writer = csv.writer(out)
-            writer.writerow(CLIENT_COLUMNS)
+            writer.writerow((*CLIENT_COLUMNS, *HOST_COLUMNS))
             self._row()  # baselines
             start = time.monotonic()
             tick = 1
@@ -82,4 +84,15 @@ class ClientSampler:
         rx = self._counters.delta("rx", counters.bytes_recv) if counters else 0
         tx = self._counters.delta("tx", counters.bytes_sent) if counters else 0
         done, errors = self.counts() if self.counts else (0, 0)
-        return [int(time.time() * 1000), round(cpu, 2), rss, rx, tx, done, errors]
+        steal = self._counters.delta("steal", steal_ms())
+        return [
+            int(time.time() * 1000),
+            round(cpu, 2),
+            rss,
+            rx,
+            tx,
+            done,
+            errors,
+            probe_ns(),
+            steal,
+        ]

@@ -122,6 +122,13 @@ CHARTS = (
         error_points=True,
     ),
     Chart(
+        "HOST-SPEED",
+        "Host speed (the client machine's CPU, by the host-speed probe)",
+        SECONDS,
+        "Probe runs per CPU-second",
+        optional=True,
+    ),
+    Chart(
         "THROUGHPUT-BY-TRIAL",
         "Throughput of each trial",
         "Trial",

@@ -28,6 +28,19 @@ def human_bytes(value: float) -> str:
     raise AssertionError
 
 
+#: rows shown in one fixed format, by name
+_FORMATS = {
+    CV_ROW: "{:.1f} %",
+    "HOST-SPEED-CV": "{:.1f} %",
+    "HOST-SPEED": "{:,.0f} probes/s",
+    "TOTAL-SECONDS": "{:.4f} sec",
+    "FASTEST-LATENCY": "{:.4f} ms",
+    "AVG-LATENCY": "{:.4f} ms",
+    "SLOWEST-LATENCY": "{:.4f} ms",
+    "CLIENT-CPU-SECONDS-PER-10K-REQUESTS": "{:.3f} s",
+}
+
+
 def format_value(row: str, value: float | int | str | None) -> str:
     if value is None:
         return NO_DATA
@@ -37,22 +50,16 @@ def format_value(row: str, value: float | int | str | None) -> str:
         row = stepped[1]
     if row.startswith("FAULT-") and row.endswith(("-SECONDS", "-MS")):  # FAULT-<k>-...
         return f"{value:.2f} {'s' if row.endswith('-SECONDS') else 'ms'}"
-    if row == CV_ROW:
-        return f"{value:.1f} %"
-    if row == "TOTAL-SECONDS":
-        return f"{value:.4f} sec"
+    if row in _FORMATS:
+        return _FORMATS[row].format(value)
     if row.endswith("THROUGHPUT"):
         return f"{value:,.0f} req/sec"
-    if row in ("FASTEST-LATENCY", "AVG-LATENCY", "SLOWEST-LATENCY"):
-        return f"{value:.4f} ms"
     if row.startswith("Latency p"):
         return f"{value:.6f} ms"
     if row.endswith("CPU-USAGE"):
         return f"{value:.2f} %"
     if "NETWORK" in row or "MEMORY" in row or "DISK-SPACE" in row:
         return human_bytes(value)
-    if row == "CLIENT-CPU-SECONDS-PER-10K-REQUESTS":
-        return f"{value:.3f} s"
     return f"{value:,.0f}"
 
 

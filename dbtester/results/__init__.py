@@ -7,7 +7,7 @@ it imports nothing from dbtester above ``errors``.
 """
 
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
-from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
+from dbtester.results.metrics import CLIENT_COLUMNS, HOST_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.model import (
     KNOWN_REFUSALS,
     ComparisonRecord,
@@ -38,6 +38,7 @@ from dbtester.results.store import (
 
 __all__ = [
     "CLIENT_COLUMNS",
+    "HOST_COLUMNS",
     "KNOWN_REFUSALS",
     "NOT_ERRORS",
     "OK",

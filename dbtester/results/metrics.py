@@ -22,7 +22,7 @@ from dbtester.results.files import check_regular_file, present
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CLIENT_COLUMNS", "SERVER_COLUMNS", "read_metrics"]
+__all__ = ["CLIENT_COLUMNS", "HOST_COLUMNS", "SERVER_COLUMNS", "read_metrics"]
 
 SERVER_COLUMNS = (
     "unix_ms",
@@ -43,6 +43,12 @@ SERVER_COLUMNS = (
     "data_dir_bytes",
 )
 
+#: the host-speed probe's columns, in both files since results schema 8 (an
+#: older file has none): probe_ns, the CPU nanoseconds the probe's fixed piece
+#: of work took (dbtester.util.speed; higher is a slower CPU), and steal_ms,
+#: the delta of the host's steal time summed over its CPUs
+HOST_COLUMNS = ("probe_ns", "steal_ms")
+
 # unix_ms, cpu_percent (100 = one core, the whole load generator), rss_bytes,
 # receive_bytes, transmit_bytes (deltas), requests_done, errors (cumulative).
 CLIENT_COLUMNS = (
@@ -56,9 +62,13 @@ CLIENT_COLUMNS = (
 )
 
 
-def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
+def read_metrics(
+    path: Path, columns: Sequence[str], optional: Sequence[str] = HOST_COLUMNS
+) -> pd.DataFrame | None:
     """The samples in ``path``; None when it is missing or holds none (a member
-    that died at once). ResultsError, naming the file, when it is corrupt."""
+    that died at once). ResultsError, naming the file, when it is corrupt.
+    ``optional`` columns are kept, checked as the others, where the file has
+    them (files written before they existed do not)."""
     # pandas on first use: every command imports this package, most never read
     # metrics, and pandas (with pyarrow beside it) costs ~40 MB and ~0.4 s.
     import pandas as pd
@@ -81,6 +91,7 @@ def read_metrics(path: Path, columns: Sequence[str]) -> pd.DataFrame | None:
         raise ResultsError(path, f"missing columns: {', '.join(missing)}")
     if not len(frame):
         return None
+    columns = [*columns, *(c for c in optional if c in frame.columns and c not in columns)]
     for column in columns:
         values = frame[column]
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):

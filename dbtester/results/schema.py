@@ -75,8 +75,12 @@ HISTORY: tuple[str, ...] = (
         "model, cores, memory and kernel, as its agent described it) and ``binary_sha256`` (a "
         "digest of the installed files it ran); ``result.json`` has, per database, ``servers`` "
         "(each distinct machine once) and ``binaries``, so that ``compare`` and ``history "
-        "--check`` can refuse to judge runs measured on different hardware. Only keys were "
-        "added: a version 7 file upgrades as it is, its servers unknown."
+        "--check`` can refuse to judge runs measured on different hardware. The per-second "
+        "metrics files (``server-<i>-metrics.csv``, ``client-metrics.csv``) end with the "
+        "host-speed probe's ``probe_ns`` (CPU nanoseconds of a fixed piece of work; higher is "
+        "slower) and ``steal_ms`` (the host's steal time), and the table gets ``HOST-SPEED`` "
+        "and ``HOST-SPEED-CV`` where they were recorded. Only keys and columns were added: a "
+        "version 7 directory upgrades as it is, its servers and host speed unknown."
     ),
 )
 

@@ -29,8 +29,9 @@ VERSIONS = ("3.5.17", "3.6.8")
 STEPS = (2, 8, 32)
 #: the first database's column label: '@' and '$' name fields in a tooltip template
 TRICKY = "etcd 3.5 @x $y <b>"
-#: every standard chart and the four scaling ones (one trial: no THROUGHPUT-BY-TRIAL)
-PLOTS = len(STANDARD) + len(SCALING_SERIES)
+#: every standard chart, the four scaling ones and the host-speed probe's (one
+#: trial: no THROUGHPUT-BY-TRIAL)
+PLOTS = len(STANDARD) + len(SCALING_SERIES) + 1
 NUMBER = re.compile(r"^-?[0-9][0-9,]*(\.[0-9]+)?$")
 
 

@@ -1,5 +1,5 @@
 """`dbtester run` end to end on the embedded default: real agents, real
-clusters, real load, the table, 19 charts and a README."""
+clusters, real load, the table, 19 charts (and the host-speed one) and a README."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     lines = {
         line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("|")
     }
-    for row in ROWS:
+    for row in (*ROWS, "HOST-SPEED"):  # the probe runs on every host
         if row == "KEYS-VERIFIED" and workload == "read":
             continue
         cells = [c.strip() for c in lines[row].split("|")[2:-1]]
@@ -125,16 +125,18 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
         if workload == "write":
             assert db["verification"]["found"] == requests
 
-    # 19 charts, each a real SVG
+    # the 19 standard charts and the host-speed probe's, each a real SVG
     charts = sorted((out / "charts").glob("*.svg"))
-    assert len(charts) == 19 == len(CHARTS)
+    assert {c.stem for c in charts} == {c.name for c in CHARTS} | {"HOST-SPEED"}
+    assert len(charts) == 20
+    assert len(CHARTS) == 19
     for chart in charts:
         assert ET.parse(chart).getroot().tag.endswith("svg")
 
-    # README links resolve: the report and the 19 charts
+    # README links resolve: the report and the 20 charts
     readme = (out / "README.md").read_text()
     links = re.findall(r"\]\(([^)]+)\)", readme)
-    assert len(links) == 20 and links[0] == "report.html"
+    assert len(links) == 21 and links[0] == "report.html"
     assert all((out / link).exists() for link in links)
 
     _check_members(out, result_json)
@@ -148,4 +150,4 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     again = _dbtester(home, "analyze", str(copy))
     assert again.returncode == 0, again.stderr
     assert (copy / "summary.txt").read_text() == table
-    assert len(list((copy / "charts").glob("*.svg"))) == 19
+    assert len(list((copy / "charts").glob("*.svg"))) == 20

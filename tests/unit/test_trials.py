@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +248,53 @@ def test_a_database_on_other_machines_is_named_in_the_run(tmp_path: Path, run_cl
     _set_members(run, IDS[1], "AMD EPYC 7B13")
     assert run_cli("analyze", str(run)).code == 0
     assert "other machines" not in (run / "README.md").read_text()
+
+
+def _probe(trial: Path, probe_ns: list[int], steal_ms: int = 0) -> None:
+    """Give a trial's client and server samples the probe's columns."""
+    for path in [trial / "client-metrics.csv", *trial.glob("server-*-metrics.csv")]:
+        lines = path.read_text().splitlines()
+        out = [lines[0] + ",probe_ns,steal_ms"]
+        for k, line in enumerate(lines[1:]):
+            out.append(f"{line},{probe_ns[k % len(probe_ns)]},{steal_ms}")
+        path.write_text("\n".join(out) + "\n")
+
+
+def test_host_speed_rows_chart_and_the_slow_trial_named(tmp_path: Path, run_cli: Any) -> None:
+    run = make_trials(tmp_path / "run", {IDS[0]: [1.0, 1.0, 1.0], IDS[1]: [1.0, 1.0, 1.0]})
+    # speeds alternate 1,111 and 909 probes/s (mean 1,044); trial 2 of the
+    # second database reads 750 a second throughout: 28% slower
+    for db_id in IDS:
+        for k in (1, 2, 3):
+            slow = db_id == IDS[1] and k == 2
+            _probe(run / db_id / f"trial-{k}", [1_333_333] if slow else [900_000, 1_100_000])
+    assert run_cli("analyze", str(run)).code == 0
+    table = (run / "summary.txt").read_text()
+    rows = {r.split("|")[1].strip() for r in table.splitlines() if r.startswith("|")}
+    assert {"HOST-SPEED", "HOST-SPEED-CV"} <= rows
+    readme = (run / "README.md").read_text()
+    assert "etcd v3.6.8: trial 2 ran while the client machine was 28% slower" in readme
+    assert "trial 1 ran while" not in readme and "trial 3 ran while" not in readme
+    assert (run / "charts" / "HOST-SPEED.svg").exists()
+    figures = json.loads((run / "result.json").read_text())["databases"][0]["trial_figures"]
+    # the least steady host: a member's four samples, 1,111 909 1,111 909 per second
+    expected = (
+        100
+        * statistics.stdev([1e9 / 9e5, 1e9 / 11e5] * 2)
+        / statistics.mean([1e9 / 9e5, 1e9 / 11e5])
+    )
+    assert figures[0]["HOST-SPEED-CV"] == pytest.approx(expected)
+
+
+def test_steal_time_is_named(tmp_path: Path, run_cli: Any) -> None:
+    run = make_trials(tmp_path / "run", {IDS[0]: [1.0]})
+    _probe(run / IDS[0] / "trial-1", [1_000_000], steal_ms=500)
+    assert run_cli("analyze", str(run)).code == 0
+    assert "the hypervisor took" in (run / "README.md").read_text()
+
+
+def test_a_run_without_the_probe_has_no_host_rows(tmp_path: Path, run_cli: Any) -> None:
+    run = make_trials(tmp_path / "run", {IDS[0]: [1.0, 1.0, 1.0]})
+    assert run_cli("analyze", str(run)).code == 0
+    assert "HOST-SPEED" not in (run / "summary.txt").read_text()
+    assert not (run / "charts" / "HOST-SPEED.svg").exists()
