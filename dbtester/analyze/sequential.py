@@ -47,6 +47,7 @@ __all__ = [
     "MIN_TRIALS",
     "Look",
     "boundaries",
+    "interval_text",
     "look",
     "t_multiplier",
 ]
@@ -153,3 +154,24 @@ def _state(low: float, high: float, equivalence_pct: float) -> State:
     if -equivalence_pct < low and high < equivalence_pct:
         return "equivalent"
     return "open"
+
+
+#: an interval bound past this many % says only "no idea yet" (early looks'
+#: boundaries are wide by design): shown as a bound, not as 27 digits
+SHOWN_PCT = 999.0
+
+
+def interval_text(low_pct: float | None, high_pct: float | None) -> str:
+    """A look's interval for people: ``[-4.4%, +4.1%]``, with bounds beyond
+    ±999% shown as ``<-999%`` / ``>+999%``."""
+    if low_pct is None or high_pct is None or not math.isfinite(low_pct + high_pct):
+        return "[too few trials]"
+
+    def bound(value: float) -> str:
+        if value > SHOWN_PCT:
+            return f">+{SHOWN_PCT:.0f}%"
+        if value < -SHOWN_PCT:
+            return f"<-{SHOWN_PCT:.0f}%"
+        return f"{value:+.1f}%"
+
+    return f"[{bound(low_pct)}, {bound(high_pct)}]"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dbtester.analyze import analyze
-from dbtester.analyze.sequential import ALPHA, Look, look
+from dbtester.analyze.sequential import ALPHA, Look, interval_text, look
 from dbtester.analyze.stats import METRICS
 from dbtester.config import TestCase
 from dbtester.results import LookRecord, ResultsDir, SequentialRecord
@@ -99,9 +99,7 @@ def verdict(row: str, found: Look) -> str:
 
 
 def _line(row: str, found: Look) -> str:
-    interval = f"[{found.low_pct:+.1f}%, {found.high_pct:+.1f}%]"
-    if not math.isfinite(found.low_pct) or not math.isfinite(found.high_pct):
-        interval = "[too few trials]"
+    interval = interval_text(found.low_pct, found.high_pct)
     return f"{row} {found.change_pct:+.1f}% {interval} after {found.n}: {verdict(row, found)}"
 
 

@@ -5,6 +5,7 @@ interval, the p-value and a verdict — as text for the console and the README."
 from __future__ import annotations
 
 from dbtester.analyze import Analysis
+from dbtester.analyze.sequential import interval_text
 from dbtester.analyze.stats import Change
 
 __all__ = ["change_parts", "describe_change", "render_comparisons"]
@@ -66,11 +67,7 @@ def _sequential(analysis: Analysis) -> list[str]:
     ]
     width = max(len(look.row) for look in sequential.looks)
     for look in sequential.looks:
-        interval = (
-            f"[{look.low_pct:+.1f}%, {look.high_pct:+.1f}%]"
-            if look.low_pct is not None and look.high_pct is not None
-            else "[too few trials]"
-        )
+        interval = interval_text(look.low_pct, look.high_pct)
         change = f"{look.change_pct:+.1f}%" if look.change_pct is not None else "?"
         lines.append(
             f"  {look.database:<12} {look.row:<{width}}  {change:>8}  {interval:<18}"

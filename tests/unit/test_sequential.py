@@ -152,3 +152,12 @@ def test_repeat_auto_keeps_its_error_rate_and_finds_a_10_pct_difference(
     assert wrong <= 0.05
     if power_bound is not None:
         assert found >= power_bound
+
+
+def test_an_early_looks_interval_reads_as_a_bound() -> None:
+    from dbtester.analyze.sequential import interval_text
+
+    assert interval_text(-4.44, 4.06) == "[-4.4%, +4.1%]"
+    assert interval_text(-100.0, 5.2e24) == "[-100.0%, >+999%]"
+    assert interval_text(-1500.0, 12.0) == "[<-999%, +12.0%]"
+    assert interval_text(None, 3.0) == interval_text(float("inf"), 1.0) == "[too few trials]"
