@@ -35,10 +35,13 @@ __all__ = [
     "Figures",
     "Series",
     "compute",
+    "offered_rate",
     "operation_row",
     "operation_series",
+    "served_rate",
     "step_row",
     "table_rows",
+    "unserved",
     "unstepped",
 ]
 
@@ -195,7 +198,74 @@ def compute(data: DatabaseData) -> Figures:
     _host_rows(data, figures)
     _faults(data, figures)
     _verification(data, figures)
+    if note := unserved(data, figures.faults):
+        figures.notes.append(f"{data.label}: {note}")
     return figures
+
+
+# --------------------------------------------------------------------------- open loop
+
+#: an open-loop load served below this share of its offered rate fell behind
+SERVED = 0.97
+#: too short a stretch before the first fault says nothing about keeping up
+MIN_SERVED_S = 1.0
+
+
+def offered_rate(data: DatabaseData) -> float:
+    """The open-loop rate the workload asked for (0: closed loop, or a run
+    recorded before run.json kept the workload)."""
+    workload = data.record.database.get("workload")
+    rate = workload.get("rate") if isinstance(workload, dict) else None
+    return float(rate) if isinstance(rate, int | float) and rate > 0 else 0.0
+
+
+def served_rate(
+    data: DatabaseData, faults: Sequence[FaultSummary] = ()
+) -> tuple[float, float, str] | None:
+    """(offered, served, where) of an open-loop run: requests/s asked for and
+    answered while requests were still being scheduled — from the first due
+    time to the last, or to the first fault (a fault's own effect is the fault
+    rows' business). A database that keeps up answers all but the few in
+    flight at the end; one that cannot, only its capacity. None for a closed
+    loop, or too short a stretch to tell."""
+    rate = offered_rate(data)
+    records = data.records
+    if not rate or records is None or len(records) == 0:
+        return None
+    due_s = records.due_ns / 1e9 - data.load_start
+    done_s = due_s + records.latency_ns / 1e9
+    begin, end = float(due_s.min()), float(due_s.max())
+    where = ""
+    if faults:
+        end = min(end, *(f.start_s for f in faults))
+        where = " before the first fault"
+    if end - begin < MIN_SERVED_S:
+        return None
+    served = float(((records.code == 0) & (done_s <= end)).sum()) / (end - begin)
+    return rate, served, where
+
+
+def unserved(data: DatabaseData, faults: Sequence[FaultSummary] = ()) -> str | None:
+    """Why an open-loop run's latency rows include queueing: it was offered
+    more than it served (see :func:`served_rate`). None when it kept up. When
+    the client was the bottleneck (:func:`client_bound`), the note says so
+    instead of blaming the database: the two notes name one cause."""
+    found = served_rate(data, faults)
+    if found is None:
+        return None
+    rate, served, where = found
+    if served >= SERVED * rate:
+        return None
+    said = (
+        f"offered {rate:,.0f} requests/s (open loop) but {served:,.0f}/s were answered"
+        f"{where} ({served / rate:.0%}): "
+    )
+    if client_bound(data):
+        return said + "the client could not keep up (see its note), not the database"
+    return said + (
+        "the database could not keep up, so requests queued and the latency rows"
+        " measure that queue as much as the database's service time"
+    )
 
 
 # --------------------------------------------------------------------------- hosts
@@ -550,6 +620,9 @@ def client_bound(data: DatabaseData) -> str | None:
     cores = data.client_cores
     if load is None or client is None or not cores:
         return None
+    served = served_rate(data)
+    if served is not None and served[1] >= SERVED * served[0]:
+        return None  # an open loop that kept up: its rate, not the client, set throughput
     done = client["requests_done"]
     active = client[done.diff().fillna(done) > 0]
     if active.empty:
