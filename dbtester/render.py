@@ -13,6 +13,7 @@ from pathlib import Path
 from dbtester.analyze import Analysis, analyze
 from dbtester.report import (
     drawn,
+    headline,
     render_charts,
     render_comparisons,
     render_csv,
@@ -61,6 +62,7 @@ def render(directory: Path) -> Rendered:
         comparison=comparison,
         charts=drawn(figures),
         report=layout.relative(layout.report),
+        summary=headline(analysis),
     )
     store.write_rendered(table, render_csv(labels, figures), readme, comparison)
     page = render_html_report(

@@ -2,7 +2,7 @@
 README and the interactive HTML report."""
 
 from dbtester.report.charts import CHARTS, drawn, render_charts
-from dbtester.report.comparison import render_comparisons
+from dbtester.report.comparison import headline, render_comparisons
 from dbtester.report.interactive import render_html_report
 from dbtester.report.readme import render_readme
 from dbtester.report.table import format_value, render_csv, render_table
@@ -11,6 +11,7 @@ __all__ = [
     "CHARTS",
     "drawn",
     "format_value",
+    "headline",
     "render_charts",
     "render_comparisons",
     "render_csv",

@@ -8,7 +8,7 @@ from dbtester.analyze import Analysis
 from dbtester.analyze.sequential import interval_text
 from dbtester.analyze.stats import Change
 
-__all__ = ["change_parts", "describe_change", "render_comparisons"]
+__all__ = ["change_parts", "describe_change", "headline", "render_comparisons"]
 
 METHOD = (
     "change of the mean against the baseline, its 95% interval and the p-value of"
@@ -92,3 +92,60 @@ def describe_change(c: Change) -> str:
     """The change in %, its 95% interval and the p-value, in aligned columns."""
     change, interval, p = change_parts(c)
     return f"{change:>8}  {interval:<18}  {p:<8}"
+
+
+def headline(analysis: Analysis) -> list[str]:
+    """What differed and by how much, a line per database against the first:
+    the answer a reader looks for before the full table. After repeat: auto,
+    its decisions on the stopping metrics lead (their intervals stay valid
+    however early the trials stopped), then the other metrics' verdicts, and
+    how many trials it took and why they stopped."""
+    databases, trials = analysis.databases, analysis.repeat
+    if len(databases) < 2:
+        return ["One database: nothing to compare; the table has its figures."]
+    baseline = databases[0].label
+    if trials < 2:
+        return [
+            f"One trial each: the table's differences against {baseline} cannot be"
+            " judged; `repeat: auto` (or `--repeat 5`) gives intervals and verdicts."
+        ]
+    summary = analysis.results.summary
+    sequential = summary.sequential if summary is not None else None
+    lines = [_headline(analysis, db.id, db.label, baseline) for db in databases[1:]]
+    if sequential is not None:
+        lines.append(
+            f"repeat: auto ran {sequential.trials} trials each and stopped because"
+            f" {_STOPPED.get(sequential.stopped, sequential.stopped)}."
+        )
+    else:
+        lines.append(f"{trials} trials each; 95% intervals, Welch's t-test.")
+    return lines
+
+
+def _headline(analysis: Analysis, database: str, label: str, baseline: str) -> str:
+    """One database: repeat: auto's decisions, then every other significant
+    change, then the compared metrics without a verdict."""
+    summary = analysis.results.summary
+    sequential = summary.sequential if summary is not None else None
+    looks = [look for look in (sequential.looks if sequential else ()) if look.database == database]
+    decided = {look.row for look in looks}
+    found = [
+        f"{look.row} {_pct(look.change_pct)} {interval_text(look.low_pct, look.high_pct)}"
+        f" ({look.verdict})"
+        for look in looks
+    ]
+    mine = [c.change for c in analysis.comparisons if c.database == database]
+    found += [
+        f"{c.metric.row} {_pct(c.change_pct)} {interval_text(c.low_pct, c.high_pct)} ({c.verdict})"
+        for c in mine
+        if c.verdict not in ("~", "?") and c.metric.row not in decided
+    ]
+    open_ = [c.metric.row for c in mine if c.verdict in ("~", "?") and c.metric.row not in decided]
+    said = f"{label} against {baseline}: " + ("; ".join(found) if found else "no difference found")
+    if open_:
+        said += f"; no verdict on {', '.join(open_)}"
+    return said + "."
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:+.1f}%" if value is not None else "?"

@@ -41,7 +41,7 @@ from dbtester import __version__
 from dbtester.analyze import Analysis, Compared
 from dbtester.analyze.figures import Figures, Series, table_rows
 from dbtester.report.charts import Chart, Span, drawn, fault_spans
-from dbtester.report.comparison import change_parts
+from dbtester.report.comparison import change_parts, headline
 from dbtester.report.table import format_cell
 from dbtester.results import RunSummary
 
@@ -84,6 +84,7 @@ def render_html_report(
         f"<h1>{html.escape(case.title)}</h1>",
         _NAV,
         _paragraphs(case.description),
+        _summary(headline(analysis)),
         _notes(analysis.notes),
         '<h2 id="results">Results</h2>',
         _table(analysis),
@@ -254,6 +255,14 @@ def _tag(index: int) -> str:
 def _paragraphs(text: str) -> str:
     parts = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
     return "\n".join(f"<p>{html.escape(p)}</p>" for p in parts)
+
+
+def _summary(lines: Sequence[str]) -> str:
+    """What differed, above everything else (the README opens the same way)."""
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f'<h2 id="summary">Summary</h2><ul class="summary">{items}</ul>'
 
 
 def _notes(notes: Sequence[str]) -> str:

@@ -20,14 +20,18 @@ def render_readme(
     comparison: str = "",
     charts: Sequence[Chart] = STANDARD,
     report: str = "",
+    summary: Sequence[str] = (),
 ) -> str:
     """``machine`` is the environment in one line ('' for none); ``chart_base``
     prefixes chart links: relative locally, a bucket's public URL once published;
     ``comparison`` follows the table; ``charts`` are those drawn; ``report``
-    links the interactive report ('' for none)."""
+    links the interactive report ('' for none); ``summary``, what differed
+    (:func:`dbtester.report.comparison.headline`), comes first."""
     lines = [f"# {title}", ""]
     if description.strip():
         lines += [description.strip(), ""]
+    if summary:
+        lines += ["## Summary", "", *(f"- {line}" for line in summary), ""]
     if machine:
         lines += [f"Machine — {machine}.", ""]
     if notes:

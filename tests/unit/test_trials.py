@@ -298,3 +298,34 @@ def test_a_run_without_the_probe_has_no_host_rows(tmp_path: Path, run_cli: Any) 
     assert run_cli("analyze", str(run)).code == 0
     assert "HOST-SPEED" not in (run / "summary.txt").read_text()
     assert not (run / "charts" / "HOST-SPEED.svg").exists()
+
+
+def test_the_readme_and_report_open_with_what_differed(run_cli: Any, slower: Path) -> None:
+    assert run_cli("analyze", str(slower)).code == 0
+    readme = (slower / "README.md").read_text()
+    summary = readme.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    # above the table, one line per database against the first, then how
+    assert readme.index("## Summary") < readme.index("```")
+    first, how = summary
+    assert first.startswith("- etcd v3.6.8 against etcd v3.5.17: AVG-THROUGHPUT -23.")
+    assert "(slower); no verdict on " in first and "SERVER-MAX-CPU-USAGE" in first
+    assert how == "- 3 trials each; 95% intervals, Welch's t-test."
+    page = (slower / "report.html").read_text()
+    assert page.index('id="summary"') < page.index('id="results"')
+    assert "etcd v3.6.8 against etcd v3.5.17: AVG-THROUGHPUT -23." in page
+
+
+def test_the_summary_without_verdicts_says_why(tmp_path: Path, run_cli: Any) -> None:
+    once = make_trials(tmp_path / "once", {IDS[0]: [1.0], IDS[1]: [1.3]})
+    assert run_cli("analyze", str(once)).code == 0
+    assert "- One trial each: the table's differences against etcd v3.5.17 cannot be judged" in (
+        (once / "README.md").read_text()
+    )
+    alone = make_trials(tmp_path / "alone", {IDS[0]: [1.0, 1.1, 0.9]})
+    assert run_cli("analyze", str(alone)).code == 0
+    assert "- One database: nothing to compare" in (alone / "README.md").read_text()
+    same = make_trials(tmp_path / "same", {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]})
+    assert run_cli("analyze", str(same)).code == 0
+    assert "etcd v3.6.8 against etcd v3.5.17: no difference found; no verdict on" in (
+        (same / "README.md").read_text()
+    )
