@@ -31,13 +31,16 @@ __all__ = [
     "OPERATION_ROWS",
     "PERCENTILES",
     "ROWS",
+    "ROW_GROUPS",
     "STEP_ROWS",
     "Figures",
     "Series",
     "compute",
+    "grouped_rows",
     "offered_rate",
     "operation_row",
     "operation_series",
+    "row_group",
     "served_rate",
     "step_row",
     "table_rows",
@@ -155,6 +158,53 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     rows += _operation_table_rows(figures)
     rows += [row for row in HOST_ROWS if any(row in f.values for f in figures)]
     return rows + [step_row(clients, row) for clients, row in by_step]
+
+
+#: the table's rows by what they are about, in the order a reader wants them
+#: (the report groups them; summary.txt keeps the original's order, which
+#: scripts and older runs' re-renders rely on)
+ROW_GROUPS = (
+    "Throughput",
+    "Latency",
+    "Server",
+    "Disk",
+    "Client",
+    "Host",
+    "Faults",
+    "By clients",
+    "Checks",
+)
+_CHECKS = ("KEYS-VERIFIED", "CLIENT-ERROR-COUNT", CONFLICT_ROW)
+
+
+def row_group(row: str) -> str:
+    """The group of ROW_GROUPS a table row belongs to."""
+    if unstepped(row):
+        return "By clients"
+    if _PER_FAULT.match(row):
+        return "Faults"
+    if row in _CHECKS:
+        return "Checks"
+    if row in HOST_ROWS:
+        return "Host"
+    if "LATENCY" in row or "Latency" in row:
+        return "Latency"
+    if row.startswith("SERVER-AVG-"):  # the disk's counters and space
+        return "Disk"
+    if row.startswith("SERVER-"):
+        return "Server"
+    if row.startswith("CLIENT-"):
+        return "Client"
+    return "Throughput"  # TOTAL-*, *-THROUGHPUT, THROUGHPUT-CV
+
+
+def grouped_rows(rows: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``rows`` by group, in ROW_GROUPS' order, each group's rows in their
+    given order; empty groups left out."""
+    found: dict[str, list[str]] = {group: [] for group in ROW_GROUPS}
+    for row in rows:
+        found[row_group(row)].append(row)
+    return [(group, members) for group, members in found.items() if members]
 
 
 def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:

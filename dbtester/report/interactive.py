@@ -39,7 +39,7 @@ from bokeh.resources import Resources
 
 from dbtester import __version__
 from dbtester.analyze import Analysis, Compared
-from dbtester.analyze.figures import Figures, Series, table_rows
+from dbtester.analyze.figures import Figures, Series, grouped_rows, table_rows
 from dbtester.report.charts import Chart, Span, drawn, fault_spans
 from dbtester.report.comparison import change_parts, headline
 from dbtester.report.table import format_cell
@@ -273,19 +273,23 @@ def _notes(notes: Sequence[str]) -> str:
 
 
 def _table(analysis: Analysis) -> str:
-    """The combined table: the rows and cells of summary.txt (with ±intervals)."""
+    """The combined table: the rows and cells of summary.txt (with ±intervals),
+    grouped by what they are about (throughput, latency, server, ...)."""
     figures, estimates = analysis.figures, analysis.estimates
     head = "".join(
         f"<th>{html.escape(db.label)}{'' if db.passed else ' (FAILED)'}</th>"
         for db in analysis.databases
     )
+    span = len(analysis.databases) + 1
     rows = []
-    for row in table_rows(figures):
-        cells = "".join(
-            f"<td>{html.escape(format_cell(row, f.values.get(row), e.get(row)))}</td>"
-            for f, e in zip(figures, estimates, strict=True)
-        )
-        rows.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
+    for group, members in grouped_rows(table_rows(figures)):
+        rows.append(f'<tr class="group"><th colspan="{span}">{html.escape(group)}</th></tr>')
+        for row in members:
+            cells = "".join(
+                f"<td>{html.escape(format_cell(row, f.values.get(row), e.get(row)))}</td>"
+                for f, e in zip(figures, estimates, strict=True)
+            )
+            rows.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
     return (
         f'<table class="figures"><thead><tr><th></th>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
@@ -387,6 +391,8 @@ th, td { padding: 0.2em 0.8em; border-bottom: 1px solid #eee; }
 table.figures td, table.comparison td { text-align: right; white-space: nowrap; }
 table.figures tbody th, table.environment th { text-align: left; font-weight: 500; }
 table.figures tbody tr:hover { background: #f4f8fc; }
+table.figures tr.group th { text-align: left; font-weight: 700; padding-top: 0.8em;
+  border-bottom: 1px solid #ccd; }
 .verdict.better { color: #11772d; font-weight: 600; }
 .verdict.worse { color: #b3261e; font-weight: 600; }
 .verdict.same { color: #777; }

@@ -166,3 +166,42 @@ def test_a_kind_that_cannot_multiplex_says_how_clients_shared_connections() -> N
     data = _data(1000, 1.0)
     data = replace(data, record=data.record.model_copy(update={"notes": (note,)}))
     assert f"db: {note}" in compute(data).notes
+
+
+def test_every_row_lands_in_exactly_one_group() -> None:
+    from dbtester.analyze.figures import (
+        CONFLICT_ROW,
+        CV_ROW,
+        HOST_ROWS,
+        ROW_GROUPS,
+        ROWS,
+        grouped_rows,
+        operation_row,
+        row_group,
+        step_row,
+    )
+
+    rows = [
+        *ROWS,
+        CV_ROW,
+        CONFLICT_ROW,
+        *HOST_ROWS,
+        "SERVER-2-NETWORK-RX-DATA-SUM",
+        "FAULT-1-UNAVAILABLE-SECONDS",
+        operation_row("read", "THROUGHPUT"),
+        operation_row("update", "Latency p99"),
+        step_row(10, "AVG-THROUGHPUT"),
+        step_row(10, "SERVER-MAX-CPU-USAGE"),
+    ]
+    grouped = grouped_rows(rows)
+    assert sorted(r for _, members in grouped for r in members) == sorted(rows)  # none lost
+    assert [g for g, _ in grouped] == [g for g in ROW_GROUPS if g in {row_group(r) for r in rows}]
+    where = {row: row_group(row) for row in rows}
+    assert where["AVG-THROUGHPUT"] == where["THROUGHPUT-CV"] == where["READ-THROUGHPUT"]
+    assert where["Latency p99"] == where["AVG-LATENCY"] == where["UPDATE-Latency p99"] == "Latency"
+    assert where["SERVER-AVG-SECTORS-WRITTEN-DELTA-SUM"] == "Disk"
+    assert where["SERVER-MAX-MEMORY-USAGE"] == where["SERVER-2-NETWORK-RX-DATA-SUM"] == "Server"
+    assert where["CLIENT-CPU-SECONDS-PER-10K-REQUESTS"] == "Client"
+    assert where["KEYS-VERIFIED"] == where[CONFLICT_ROW] == "Checks"
+    assert where["CLIENTS-10-SERVER-MAX-CPU-USAGE"] == "By clients"
+    assert where["FAULT-1-UNAVAILABLE-SECONDS"] == "Faults"

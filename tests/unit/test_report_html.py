@@ -67,6 +67,13 @@ def test_analyze_writes_a_self_contained_report(run_cli: Any, v1: Path) -> None:
             row, *cells = (c.strip() for c in line.split("|")[1:-1])
             expected = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
             assert f"<tr><th>{html.escape(row)}</th>{expected}</tr>" in page, row
+    # ... grouped: each group's heading once, in ROW_GROUPS' order, above its rows
+    groups = re.findall(r'<tr class="group"><th colspan="3">([^<]+)</th></tr>', page)
+    assert groups == ["Throughput", "Latency", "Server", "Disk", "Client", "Checks"]
+    body = page.split('<table class="figures">', 1)[1].split("</table>", 1)[0]
+    at = {g: body.index(f">{g}</th>") for g in groups}
+    assert at["Latency"] < body.index("<th>Latency p99</th>") < at["Server"]
+    assert at["Disk"] < body.index("<th>SERVER-AVG-DISK-SPACE-USAGE</th>") < at["Client"]
     # the environment and the test case as it ran
     environment = json.loads((v1 / "result.json").read_text())["environment"]
     assert html.escape(environment["kernel"]) in page
