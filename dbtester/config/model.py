@@ -89,6 +89,8 @@ MAX_RANDOM_ORDER = 1 << 28
 MAX_REPEAT = 100
 #: repeat: auto's default bound on trials
 DEFAULT_MAX_TRIALS = 20
+#: the keys that mean something for repeat: auto only
+AUTO_ONLY_KEYS = ("max_trials", "time_budget", "equivalence", "stopping_metrics")
 #: repeat: auto's first look (analyze.sequential.MIN_TRIALS; a test checks they agree)
 MIN_AUTO_TRIALS = 3
 
@@ -539,7 +541,7 @@ class TestCase(_Model):
     _recovery = field_validator("fault_recovery", mode="before")(parse_duration)
     _budget = field_validator("time_budget", mode="before")(parse_duration)
 
-    @field_validator("max_trials", "time_budget", "equivalence", "stopping_metrics")
+    @field_validator(*AUTO_ONLY_KEYS)
     @classmethod
     def _only_with_auto(cls, value: Any, info: ValidationInfo) -> Any:
         repeat = info.data.get("repeat")

@@ -18,6 +18,7 @@ from typing import Literal
 
 from dbtester.analyze.sequential import MIN_TRIALS
 from dbtester.config import Loaded, TestCase
+from dbtester.config.model import AUTO_ONLY_KEYS
 from dbtester.control.auto import Auto
 from dbtester.control.database_run import run_database
 from dbtester.control.environment import environment
@@ -155,6 +156,28 @@ class _Trials:
         return self.auto.record(self.stopped, self.rounds)
 
 
+def _with_repeat(case: TestCase, repeat: int | Literal["auto"], reporter: Reporter) -> TestCase:
+    """``case`` with ``--repeat``'s value. A number in place of the case's
+    repeat: auto sets the auto-only keys back to their defaults, and says so:
+    they would mean nothing, and the config.yaml the run writes must validate."""
+    if repeat == "auto" and len(case.databases) < 2:
+        raise BadInputError(
+            "--repeat auto runs trials until each database's difference from the first"
+            " is decided: it needs at least two databases"
+        )
+    update: dict[str, object] = {"repeat": repeat}
+    if repeat != "auto" and case.repeat == "auto":
+        fields = type(case).model_fields
+        unused = [k for k in AUTO_ONLY_KEYS if getattr(case, k) != fields[k].default]
+        update |= {k: fields[k].default for k in AUTO_ONLY_KEYS}
+        if unused:
+            reporter.say(
+                f"--repeat {repeat} replaces the test case's repeat: auto; its"
+                f" {', '.join(unused)} not used"
+            )
+    return case.model_copy(update=update)
+
+
 def run_case(
     loaded: Loaded,
     out: Path,
@@ -166,14 +189,9 @@ def run_case(
     """Run every database of the test case, ``repeat`` times (default: the
     case's ``repeat``) interleaved, then render the results."""
     case = loaded.case
-    if repeat is not None:
-        if repeat == "auto" and len(case.databases) < 2:
-            raise BadInputError(
-                "--repeat auto runs trials until each database's difference from the first"
-                " is decided: it needs at least two databases"
-            )
-        case = case.model_copy(update={"repeat": repeat})
     reporter = reporter or Reporter()
+    if repeat is not None:
+        case = _with_repeat(case, repeat, reporter)
     # Disk trouble is found here, before anything starts, not mid-run.
     ensure_writable(dbtester_home(), "$DBTESTER_HOME")
     if out.exists() and out.is_dir() and any(out.iterdir()):
