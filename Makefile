@@ -13,7 +13,7 @@ ENGINE := engine/Cargo.toml
 RUST_VERSION := 1.88
 CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system rust python demo gallery docs test test-databases check fuzz unit lint types engine-test tox proto clean
+.PHONY: setup system rust python demo gallery docs test test-databases test-tools check fuzz unit lint types engine-test tox proto clean
 
 setup: system python
 
@@ -53,8 +53,15 @@ gallery: setup
 docs: python
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
 
+# Test files run in two processes (pytest-xdist; each file whole in one of
+# them, so a module's shared cluster is started once): most tests wait on
+# databases, timers and the network, so two run well side by side even on
+# 2 cores. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 2
+PARALLEL := $(if $(filter-out 0 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
+
 test: setup engine-test test-databases docs
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -67,11 +74,23 @@ TEST_DATABASES := etcd@3.5.17 etcd@3.6.8 zookeeper@3.8.0 consul@1.22.0
 
 test-databases: python
 	@for db in $(TEST_DATABASES); do DBTESTER_HOME=$(TEST_HOME) $(BIN)/dbtester install $$db || exit 1; done
+	@$(MAKE) --no-print-directory test-tools
+
+# A real S3 server the history tests read from (versitygw, Go): built here
+# once per machine (about 3 minutes cold) rather than inside its first test.
+VERSITYGW := github.com/versity/versitygw/cmd/versitygw@v1.8.0
+VERSITYGW_BIN := $(TEST_HOME)/tools/versitygw-v1.8.0/versitygw
+
+test-tools: $(VERSITYGW_BIN)
+
+$(VERSITYGW_BIN):
+	@echo "building versitygw (the tests' S3 server; about 3 min the first time) ..."
+	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install $(VERSITYGW)
 
 # The fast tier, for development: unit tests (no fuzz harness, no database,
 # no network), ruff and mypy. `make test` is the whole suite.
 check: python
-	$(BIN)/pytest -q -m "not integration and not fuzz"
+	$(BIN)/pytest -q $(PARALLEL) -m "not integration and not fuzz"
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -88,7 +107,7 @@ fuzz: setup
 	DBTESTER_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -m fuzz -q -s tests/fuzz
 
 unit: python
-	$(BIN)/pytest -m "not integration"
+	$(BIN)/pytest $(PARALLEL) -m "not integration"
 
 lint: python
 	$(BIN)/ruff check .

@@ -14,11 +14,28 @@ from pathlib import Path
 import pytest
 
 from dbtester.cli import main
+from dbtester.util import net
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 # Test cases in the original (Go) dbtester format, written for these tests.
 LEGACY = ROOT / "tests" / "fixtures" / "legacy"
+#: the member ports parallel workers share out: below Linux's default
+#: ephemeral range (32768-60999), as free_port's own pick is
+PORTS = (10_000, 32_000)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Parallel workers (pytest -n, pytest-xdist) pick member ports from
+    their own slices: two processes could otherwise find the same port free
+    at the same moment and both hand it to a database."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2 or os.environ.get(net.PORT_RANGE_ENV):
+        return
+    index, span = int(worker[2:]), (PORTS[1] - PORTS[0]) // count
+    low = PORTS[0] + index * span
+    os.environ[net.PORT_RANGE_ENV] = f"{low}-{low + span - 1}"
 
 
 @dataclass

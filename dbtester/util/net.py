@@ -3,6 +3,7 @@ tests, free ports, and which interface carries an address."""
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import psutil
 
+from dbtester.errors import BadInputError
+
 __all__ = [
+    "PORT_RANGE_ENV",
     "bracket",
     "free_port",
     "interface_for",
@@ -46,14 +50,20 @@ _handed: set[int] = set()
 _handing = threading.Lock()
 
 
+#: ``LOW-HIGH``: the ports free_port picks from instead, for processes that
+#: share a machine and must not pick the same free port at the same moment
+#: (the test suite's parallel workers each take a slice)
+PORT_RANGE_ENV = "DBTESTER_PORT_RANGE"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on or connects from right now, never handed out
     before by this process, and outside the range outgoing connections take
     their ports from (the kernel's pick where that range leaves no room)."""
-    high = _ephemeral_start() - 1
+    low, high = _pick_range()
     with _handing:
-        for _ in range(200 if high > _PICK_LOW else 0):
-            port = random.randint(_PICK_LOW, high)
+        for _ in range(200 if high > low else 0):
+            port = random.randint(low, high)
             if port not in _handed and _bindable(host, port):
                 _handed.add(port)
                 return port
@@ -63,6 +73,23 @@ def free_port(host: str = "127.0.0.1") -> int:
             port = int(sock.getsockname()[1])
         _handed.add(port)
         return port
+
+
+def _pick_range() -> tuple[int, int]:
+    """``$DBTESTER_PORT_RANGE`` when set, else the ports below the ephemeral
+    range."""
+    value = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if not value:
+        return _PICK_LOW, _ephemeral_start() - 1
+    low, _, high = value.partition("-")
+    if low.strip().isdigit() and high.strip().isdigit():
+        first, last = int(low), int(high)
+        if 1024 <= first < last <= 65535:
+            return first, last
+    raise BadInputError(
+        f"{PORT_RANGE_ENV}={value!r}: expected LOW-HIGH, two ports from 1024 to 65535"
+        " with LOW below HIGH (e.g. 20000-24999)"
+    )
 
 
 def _ephemeral_start() -> int:

@@ -24,7 +24,7 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
         "title": "kill the leader",
         "workload": {
             "type": "write",
-            "requests": 8000,
+            "requests": 12000,
             "key_size": 64,
             "value_size": 256,
             "clients": 20,
@@ -34,7 +34,10 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
         "databases": [{"id": "etcd", "kind": "etcd", "version": VERSION, "members": 3}],
         "faults": [
             {"at": "1s", "action": "kill", "member": "leader"},
-            {"at": "2500ms", "action": "restart"},
+            # 3 s for the others to elect a leader: restarted sooner, the
+            # old leader (whose log is the newest) can win again, and no
+            # other member is ever named (seen once with 1.5 s between the two)
+            {"at": "4s", "action": "restart"},
         ],
     }
     config = tmp_path / "case.yaml"
@@ -65,7 +68,7 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     assert int((records.code == 0).sum()) == v["acknowledged"]
     assert np.count_nonzero(done > restart["unix"]) > 0  # the load went on after it
     said = result.stdout + result.stderr
-    assert "scheduled faults during the load: kill leader at 1 s; restart at 2.5 s" in said
+    assert "scheduled faults during the load: kill leader at 1 s; restart at 4 s" in said
 
     # the figures of the fault: an unavailability window that the raw records
     # show, no longer than their longest stretch without a success after the kill
@@ -84,6 +87,6 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     assert counted >= 0.95 * len(failed)
     rows = summary["databases"][0]["figures"]
     assert rows["FAULT-1-UNAVAILABLE-SECONDS"] == figures["unavailable_s"]
-    assert rows["FAULT-1"] == "kill leader at 1 s, restart at 2.5 s"
+    assert rows["FAULT-1"] == "kill leader at 1 s, restart at 4 s"
     table = (out / "summary.txt").read_text()
     assert "FAULT-1-RECOVERY-SECONDS" in table and "FAULT-1-P99-DURING-MS" in table

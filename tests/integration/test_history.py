@@ -35,11 +35,13 @@ VERSION = "3.6.8"
 DAY = 86400.0
 
 
+# the same version as the Makefile's test-tools
 VERSITYGW = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 
 
 def _versitygw(shared_home: Path) -> Path:
-    """versitygw, built with `go install` the first time (about 3 minutes)."""
+    """versitygw: `make test-tools` builds it before pytest; a run of this file
+    alone builds it here the first time (about 3 minutes)."""
     bin_dir = shared_home / "tools" / "versitygw-v1.8.0"
     binary = bin_dir / "versitygw"
     if not binary.exists():

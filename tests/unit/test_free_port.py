@@ -5,6 +5,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
+from dbtester.errors import BadInputError
+from dbtester.util import net
 from dbtester.util.net import free_port
 
 
@@ -38,3 +42,19 @@ def test_a_port_in_use_is_not_handed_out() -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+def test_the_range_can_be_set_for_processes_sharing_a_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(net.PORT_RANGE_ENV, "23000-23099")
+    ports = {free_port() for _ in range(50)}
+    assert len(ports) == 50
+    assert all(23000 <= p <= 23099 for p in ports)
+
+
+@pytest.mark.parametrize("value", ["23000", "9-80", "30000-20000", "a-b", "20000-70000"])
+def test_a_range_that_is_not_one_is_named(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(net.PORT_RANGE_ENV, value)
+    with pytest.raises(BadInputError, match=r"DBTESTER_PORT_RANGE=.*LOW-HIGH"):
+        free_port()
