@@ -627,7 +627,7 @@ def run(
 def print_outcome(outcome: RunOutcome) -> None:
     """The table on stdout, where the results are on stderr; RunFailedError
     (exit 1) naming every database that failed."""
-    _print_rendered(outcome.table, outcome.comparison, outcome.notes)
+    _print_rendered(outcome.table, outcome.comparison, outcome.notes, outcome.headline)
     click.echo(f"results: {outcome.out}", err=True)
     if outcome.report is not None:
         click.echo(f"report: {outcome.report}", err=True)
@@ -658,19 +658,24 @@ def analyze_command(directory: Path) -> None:
     from dbtester.render import render
 
     rendered = render(directory)
-    _print_rendered(rendered.table, rendered.comparison, rendered.analysis.notes)
+    _print_rendered(rendered.table, rendered.comparison, rendered.analysis.notes, rendered.headline)
     click.echo(f"report: {rendered.report}", err=True)
 
 
-def _print_rendered(table: str, comparison: str, notes: Sequence[str]) -> None:
+def _print_rendered(
+    table: str, comparison: str, notes: Sequence[str], opening: Sequence[str] = ()
+) -> None:
     """The table and the comparison on stdout, as saved (summary.txt, then
-    comparison.txt); notes under them on stderr."""
+    comparison.txt); notes under them on stderr, then what differed: after a
+    long table, the answer is the last thing on the screen but the paths."""
     click.echo(table, nl=False)
     if comparison:
         click.echo()
         click.echo(comparison, nl=False)
     for note in notes:
         click.echo(f"note: {note}", err=True)
+    for line in opening:
+        click.echo(f"summary: {line}", err=True)
 
 
 _METRIC_HELP = (

@@ -33,6 +33,9 @@ class Rendered:
     comparison: str  # each database against the first ("" for one database)
     summary: RunSummary
     report: Path  # report.html
+    #: what differed, a line per database against the first (the README's
+    #: and the report's opening summary)
+    headline: tuple[str, ...] = ()
 
 
 def render(directory: Path) -> Rendered:
@@ -52,6 +55,7 @@ def render(directory: Path) -> Rendered:
     # Parquet beside the raw files, for `dbtester history` and other engines
     store.write_columnar(analysis.results, summary)
     case = analysis.results.case
+    opening = tuple(headline(analysis))
     readme = render_readme(
         case.title,
         case.description,
@@ -62,11 +66,11 @@ def render(directory: Path) -> Rendered:
         comparison=comparison,
         charts=drawn(figures),
         report=layout.relative(layout.report),
-        summary=headline(analysis),
+        summary=list(opening),
     )
     store.write_rendered(table, render_csv(labels, figures), readme, comparison)
     page = render_html_report(
         analysis, summary, test_case=store.read_case_text(), comparison=comparison
     )
     report = store.write_report(page)
-    return Rendered(analysis, table, comparison, summary, report)
+    return Rendered(analysis, table, comparison, summary, report, opening)

@@ -40,6 +40,7 @@ class RunOutcome:
     notes: tuple[str, ...] = ()  # what the table alone does not say
     comparison: str = ""  # each database against the first
     report: Path | None = None  # report.html (None when the analysis failed)
+    headline: tuple[str, ...] = ()  # what differed (the README's opening summary)
 
     @property
     def databases(self) -> list[str]:
@@ -226,16 +227,18 @@ def run_case(
     records = trials.records
     table, comparison = "", ""
     notes: tuple[str, ...] = ()
+    opening: tuple[str, ...] = ()
     report = None
     try:
         rendered = render(out)
         table, notes = rendered.table, tuple(rendered.analysis.notes)
         comparison, report = rendered.comparison, rendered.report
+        opening = rendered.headline
     except DbtesterError as exc:
         reporter.say(f"analysis: {exc}")
     if interrupted:
         raise InterruptedRunError(f"interrupted; partial results kept in {out}")
-    outcome = RunOutcome(out, tuple(records), table, notes, comparison, report)
+    outcome = RunOutcome(out, tuple(records), table, notes, comparison, report, opening)
     if not outcome.failed:
         # Agent logs were fetched into the results; failed runs keep their scratch
         # (and the archived data dirs in it) for a post-mortem.

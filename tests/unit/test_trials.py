@@ -64,6 +64,12 @@ def test_trials_render_means_intervals_and_verdicts(run_cli: Any, slower: Path) 
     table = (slower / "summary.txt").read_text()
     comparison = (slower / "comparison.txt").read_text()
     assert result.out == table + "\n" + comparison
+    # the answer closes the console's output, as it opens the README
+    summary = [line for line in result.err.splitlines() if line.startswith("summary: ")]
+    assert summary and result.err.rstrip().splitlines()[-2].startswith("summary: ")
+    assert any("AVG-THROUGHPUT" in line or "throughput" in line for line in summary), summary
+    readme = (slower / "README.md").read_text()
+    assert all(line.removeprefix("summary: ") in readme for line in summary)
     throughput = next(line for line in table.splitlines() if " AVG-THROUGHPUT |" in line)
     assert throughput.count("req/sec ±") == 2, throughput
     cv = next(line for line in table.splitlines() if " THROUGHPUT-CV |" in line)
