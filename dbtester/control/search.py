@@ -1,5 +1,7 @@
-"""Which rate to offer next in a search for the highest sustainable
-throughput: the order of the probes, without running them.
+"""The search for the highest sustainable throughput: which rate to offer
+next (:class:`RateSearch`, pure) and the probes themselves
+(:func:`search_rate`, each an open-loop load judged by
+:mod:`dbtester.analyze.probes`).
 
 From ``start_rate`` the rate doubles while probes pass. While the first
 probes fail it halves instead, down to ``floor``: a probe failing there
@@ -10,14 +12,24 @@ when (lowest failing - highest passing) / highest passing is within
 precision. Every probe is offered inside the bracket, so the highest
 passing rate is always below the lowest failing one.
 
-Pure: the caller runs each probe and reports whether it passed.
+A search also stops when its time budget would not fit another probe, and
+says so; what it had established (the bracket) stands.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["RateSearch"]
+from dbtester.analyze.probes import Probe, ProbeRule, judge
+from dbtester.config.model import Workload
+from dbtester.databases.base import LoadSettings
+from dbtester.load.runner import run_load
+from dbtester.results import DatabaseLayout
+
+__all__ = ["RateSearch", "SearchOutcome", "search_rate"]
 
 
 @dataclass
@@ -80,3 +92,73 @@ class RateSearch:
         if (failing - passing) / passing <= self.precision:
             return None
         return (passing + failing) / 2
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """What a search established."""
+
+    probes: tuple[Probe, ...]
+    #: the highest offered rate that passed (None: none did)
+    maximum: float | None
+    #: the lowest offered rate that failed (None: none did)
+    failing: float | None
+    #: "precision", "nothing meets the target", "ceiling" or "time budget"
+    stopped: str
+
+
+def search_rate(
+    kind: str,
+    settings: LoadSettings,
+    workload: Workload,
+    out: Path,
+    *,
+    rule: ProbeRule,
+    hold_s: float,
+    start_rate: float,
+    precision: float,
+    budget_s: float,
+    workers: int | None = None,
+    say: Callable[[str], None] = lambda line: None,
+) -> SearchOutcome:
+    """Probe ``workload`` at the rates :class:`RateSearch` picks, each held
+    ``hold_s`` seconds (``rate * hold_s`` requests) into ``out/probe-N``,
+    until the search ends or ``budget_s`` would not fit another probe.
+    ``say`` gets a line per probe."""
+    search = RateSearch(start_rate, precision)
+    probes: list[Probe] = []
+    deadline = time.monotonic() + budget_s
+    stopped = ""
+    while (rate := search.next_rate()) is not None:
+        if time.monotonic() + hold_s > deadline:
+            stopped = "time budget"
+            break
+        requests = max(1, round(rate * hold_s))
+        probe_load = workload.model_copy(
+            update={"rate": rate, "requests": requests, "client_steps": ()}
+        )
+        layout = DatabaseLayout(out / f"probe-{len(probes) + 1}")
+        result = run_load(
+            kind, settings, probe_load, layout, workers=workers, progress=None, seed=len(probes) + 1
+        )
+        probe = judge(result.records, rate, rule)
+        probes.append(probe)
+        search.record(rate, probe.passed)
+        say(_line(len(probes), probe, rule))
+    if not stopped:
+        stopped = (
+            "nothing meets the target"
+            if search.nothing_meets
+            else "ceiling"
+            if search.capped
+            else "precision"
+        )
+    return SearchOutcome(tuple(probes), search.passing, search.failing, stopped)
+
+
+def _line(number: int, probe: Probe, rule: ProbeRule) -> str:
+    verdict = "passed" if probe.passed else "failed: " + "; ".join(probe.failures)
+    return (
+        f"probe {number}: offered {probe.offered:,.0f}/s, answered {probe.achieved:,.0f}/s,"
+        f" p{rule.percentile:g} {probe.latency_ms:,.2f} ms: {verdict}"
+    )
