@@ -76,16 +76,24 @@ test-databases: python
 	@for db in $(TEST_DATABASES); do DBTESTER_HOME=$(TEST_HOME) $(BIN)/dbtester install $$db || exit 1; done
 	@$(MAKE) --no-print-directory test-tools
 
-# A real S3 server the history tests read from (versitygw, Go): built here
-# once per machine (about 3 minutes cold) rather than inside its first test.
+# Servers the tests start, built here once per machine rather than inside the
+# first test that needs them: a real S3 server the history tests read from
+# (versitygw, Go; about 3 minutes cold).
 VERSITYGW := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 VERSITYGW_BIN := $(TEST_HOME)/tools/versitygw-v1.8.0/versitygw
+SLOWPUT_BIN := $(TEST_HOME)/tools/slowput/slowput
 
-test-tools: $(VERSITYGW_BIN)
+test-tools: $(VERSITYGW_BIN) $(SLOWPUT_BIN)
 
 $(VERSITYGW_BIN):
 	@echo "building versitygw (the tests' S3 server; about 3 min the first time) ..."
 	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install $(VERSITYGW)
+
+# The load tests' 5-ms gRPC server (Go, standard library only), rebuilt when
+# its source is newer.
+$(SLOWPUT_BIN): $(wildcard tests/integration/slowput/*)
+	@mkdir -p $(dir $@)
+	cd tests/integration/slowput && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -o $@.partial . && mv $@.partial $@
 
 # The fast tier, for development: unit tests (no fuzz harness, no database,
 # no network), ruff and mypy. `make test` is the whole suite.

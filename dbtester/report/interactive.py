@@ -268,7 +268,9 @@ def _summary(lines: Sequence[str]) -> str:
 def _notes(notes: Sequence[str]) -> str:
     if not notes:
         return ""
-    items = "".join(f"<li>{html.escape(note)}</li>" for note in notes)
+    # labelled as the README labels them: right under the summary's list,
+    # unlabelled notes read as more of the summary
+    items = "".join(f"<li><strong>Note</strong>: {html.escape(note)}</li>" for note in notes)
     return f'<ul class="notes">{items}</ul>'
 
 

@@ -217,17 +217,29 @@ def test_a_load_with_no_success_for_the_stall_bound_stops(tmp_path: Path, instal
     assert len(result.records) < 10_000_000
 
 
+SLOWPUT = Path(__file__).parent / "slowput"
+
+
 @pytest.fixture(scope="session")
-def slowput_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def slowput_binary(shared_home: Path) -> Path:
     """tests/integration/slowput: a Go (standard library only) gRPC server that
-    answers KV.Put after a fixed delay; built once per session."""
-    out = tmp_path_factory.mktemp("slowput") / "slowput"
+    answers KV.Put after a fixed delay. `make test-tools` builds it into the
+    test home before pytest; built here only when that one is missing or older
+    than its source (this file run alone, or main.go changed)."""
+    out = shared_home / "tools" / "slowput" / "slowput"
+    newest = max(p.stat().st_mtime for p in SLOWPUT.iterdir())
+    if out.exists() and out.stat().st_mtime >= newest:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # built aside and renamed: a parallel worker never runs half a binary
+    partial = out.with_name(f".slowput-{os.getpid()}")
     subprocess.run(
-        ["go", "build", "-o", str(out), "."],
-        cwd=Path(__file__).parent / "slowput",
+        ["go", "build", "-o", str(partial), "."],
+        cwd=SLOWPUT,
         check=True,
         env={**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"},
     )
+    partial.replace(out)
     return out
 
 

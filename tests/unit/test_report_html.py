@@ -60,6 +60,12 @@ def test_analyze_writes_a_self_contained_report(run_cli: Any, v1: Path) -> None:
     assert _sections(page) == charts and len(charts) == 19
     for name in charts:
         assert f'"name":"{name}"' in page
+    # every note, labelled as in the README, after the summary
+    notes = render(v1).analysis.notes
+    assert notes
+    listed = page.split('<ul class="notes">', 1)[1].split("</ul>", 1)[0]
+    assert listed == "".join(f"<li><strong>Note</strong>: {html.escape(n)}</li>" for n in notes)
+    assert page.index('<ul class="summary">') < page.index('<ul class="notes">')
     # the table as summary.txt has it, row for row and cell for cell
     table = (v1 / "summary.txt").read_text()
     for line in table.splitlines():
