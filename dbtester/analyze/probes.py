@@ -108,8 +108,7 @@ def judge(records: Records, offered: float, rule: ProbeRule) -> Probe:
     total = len(records)
     ok = records.code == 0
     answered = int(ok.sum())
-    span = records.span_s()
-    achieved = answered / span if span > 0 else 0.0
+    achieved = records.throughput()  # answered per second, as AVG-THROUGHPUT
     error_rate = (total - answered) / total if total else 1.0
     latency = (
         float(np.percentile(records.latency_ns[ok], rule.percentile)) / 1e6

@@ -72,10 +72,6 @@ class RateSearch:
         passing = self.passing
         return passing is not None and passing >= self.ceiling
 
-    @property
-    def done(self) -> bool:
-        return self.next_rate() is None
-
     def record(self, rate: float, passed: bool) -> None:
         self.probes.append((rate, passed))
 
