@@ -20,6 +20,7 @@ import yaml
 from dbtester import __version__
 from dbtester.config import DatabaseSpec, Loaded, Workload, load_test_case
 from dbtester.config.model import MAX_REPEAT
+from dbtester.config.search import Search
 from dbtester.databases import KINDS, get_kind
 from dbtester.errors import (
     EXIT_BAD_INPUT,
@@ -147,12 +148,14 @@ def validate(config: str, as_json: bool) -> None:
     origin = " (original dbtester format; see 'dbtester convert')" if loaded.legacy else ""
     click.echo(f"{config}: OK{origin}")
     click.echo(f"  title: {case.title}")
-    click.echo(f"  workload: {describe_workload(case.workload)}")
+    click.echo(f"  workload: {describe_workload(case.workload, case.search)}")
     click.echo(f"  databases ({len(case.databases)}), run in this order:")
     for db in case.databases:
         click.echo(f"    {describe_database(db)}")
         if db.workload != case.workload:
-            click.echo(f"      own workload: {describe_workload(db.workload)}")
+            click.echo(f"      own workload: {describe_workload(db.workload, case.search)}")
+    if case.search is not None:
+        click.echo(f"  search: {describe_search(case.search)}")
     if case.repeat == "auto":
         budget = f", within {case.time_budget:g} s" if case.time_budget else ""
         metrics = " and ".join(case.stopping_metrics)
@@ -181,7 +184,8 @@ def _validate_json(config: str) -> None:
     except ConfigError as exc:
         _emit_json(invalid_document(config, exc.problems))
         raise
-    _emit_json(validate_document(config, loaded, describe_workload))
+    search = loaded.case.search
+    _emit_json(validate_document(config, loaded, lambda w: describe_workload(w, search)))
 
 
 class RepeatType(click.ParamType[int | Literal["auto"]]):
@@ -203,14 +207,16 @@ class RepeatType(click.ParamType[int | Literal["auto"]]):
         return number
 
 
-def describe_workload(w: Workload) -> str:
+def describe_workload(w: Workload, search: Search | None = None) -> str:
+    """One line on what the load does (with ``search``: per probe)."""
+    requests = "rate x hold_s" if search is not None else f"{w.requests:,}"
     if w.type == "write":
         keys = (
             "one key, overwritten"
             if w.same_key
             else ("sequential keys" if w.sequential_keys else "random keys")
         )
-        what = f"write {w.requests:,} requests ({keys})"
+        what = f"write {requests} requests ({keys})"
     elif w.type == "mixed":
         shares = {
             "read": w.read_proportion,
@@ -220,18 +226,28 @@ def describe_workload(w: Workload) -> str:
         }
         mix = ", ".join(f"{share:.0%} {op}" for op, share in shares.items() if share)
         what = (
-            f"load {w.key_count:,} keys, then {w.requests:,} operations ({mix};"
+            f"load {w.key_count:,} keys, then {requests} operations ({mix};"
             f" {w.request_distribution} keys; {w.consistency} reads)"
         )
     else:
-        what = f"read one key {w.requests:,} times ({w.consistency})"
+        what = f"read one key {requests} times ({w.consistency})"
     sizes = f"key {w.key_size:,} B, value {w.value_size:,} B"
     if w.client_steps:
         clients = f"clients in steps {', '.join(map(str, w.client_steps))}"
     else:
         clients = f"{w.clients:,} clients over {w.connections:,} connections"
     pace = f"at {w.rate:,g} requests/s" if w.rate else "as fast as possible"
+    if search is not None:
+        pace = "at the rates the search offers"
     return f"{what}; {sizes}; {clients}; {pace}"
+
+
+def describe_search(search: Search) -> str:
+    return (
+        f"the highest rate with p{search.percentile:g} within {search.slo_ms:g} ms, each"
+        f" rate held {search.hold_s:g} s, from {search.start_rate:,g}/s to a precision of"
+        f" {search.precision:.0%}; at most {search.time_budget:g} s per database and trial"
+    )
 
 
 def describe_database(db: DatabaseSpec) -> str:

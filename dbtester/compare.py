@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbtester.analyze import Compared, DatabaseAnalysis, analyze, compare_databases
-from dbtester.analyze.stats import DEFAULT_METRICS, METRICS
+from dbtester.analyze.stats import DEFAULT_METRICS, METRICS, SEARCH_METRICS
 from dbtester.errors import BadInputError, EnvironmentsDifferError
 from dbtester.report.comparison import describe_change
 from dbtester.report.table import format_cell
@@ -103,7 +103,8 @@ def compare_directories(
     """Every database both directories hold (matched by id), B against A.
     EnvironmentsDifferError when they ran on different machines, unless
     ``across_environments``: a gate must not judge a change of hardware."""
-    rows = check_metrics(metrics)
+    # unnamed: the defaults, after a search's rows where both directories have them
+    rows = check_metrics(metrics) if metrics else SEARCH_METRICS + DEFAULT_METRICS
     results_a, results_b = ResultsDir(a).load(), ResultsDir(b).load()
     differ = _environments(results_a, results_b)
     if differ and not across_environments:

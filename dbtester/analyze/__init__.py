@@ -13,7 +13,14 @@ from typing import TypeVar
 from dbtester import __version__
 from dbtester.analyze.data import DatabaseData, prepare
 from dbtester.analyze.figures import ROWS, Figures, compute, table_rows
-from dbtester.analyze.stats import DEFAULT_METRICS, METRICS, Change, Estimate, compare
+from dbtester.analyze.stats import (
+    DEFAULT_METRICS,
+    METRICS,
+    SEARCH_METRICS,
+    Change,
+    Estimate,
+    compare,
+)
 from dbtester.analyze.steps import add_steps
 from dbtester.analyze.trials import combine
 from dbtester.results import (
@@ -176,9 +183,12 @@ def _figures(data: DatabaseData) -> Figures:
 
 
 def compare_databases(
-    baseline: DatabaseAnalysis, other: DatabaseAnalysis, metrics: Sequence[str] = DEFAULT_METRICS
+    baseline: DatabaseAnalysis,
+    other: DatabaseAnalysis,
+    metrics: Sequence[str] = SEARCH_METRICS + DEFAULT_METRICS,
 ) -> list[Compared]:
-    """``other`` against ``baseline`` on each metric both have values for."""
+    """``other`` against ``baseline`` on each metric both have values for
+    (by default a search's rows, where both searched, and DEFAULT_METRICS)."""
     found = []
     for row in metrics:
         a, b = baseline.values(row), other.values(row)

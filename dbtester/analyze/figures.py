@@ -22,6 +22,7 @@ from dbtester.analyze.faults import (
     fault_row,
     fault_values,
 )
+from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import OPERATIONS, FaultSummary, Records
 
 __all__ = [
@@ -32,6 +33,9 @@ __all__ = [
     "PERCENTILES",
     "ROWS",
     "ROW_GROUPS",
+    "SEARCH_CURVE",
+    "SEARCH_ROWS",
+    "SEARCH_TARGET",
     "STEP_ROWS",
     "Figures",
     "Series",
@@ -90,6 +94,15 @@ ROWS = (
 
 #: repeated runs only: AVG-THROUGHPUT's coefficient of variation across trials, in %
 CV_ROW = "THROUGHPUT-CV"
+
+#: runs with ``search:``: the highest offered rate that met the target (None:
+#: no rate did), and the search's percentile of latency at that rate, in ms
+#: (the rest of the table is that probe's; dbtester.analyze.probes has the rule)
+SEARCH_ROWS = SEARCH_METRICS
+#: the chart series of a search: its percentile against each offered rate,
+#: and the target as a line across them
+SEARCH_CURVE = "SEARCH-LATENCY-BY-OFFERED-RATE"
+SEARCH_TARGET = "SEARCH-TARGET"
 
 #: runs whose samplers ran the host-speed probe (results schema 8): the client
 #: machine's mean speed over the load (probe runs per CPU-second, higher is
@@ -150,6 +163,8 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     rows = rows[:at] + ordered + rows[at:]
     if any(CV_ROW in f.values for f in figures):
         rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
+    if any(SEARCH_ROWS[0] in f.values for f in figures):
+        rows[:0] = SEARCH_ROWS  # what the run was for comes first
     steps = {found for f in figures for row in f.values if (found := unstepped(row))}
     by_step = sorted(steps, key=lambda s: (s[0], STEP_ROWS.index(s[1])))
     numbers = (int(m[1]) for f in figures for r in f.values if (m := _PER_FAULT.match(r)))
@@ -247,6 +262,7 @@ def compute(data: DatabaseData) -> Figures:
     _server_rows(data, figures)
     _host_rows(data, figures)
     _faults(data, figures)
+    _search(data, figures)
     _verification(data, figures)
     if note := unserved(data, figures.faults):
         figures.notes.append(f"{data.label}: {note}")
@@ -262,8 +278,12 @@ MIN_SERVED_S = 1.0
 
 
 def offered_rate(data: DatabaseData) -> float:
-    """The open-loop rate the workload asked for (0: closed loop, or a run
-    recorded before run.json kept the workload)."""
+    """The open-loop rate the workload asked for (a search: the rate of the
+    probe whose requests the trial holds; 0: closed loop, or a run recorded
+    before run.json kept the workload)."""
+    search = data.record.search
+    if search is not None and search.chosen is not None:
+        return search.probes[search.chosen - 1].offered
     workload = data.record.database.get("workload")
     rate = workload.get("rate") if isinstance(workload, dict) else None
     return float(rate) if isinstance(rate, int | float) and rate > 0 else 0.0
@@ -316,6 +336,25 @@ def unserved(data: DatabaseData, faults: Sequence[FaultSummary] = ()) -> str | N
         "the database could not keep up, so requests queued and the latency rows"
         " measure that queue as much as the database's service time"
     )
+
+
+def _search(data: DatabaseData, figures: Figures) -> None:
+    """A search's rows and its latency-against-offered-rate curve."""
+    search = data.record.search
+    if search is None:
+        return
+    best = search.probes[search.chosen - 1] if search.chosen else None
+    passed = search.maximum is not None and best is not None
+    figures.values[SEARCH_ROWS[0]] = search.maximum
+    figures.values[SEARCH_ROWS[1]] = best.latency_ms if passed and best else None
+    if not search.probes:
+        return
+    # the maximum's second look would draw a second point at its rate
+    probes = sorted((p for p in search.probes if not p.again), key=lambda p: p.offered)
+    rates = np.array([p.offered for p in probes])
+    figures.series[SEARCH_CURVE] = Series(rates, np.array([p.latency_ms for p in probes]))
+    ends = np.array([rates.min(), rates.max()])
+    figures.series[SEARCH_TARGET] = Series(ends, np.array([search.slo_ms, search.slo_ms]))
 
 
 # --------------------------------------------------------------------------- hosts

@@ -10,22 +10,46 @@ seconds. It passes when all four hold:
    overloaded database answers what it can, and the rest waits: the
    percentile of the requests that did finish would flatter it.
 3. **Errors**: the share of failed requests is within ``max_error_rate``.
-4. **No upward trend**: the percentile of each second's requests (by their
-   due time) does not rise over the hold. A rate just above capacity builds
+4. **No upward trend toward the target**: the percentile of each second's
+   requests (by their due time) does not rise over the hold fast enough to
+   pass the target within another hold. A rate just above capacity builds
    a queue slowly, so the whole hold's percentile can still be within the
    target while latency grows without bound. Kendall's tau between the
    second and that second's percentile, one-sided, at p < 0.05, counts as a
    trend only when the Theil-Sen line through the seconds also rises by at
-   least 10% of the seconds' median over the hold: a queue that grows
-   rises far more, and a significant rise of a few percent is the host's
-   drift, not a rate the database cannot sustain. Fewer than 5 seconds with
-   requests give no trend.
+   least 10% of the seconds' median over the hold (a significant rise of a
+   few percent is the host's drift), and fails the probe only when that
+   line's last value plus one more hold's rise passes the target: a queue
+   that grows gets there; a rise of a millisecond far below a 10 ms target
+   (a compaction, a snapshot) is noise at a rate the database sustains.
+   Fewer than 5 seconds with requests give no trend.
+
+A failing probe is **client-bound** when the engine itself fell behind its
+schedule, by either of two measures:
+
+- its lag: each request's wait beyond the moment it could have been sent
+  (it was due and a client was free: :func:`engine_lags_ns`) is the
+  engine's; the probe failed its target, but the percentile of latency
+  less that lag meets it, and the lag's percentile is at least 1 ms and at
+  least half the latency percentile.
+  Waiting for a client that was busy with an earlier request is waiting
+  for the database, and counts for it;
+- its CPU: the client process ran, or was ready to run and waited for a
+  CPU, at least 90% of the time its engine threads have (CPU and run-queue
+  seconds over the probe's duration, per thread): it was saturated, or
+  starved by other work on its cores. Such an engine reads replies late
+  too, so its lag hides in the requests' service time and in clients kept
+  busy, where the first measure cannot see it.
+
+A failing client-bound probe measured the client, not the database: the
+search stops there and its maximum is a lower bound.
 
 Pure: numbers in, a judgement out.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +59,9 @@ from scipy import stats as scipy_stats
 from dbtester.results import Records
 
 __all__ = [
+    "CLIENT_BUSY",
+    "CLIENT_LAG_MS",
+    "CLIENT_LAG_SHARE",
     "KEEP_UP",
     "MIN_TREND_SECONDS",
     "TREND_ALPHA",
@@ -42,6 +69,8 @@ __all__ = [
     "Probe",
     "ProbeRule",
     "Trend",
+    "engine_lag_ms",
+    "engine_lags_ns",
     "judge",
     "trend",
 ]
@@ -54,6 +83,13 @@ TREND_ALPHA = 0.05
 TREND_RISE = 0.10
 #: seconds with requests needed before a trend is tested
 MIN_TREND_SECONDS = 5
+#: engine lag below this is the timer's resolution, never the client's limit
+CLIENT_LAG_MS = 1.0
+#: engine lag must be at least this share of the latency percentile to
+#: count: a millisecond of timer lag on a target missed by a hair is noise
+CLIENT_LAG_SHARE = 0.5
+#: the share of its threads' CPU at which the engine counts as saturated
+CLIENT_BUSY = 0.9
 
 
 @dataclass(frozen=True)
@@ -76,6 +112,8 @@ class Trend:
     rise_ms: float
     median_ms: float
     seconds: int
+    #: the Theil-Sen line's value at the last second (ms)
+    end_ms: float = 0.0
 
     @property
     def rising(self) -> bool:
@@ -84,6 +122,12 @@ class Trend:
             and self.p_value < TREND_ALPHA
             and self.rise_ms >= TREND_RISE * self.median_ms
         )
+
+    def breaches(self, slo_ms: float) -> bool:
+        """Rising fast enough to pass ``slo_ms`` within one more hold: a
+        queue that grows; a rise that would stay far below the target is the
+        host's noise at a rate the database sustains."""
+        return self.rising and self.end_ms + self.rise_ms > slo_ms
 
 
 @dataclass(frozen=True)
@@ -96,15 +140,37 @@ class Probe:
     error_rate: float
     trend: Trend
     failures: tuple[str, ...]
+    #: the engine's own lateness (:func:`engine_lag_ms`)
+    engine_lag_ms: float = 0.0
+    #: the CPU the client process used or waited for over the probe, as a
+    #: share of its engine threads' time (None: not measured)
+    engine_busy: float | None = None
+    #: without the engine's own lag its latency would have met the target
+    lagged: bool = False
 
     @property
     def passed(self) -> bool:
         return not self.failures
 
+    @property
+    def client_bound(self) -> bool:
+        """A failing probe that measured the client: without the engine's
+        lag it would have met the target, or its threads were saturated."""
+        if self.passed:
+            return False
+        return self.lagged or (self.engine_busy or 0.0) >= CLIENT_BUSY
 
-def judge(records: Records, offered: float, rule: ProbeRule) -> Probe:
+
+def judge(
+    records: Records,
+    offered: float,
+    rule: ProbeRule,
+    clients: int = 1,
+    engine_busy: float | None = None,
+) -> Probe:
     """The verdict on a probe whose requests are ``records``, offered at
-    ``offered`` requests per second."""
+    ``offered`` requests per second by ``clients`` clients; ``engine_busy``
+    is the client's CPU over it as a share of its engine threads'."""
     total = len(records)
     ok = records.code == 0
     answered = int(ok.sum())
@@ -129,12 +195,59 @@ def judge(records: Records, offered: float, rule: ProbeRule) -> Probe:
         failures.append(
             f"{error_rate:.2%} of requests failed (max_error_rate {rule.max_error_rate:g})"
         )
-    if found.rising:
+    if found.breaches(rule.slo_ms):
         failures.append(
             f"{label} rose {found.rise_ms:,.2f} ms over the hold"
-            f" (Kendall's tau {found.tau:.2f}, p = {found.p_value:.3f})"
+            f" (Kendall's tau {found.tau:.2f}, p = {found.p_value:.3f}), and at that pace"
+            f" would pass the {rule.slo_ms:g} ms target within another hold"
         )
-    return Probe(offered, achieved, latency, error_rate, found, tuple(failures))
+    lags = engine_lags_ns(records, clients)
+    lag = float(np.percentile(lags, rule.percentile)) / 1e6 if len(lags) else 0.0
+    # Would the target have been met without the engine's own lag?
+    spared = (
+        float(np.percentile((records.latency_ns - lags)[ok], rule.percentile)) / 1e6
+        if answered
+        else float("inf")
+    )
+    lagged = (
+        lag >= max(CLIENT_LAG_MS, CLIENT_LAG_SHARE * latency) and latency > rule.slo_ms >= spared
+    )
+    return Probe(
+        offered, achieved, latency, error_rate, found, tuple(failures), lag, engine_busy, lagged
+    )
+
+
+def engine_lag_ms(records: Records, clients: int, percentile: float) -> float:
+    """The ``percentile`` of :func:`engine_lags_ns`, in ms (0 without requests)."""
+    lags = engine_lags_ns(records, clients)
+    return float(np.percentile(lags, percentile)) / 1e6 if len(lags) else 0.0
+
+
+def engine_lags_ns(records: Records, clients: int) -> npt.NDArray[np.int64]:
+    """Each request's wait that was the engine's (ns, in the records' order).
+
+    The engine hands requests to its ``clients`` first in, first out, each
+    to the client that came free first. Replaying that order over the
+    recorded times gives the moment each request could have gone: when it
+    was due, or, with every client busy, when the first of them finished.
+    What it waited beyond that (sent - could have gone) is the engine's own
+    lag: its timers, its scheduling, a CPU it did not get. Waiting for a
+    busy client is the database's, and is not counted."""
+    if len(records) == 0:
+        return np.zeros(0, np.int64)
+    order = np.argsort(records.due_ns, kind="stable")
+    due = records.due_ns[order]
+    end = due + records.latency_ns[order]
+    sent = end - records.service_ns[order]
+    free = [0] * max(1, clients)  # when each client is next free (a heap)
+    could = np.empty(len(due), np.int64)
+    for i, (due_i, end_i) in enumerate(zip(due.tolist(), end.tolist(), strict=True)):
+        first_free = heapq.heappop(free)
+        could[i] = max(due_i, first_free)
+        heapq.heappush(free, end_i)
+    lags = np.empty(len(due), np.int64)
+    lags[order] = np.clip(sent - could, 0, None)
+    return lags
 
 
 def trend(
@@ -154,6 +267,7 @@ def trend(
     if len(xs) < MIN_TREND_SECONDS or np.ptp(ys) == 0:
         return Trend(0.0, 1.0, 0.0, median, len(xs))
     tau = scipy_stats.kendalltau(xs, ys, alternative="greater")
-    slope = scipy_stats.theilslopes(ys, xs).slope
-    rise = float(slope * (xs[-1] - xs[0]))
-    return Trend(float(tau.statistic), float(tau.pvalue), rise, median, len(xs))
+    line = scipy_stats.theilslopes(ys, xs)
+    rise = float(line.slope * (xs[-1] - xs[0]))
+    end = float(line.intercept + line.slope * xs[-1])
+    return Trend(float(tau.statistic), float(tau.pvalue), rise, median, len(xs), end)

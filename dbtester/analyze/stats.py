@@ -38,6 +38,7 @@ __all__ = [
     "CONFIDENCE",
     "DEFAULT_METRICS",
     "METRICS",
+    "SEARCH_METRICS",
     "Change",
     "Estimate",
     "Metric",
@@ -79,6 +80,8 @@ METRICS: Mapping[str, Metric] = {
     m.row: m
     for m in (
         _speed("AVG-THROUGHPUT", "higher"),
+        _speed("MAX-SUSTAINABLE-THROUGHPUT", "higher"),
+        _speed("LATENCY-AT-MAX-SUSTAINABLE", "lower"),
         _speed("MAX-THROUGHPUT", "higher"),
         _speed("MIN-THROUGHPUT", "higher"),
         _speed("TOTAL-SECONDS", "lower"),
@@ -112,6 +115,10 @@ METRICS: Mapping[str, Metric] = {
         _resource("CONFLICT-COUNT"),
     )
 }
+
+#: a search's rows: compared before DEFAULT_METRICS wherever both sides
+#: searched (other runs have no values for them)
+SEARCH_METRICS = ("MAX-SUSTAINABLE-THROUGHPUT", "LATENCY-AT-MAX-SUSTAINABLE")
 
 #: what a comparison shows unless told otherwise
 DEFAULT_METRICS = (

@@ -25,6 +25,7 @@ from dbtester.config.model import (
     TestCase,
     version_hint,
 )
+from dbtester.config.search import first_probe_requests, search_conflicts
 from dbtester.config.source import KeyPath, SourceDoc, load_yaml_file, load_yaml_text, quoted
 from dbtester.databases import KINDS
 from dbtester.errors import ConfigError, Problem
@@ -58,7 +59,7 @@ def parse_test_case(doc: SourceDoc) -> Loaded:
     is_legacy = legacy.is_legacy(doc.data)
     if is_legacy:
         doc, warnings = legacy.convert(doc)
-    raw = _with_effective_workloads(doc.data)
+    raw = _with_effective_workloads(_searched(doc))
     try:
         case = TestCase.model_validate(raw)
     except ValidationError as exc:
@@ -95,6 +96,22 @@ def _fit_flags(doc: SourceDoc, case: TestCase) -> tuple[TestCase, list[Problem]]
     if problems:
         raise ConfigError(problems)
     return case.model_copy(update={"databases": tuple(databases)}), notes
+
+
+def _searched(doc: SourceDoc) -> dict[str, Any]:
+    """A test case with ``search``: what the search sets itself is refused at
+    its line; the workload's ``requests`` is the first probe's."""
+    data: dict[str, Any] = doc.data
+    if data.get("search") is None:
+        return data
+    problems = [doc.problem(where, why, key=True) for where, why in search_conflicts(data)]
+    if problems:
+        raise ConfigError(problems)
+    workload = data.get("workload")
+    if not isinstance(workload, dict):
+        return data
+    requests = first_probe_requests(data["search"])
+    return {**data, "workload": {**workload, "requests": requests}}
 
 
 def _with_effective_workloads(data: dict[str, Any]) -> dict[str, Any]:

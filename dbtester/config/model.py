@@ -31,6 +31,7 @@ from dbtester.config.faults import (
     check_schedule,
     parse_duration,
 )
+from dbtester.config.search import SEARCH_SETS, Search
 from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
@@ -534,6 +535,11 @@ class TestCase(_Model):
         description="With faults: a load in which no request succeeds for this long stops and"
         " fails (the cluster did not recover); a duration like 30s",
     )
+    search: Search | None = Field(
+        None,
+        description="Find the highest rate each database sustains within a latency target"
+        " instead of loading it at one rate (the search keys)",
+    )
     publish: Publish | None = Field(
         None, description="Upload the results here when every database passed (the publish keys)"
     )
@@ -607,6 +613,12 @@ class TestCase(_Model):
             check_isolation(faults, db.id, [h.address for h in db.hosts])
         return faults
 
+    def _workload_raw(self, workload: Workload) -> dict[str, Any]:
+        raw = workload.as_raw()
+        if self.search is not None:  # the search sets these itself
+            raw = {k: v for k, v in raw.items() if k not in SEARCH_SETS}
+        return raw
+
     def database(self, db_id: str) -> DatabaseSpec:
         for db in self.databases:
             if db.id == db_id:
@@ -617,10 +629,10 @@ class TestCase(_Model):
         """Plain data for YAML: the workload in full (a benchmark should say what it
         does), other defaults left out, per-database workloads only where they differ."""
         raw = self.model_dump(mode="json", exclude_defaults=True)
-        base = self.workload.as_raw()
+        base = self._workload_raw(self.workload)
         raw["workload"] = base
         for db_raw, db in zip(raw["databases"], self.databases, strict=True):
-            own = db.workload.as_raw()
+            own = self._workload_raw(db.workload)
             override = {k: v for k, v in own.items() if base.get(k) != v}
             db_raw.pop("workload", None)
             db_raw["kind"] = db.kind
@@ -646,4 +658,5 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
     "host": tuple(Host.model_fields),
     "publish": tuple(Publish.model_fields),
     "faults": tuple(Fault.model_fields),
+    "search": tuple(Search.model_fields),
 }

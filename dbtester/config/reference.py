@@ -17,6 +17,7 @@ from pydantic.fields import FieldInfo
 
 from dbtester.config.faults import Fault
 from dbtester.config.model import DatabaseSpec, Host, Publish, TestCase, Workload
+from dbtester.config.search import Search
 from dbtester.databases import KINDS
 
 __all__ = ["SECTIONS", "missing_descriptions", "render_reference"]
@@ -28,6 +29,7 @@ SECTIONS: tuple[tuple[str, str, type[BaseModel]], ...] = (
     ("databases", "databases: [- ...]", DatabaseSpec),
     ("hosts", "databases: [- hosts: [- ...]]", Host),
     ("faults", "faults: [- ...]", Fault),
+    ("search", "search:", Search),
     ("publish", "publish:", Publish),
 )
 

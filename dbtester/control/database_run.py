@@ -10,6 +10,8 @@ into the record.
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import time
 from collections import Counter
@@ -21,10 +23,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient
+from dbtester.analyze.probes import Probe, ProbeRule
 from dbtester.config.faults import Fault
 from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec
+from dbtester.config.search import Search
 from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.control.faults import FaultRunner
+from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
@@ -40,12 +45,15 @@ from dbtester.load import (
 from dbtester.proto import agent_pb2 as pb
 from dbtester.results import (
     OPERATIONS,
+    DatabaseLayout,
     DatabaseRecord,
     Environment,
     FaultRecord,
     LoadWindow,
     MemberRecord,
+    ProbeRecord,
     ResultsDir,
+    SearchRecord,
     Verification,
     account,
 )
@@ -122,15 +130,18 @@ def run_database(
     trial: int | None = None,
     faults: Sequence[Fault] = (),
     fault_recovery_s: float = DEFAULT_FAULT_RECOVERY_S,
+    search: Search | None = None,
 ) -> DatabaseRecord:
     """Run ``db`` (``trial`` k of a repeated run: a fresh cluster of its own)
     and return the record written into ``store``; a failure is in its
     ``error``. ``faults`` are applied during the load, which fails when no
-    request succeeds for ``fault_recovery_s``. KeyboardInterrupt propagates
-    once the partial record is written."""
+    request succeeds for ``fault_recovery_s``. With ``search`` the load is a
+    search for the highest rate that meets its target, on this one cluster.
+    KeyboardInterrupt propagates once the partial record is written."""
     run = DatabaseRun(
         db, run_id, store, scratch, workers, reporter or Reporter(), trial, faults, fault_recovery_s
     )
+    run.search = search
     return run.run()
 
 
@@ -172,6 +183,9 @@ class DatabaseRun:
         #: a mixed workload's load phase
         self.loaded: LoadResult | None = None
         self.started_unix = 0.0
+        #: the test case's search (None: one load at the workload's rate)
+        self.search: Search | None = None
+        self.searched: SearchOutcome | None = None
         self.health = Health()
         self._clients: list[AgentClient] = []
         self._count_problem = ""
@@ -453,6 +467,9 @@ class DatabaseRun:
 
     def _load(self) -> None:
         self._warm_up()
+        if self.search is not None:
+            self._search(self.search)
+            return
         w = self.db.workload
         self.reporter.say(f"{self.db.id}: {w.type} load, {w.requests:,} requests")
         runner = self._fault_runner()
@@ -482,6 +499,52 @@ class DatabaseRun:
             cause = f"; {found}" if found and found not in self.load.aborted else ""
             raise DbtesterError(f"{self.db.id}: load stopped early: {self.load.aborted}{cause}")
         wrong = self.load.records.counts().get("wrong-value", 0)
+        if wrong:
+            raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
+
+    def _search(self, search: Search) -> None:
+        """Probe rates on this cluster until the search ends; the highest
+        passing probe (none: the lowest rate tried) becomes the trial's load."""
+        w = self.db.workload
+        label = f"p{search.percentile:g}"
+        self.reporter.say(
+            f"{self.db.id}: searching the highest {w.type} rate with {label} within"
+            f" {search.slo_ms:g} ms ({search.hold_s:g} s per rate, from"
+            f" {search.start_rate:,g}/s)"
+        )
+        probes = ProbeLoads(
+            self.db.kind,
+            self._settings(),
+            w,
+            self.out,
+            workers=self.workers,
+            progress=self.reporter.stream,
+            label=self.db.id,
+            health=lambda: self.health.problem,
+            warm_inserts=self._warm_inserts(),
+        )
+        self.searched = outcome = search_rate(
+            probes,
+            rule=ProbeRule(search.slo_ms, search.percentile, w.max_error_rate),
+            clients=w.clients,
+            hold_s=search.hold_s,
+            start_rate=search.start_rate,
+            precision=search.precision,
+            budget_s=search.time_budget,
+            say=lambda line: self.reporter.say(f"{self.db.id}: {line}"),
+        )
+        if outcome.chosen is not None:
+            self.load = outcome.loads[outcome.chosen]
+            _adopt(self.out.probe(outcome.chosen + 1), self.out)
+        self.reporter.say(f"{self.db.id}: {_found(outcome, search)}")
+        last = outcome.loads[-1] if outcome.loads else None
+        if last is not None and last.aborted:
+            found = self._diagnose()
+            cause = f"; {found}" if found and found not in last.aborted else ""
+            raise DbtesterError(
+                f"{self.db.id}: probe {len(outcome.loads)} stopped early: {last.aborted}{cause}"
+            )
+        wrong = sum(r.records.counts().get("wrong-value", 0) for r in outcome.loads)
         if wrong:
             raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
 
@@ -542,7 +605,8 @@ class DatabaseRun:
         the database too: every acknowledged one must be there as well. A
         mixed workload's keys are its load phase's (all acknowledged) and its
         inserts; its updates create none."""
-        runs = [r for r in (self.loaded, self.warmup, self.load) if r is not None]
+        measured = self.searched.loads if self.searched else (self.load,)
+        runs = [r for r in (self.loaded, self.warmup, *measured) if r is not None]
         counts: Counter[str] = Counter()
         for run in runs:
             records = run.records
@@ -649,6 +713,7 @@ class DatabaseRun:
             load_phase=_window(self.loaded),
             faults=self.fault_records,
             trial=self.trial,
+            search=self._search_record(),
             notes=tuple(
                 n
                 for n in [
@@ -656,9 +721,51 @@ class DatabaseRun:
                     self._load_phase_note(),
                     self._warmup_note(),
                     self._faults_note(),
+                    self._search_note(),
                 ]
                 if n
             ),
+        )
+
+    def _search_record(self) -> SearchRecord | None:
+        search, outcome = self.search, self.searched
+        if search is None:
+            return None
+        probes: tuple[ProbeRecord, ...] = ()
+        if outcome is not None:
+            again = len(outcome.probes) if outcome.confirmed is not None else 0
+            probes = tuple(
+                _probe_record(i + 1, probe, load, again=i + 1 == again)
+                for i, (probe, load) in enumerate(zip(outcome.probes, outcome.loads, strict=True))
+            )
+        return SearchRecord(
+            slo_ms=search.slo_ms,
+            percentile=search.percentile,
+            hold_s=search.hold_s,
+            start_rate=search.start_rate,
+            precision=search.precision,
+            time_budget_s=search.time_budget,
+            probes=probes,
+            maximum=outcome.maximum if outcome else None,
+            failing=outcome.failing if outcome else None,
+            stopped=outcome.stopped if outcome else "",
+            chosen=None if outcome is None or outcome.chosen is None else outcome.chosen + 1,
+            confirmed=outcome.confirmed if outcome else None,
+        )
+
+    def _search_note(self) -> str | None:
+        outcome, search = self.searched, self.search
+        if outcome is None or search is None or outcome.chosen is None:
+            return None
+        chosen = outcome.probes[outcome.chosen]
+        which = (
+            "the highest rate that passed"
+            if outcome.maximum is not None
+            else "the lowest rate tried; none passed"
+        )
+        return (
+            f"{_found(outcome, search)}; the latency and throughput rows are the"
+            f" {chosen.offered:,.0f}/s probe's ({which}), every probe is in run.json's search"
         )
 
     def _faults_note(self) -> str | None:
@@ -700,9 +807,84 @@ def _window(load: LoadResult | None) -> LoadWindow | None:
         ended_unix=load.ended_unix,
         workers=load.workers,
         cpu_seconds=load.cpu_seconds,
+        cpu_wait_seconds=load.cpu_wait_seconds,
         aborted=load.aborted,
         counts=load.records.counts(),
     )
+
+
+def _probe_record(number: int, probe: Probe, load: LoadResult, *, again: bool) -> ProbeRecord:
+    window = _window(load)
+    assert window is not None
+    return ProbeRecord(
+        number=number,
+        offered=probe.offered,
+        achieved=probe.achieved,
+        latency_ms=probe.latency_ms,
+        error_rate=probe.error_rate,
+        trend_tau=probe.trend.tau,
+        trend_p_value=probe.trend.p_value,
+        trend_rise_ms=probe.trend.rise_ms,
+        trend_median_ms=probe.trend.median_ms,
+        trend_seconds=probe.trend.seconds,
+        trend_end_ms=probe.trend.end_ms,
+        engine_lag_ms=probe.engine_lag_ms,
+        engine_busy=probe.engine_busy,
+        client_bound=probe.client_bound,
+        failures=probe.failures,
+        load=window,
+        again=again,
+    )
+
+
+def _found(outcome: SearchOutcome, search: Search) -> str:
+    """What a search established, in one sentence."""
+    target = f"p{search.percentile:g} within {search.slo_ms:g} ms"
+    tried = f"{len(outcome.probes)} probe{'s' if len(outcome.probes) != 1 else ''}"
+    if outcome.maximum is None:
+        if outcome.stopped == "nothing meets the target":
+            return f"no rate met {target}, down to {outcome.failing:,g}/s ({tried})"
+        return f"no rate met {target} before the search stopped ({outcome.stopped}; {tried})"
+    found = f"the highest rate with {target} is {outcome.maximum:,.0f}/s"
+    if outcome.stopped == "precision" and outcome.failing is not None:
+        return f"{found}; {outcome.failing:,.0f}/s failed ({tried}){_again(outcome)}"
+    why = {
+        "client-bound": "the client could not offer more, so the database may sustain more",
+        "ceiling": "the highest rate a search offers",
+        "time budget": f"the time budget ({search.time_budget:g} s) ran out",
+        "key space": "key_size holds no more keys",
+    }.get(outcome.stopped, outcome.stopped)
+    return f"{found} at least: {why} ({tried})"
+
+
+def _again(outcome: SearchOutcome) -> str:
+    """What probing the maximum once more at the end showed."""
+    if outcome.confirmed is None:
+        return ""
+    if outcome.confirmed:
+        return "; it passed again when probed once more at the end"
+    last = outcome.probes[-1]
+    return (
+        f"; probed once more at the end it failed ({'; '.join(last.failures)}): the cluster"
+        " was slower after the search's probes (their data stays, and some overloaded it),"
+        " so this maximum depends on the order of the probes"
+    )
+
+
+def _adopt(probe: DatabaseLayout, trial: DatabaseLayout) -> None:
+    """The chosen probe's requests and client metrics become the trial's own
+    (linked where the file system allows, else copied)."""
+    for source, target in (
+        (probe.requests, trial.requests),
+        (probe.client_metrics, trial.client_metrics),
+    ):
+        if not source.exists():
+            continue
+        target.unlink(missing_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copyfile(source, target)
 
 
 def _machine(reply: pb.StartResponse) -> Environment | None:

@@ -144,6 +144,7 @@ class _Trials:
                 trial,
                 case.faults,
                 case.fault_recovery,
+                case.search,
             )
             self.records.append(record)
             if not record.passed:
@@ -161,6 +162,11 @@ def _with_repeat(case: TestCase, repeat: int | Literal["auto"], reporter: Report
     """``case`` with ``--repeat``'s value. A number in place of the case's
     repeat: auto sets the auto-only keys back to their defaults, and says so:
     they would mean nothing, and the config.yaml the run writes must validate."""
+    if repeat == "auto" and case.search is not None:
+        raise BadInputError(
+            "--repeat auto cannot run a search (its trials stop on table rows a search"
+            " does not decide): give --repeat a number"
+        )
     if repeat == "auto" and len(case.databases) < 2:
         raise BadInputError(
             "--repeat auto runs trials until each database's difference from the first"

@@ -12,8 +12,16 @@ when (lowest failing - highest passing) / highest passing is within
 precision. Every probe is offered inside the bracket, so the highest
 passing rate is always below the lowest failing one.
 
+Once the bisection has ended, the highest passing rate is probed once more:
+the cluster kept every earlier probe's data (and went through the
+overloaded ones), so a maximum that no longer passes at the end depends on
+the order of the probes, and the run says so.
+
 A search also stops when its time budget would not fit another probe, and
-says so; what it had established (the bracket) stands.
+says so; what it had established (the bracket) stands. It stops as well at
+a failing probe that measured the client rather than the database
+(:attr:`dbtester.analyze.probes.Probe.client_bound`): its maximum is then a
+lower bound.
 """
 
 from __future__ import annotations
@@ -21,15 +29,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TextIO
 
 from dbtester.analyze.probes import Probe, ProbeRule, judge
 from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
-from dbtester.load.runner import run_load
-from dbtester.results import DatabaseLayout
+from dbtester.load.runner import LoadResult, run_load
+from dbtester.results import OPERATIONS, DatabaseLayout
+from dbtester.util.keys import KeySpace
 
-__all__ = ["RateSearch", "SearchOutcome", "search_rate"]
+__all__ = ["KeysExhaustedError", "ProbeLoads", "RateSearch", "SearchOutcome", "search_rate"]
 
 
 @dataclass
@@ -95,52 +104,155 @@ class SearchOutcome:
     """What a search established."""
 
     probes: tuple[Probe, ...]
+    #: each probe's load, in the same order
+    loads: tuple[LoadResult, ...]
     #: the highest offered rate that passed (None: none did)
     maximum: float | None
     #: the lowest offered rate that failed (None: none did)
     failing: float | None
-    #: "precision", "nothing meets the target", "ceiling" or "time budget"
+    #: "precision", "nothing meets the target", "ceiling", "client-bound",
+    #: "key space" or "time budget"
     stopped: str
+    #: the maximum probed once more after the bisection ended (its probe is
+    #: the last): whether it passed again (None: not probed again)
+    confirmed: bool | None = None
+
+    @property
+    def bisected(self) -> tuple[Probe, ...]:
+        """The probes the search chose its rates from (not the last one's
+        second look at the maximum)."""
+        return self.probes[:-1] if self.confirmed is not None else self.probes
+
+    @property
+    def chosen(self) -> int | None:
+        """The index of the probe that stands for the search: the highest
+        passing one, else the lowest rate tried (None: no probe ran)."""
+        if not self.probes:
+            return None
+        if self.maximum is not None:
+            return next(i for i, p in enumerate(self.probes) if p.offered == self.maximum)
+        bisected = self.bisected
+        return min(range(len(bisected)), key=lambda i: bisected[i].offered)
+
+
+class ProbeLoads:
+    """Runs the probes of one cluster's search, each into ``out.probe(n)``,
+    with keys no earlier probe (nor the warm-up) wrote: a write probe's keys
+    follow the last one's, a mixed probe's inserts follow every earlier
+    insert. So every key a probe wrote stays, and verification counts the
+    writes of all the probes together."""
+
+    def __init__(
+        self,
+        kind: str,
+        settings: LoadSettings,
+        workload: Workload,
+        out: DatabaseLayout,
+        *,
+        workers: int | None = None,
+        progress: TextIO | None = None,
+        label: str = "",
+        health: Callable[[], str] | None = None,
+        warm_inserts: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.settings = settings
+        self.workload = workload
+        self.out = out
+        self.workers = workers
+        self.progress = progress
+        self.label = label
+        self.health = health
+        #: the next write probe's first key (the warm-up wrote workload.requests
+        #: keys from workload.requests on: probes skip them)
+        self._next_key = 0
+        self._inserts = warm_inserts
+        self._write_ids = workload.warmup_requests
+
+    def __call__(self, number: int, rate: float, requests: int) -> LoadResult:
+        w = self.workload
+        # Only a write load's keys move: a mixed load chooses among the keys
+        # there are (its inserts follow them), a read reads its one key.
+        first_key = self._next_key if w.type == "write" else 0
+        warm = (w.requests, w.requests + w.warmup_requests)  # the warm-up's keys
+        writes = w.type == "write" and w.warmup_requests > 0
+        if writes and first_key < warm[1] and first_key + requests > warm[0]:
+            first_key = warm[1]
+        if w.type == "write" and not w.same_key:
+            capacity = KeySpace.capacity(w.key_size)
+            if first_key + requests > capacity:
+                raise KeysExhaustedError(
+                    f"key_size {w.key_size} holds {capacity:,} distinct keys; probe"
+                    f" {number} would need keys up to {first_key + requests:,}"
+                )
+        load = w.model_copy(update={"rate": rate, "requests": requests, "client_steps": ()})
+        label = f"{self.label} probe {number}".strip()
+        result = run_load(
+            self.kind,
+            self.settings,
+            load,
+            self.out.probe(number),
+            workers=self.workers,
+            progress=self.progress,
+            label=label,
+            seed=number,
+            health=self.health,
+            first_key=first_key,
+            warm_inserts=self._inserts,
+            write_id_base=self._write_ids,
+        )
+        self._next_key = first_key + requests
+        self._inserts += int((result.records.ops == OPERATIONS.index("insert")).sum())
+        self._write_ids += requests
+        return result
+
+
+class KeysExhaustedError(Exception):
+    """The next probe needs more distinct keys than ``key_size`` holds."""
 
 
 def search_rate(
-    kind: str,
-    settings: LoadSettings,
-    workload: Workload,
-    out: Path,
+    run_probe: Callable[[int, float, int], LoadResult],
     *,
     rule: ProbeRule,
+    clients: int,
     hold_s: float,
     start_rate: float,
     precision: float,
     budget_s: float,
-    workers: int | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> SearchOutcome:
-    """Probe ``workload`` at the rates :class:`RateSearch` picks, each held
-    ``hold_s`` seconds (``rate * hold_s`` requests) into ``out/probe-N``,
-    until the search ends or ``budget_s`` would not fit another probe.
-    ``say`` gets a line per probe."""
+    """Probe at the rates :class:`RateSearch` picks, each held ``hold_s``
+    seconds (``run_probe(number, rate, rate * hold_s requests)``), until the
+    search ends, a failing probe measured the client, or ``budget_s`` would
+    not fit another probe. ``say`` gets a line per probe. A probe whose load
+    stopped early (``aborted``) ends the search: the caller decides."""
     search = RateSearch(start_rate, precision)
     probes: list[Probe] = []
+    loads: list[LoadResult] = []
     deadline = time.monotonic() + budget_s
     stopped = ""
     while (rate := search.next_rate()) is not None:
         if time.monotonic() + hold_s > deadline:
             stopped = "time budget"
             break
-        requests = max(1, round(rate * hold_s))
-        probe_load = workload.model_copy(
-            update={"rate": rate, "requests": requests, "client_steps": ()}
-        )
-        layout = DatabaseLayout(out / f"probe-{len(probes) + 1}")
-        result = run_load(
-            kind, settings, probe_load, layout, workers=workers, progress=None, seed=len(probes) + 1
-        )
-        probe = judge(result.records, rate, rule)
+        try:
+            result = run_probe(len(probes) + 1, rate, max(1, round(rate * hold_s)))
+        except KeysExhaustedError as exc:
+            say(f"search stopped: {exc}")
+            stopped = "key space"
+            break
+        loads.append(result)
+        probe = judge(result.records, rate, rule, clients, _busy(result))
         probes.append(probe)
         search.record(rate, probe.passed)
         say(_line(len(probes), probe, rule))
+        if result.aborted:
+            stopped = "stopped early"
+            break
+        if not probe.passed and probe.client_bound:
+            stopped = "client-bound"
+            break
     if not stopped:
         stopped = (
             "nothing meets the target"
@@ -149,12 +261,43 @@ def search_rate(
             if search.capped
             else "precision"
         )
-    return SearchOutcome(tuple(probes), search.passing, search.failing, stopped)
+    confirmed = None
+    rate = search.passing
+    if stopped == "precision" and rate is not None and time.monotonic() + hold_s <= deadline:
+        result = run_probe(len(probes) + 1, rate, max(1, round(rate * hold_s)))
+        loads.append(result)
+        probe = judge(result.records, rate, rule, clients, _busy(result))
+        probes.append(probe)
+        confirmed = probe.passed
+        say(_line(len(probes), probe, rule, again=True))
+    return SearchOutcome(
+        tuple(probes), tuple(loads), search.passing, search.failing, stopped, confirmed
+    )
 
 
-def _line(number: int, probe: Probe, rule: ProbeRule) -> str:
+def _busy(result: LoadResult) -> float | None:
+    """How much CPU the client wanted over a load (what it used and what it
+    waited for), as a share of what its engine threads can use."""
+    took = result.ended_unix - result.started_unix
+    if took <= 0 or result.workers <= 0:
+        return None
+    return (result.cpu_seconds + (result.cpu_wait_seconds or 0.0)) / took / result.workers
+
+
+def _line(number: int, probe: Probe, rule: ProbeRule, *, again: bool = False) -> str:
     verdict = "passed" if probe.passed else "failed: " + "; ".join(probe.failures)
+    if probe.client_bound:
+        busy = (
+            f", its threads wanted {probe.engine_busy:.0%} of their CPU time"
+            if probe.engine_busy
+            else ""
+        )
+        verdict += (
+            f" (client-bound: the engine ran {probe.engine_lag_ms:,.2f} ms late{busy}:"
+            " this rate tested the client, not the database)"
+        )
+    which = f"probe {number} (the highest passing rate again)" if again else f"probe {number}"
     return (
-        f"probe {number}: offered {probe.offered:,.0f}/s, answered {probe.achieved:,.0f}/s,"
+        f"{which}: offered {probe.offered:,.0f}/s, answered {probe.achieved:,.0f}/s,"
         f" p{rule.percentile:g} {probe.latency_ms:,.2f} ms: {verdict}"
     )

@@ -26,6 +26,7 @@ from dbtester.load import native
 from dbtester.load.client_metrics import ClientSampler
 from dbtester.results import DatabaseLayout, Records
 from dbtester.util.progress import Progress
+from dbtester.util.sched import SchedMeter
 
 if TYPE_CHECKING:
     from dbtester._engine import Load
@@ -60,6 +61,9 @@ class LoadResult:
     cpu_seconds: float  # the whole client process, user + system, during the load
     aborted: str  # why the run stopped early ("" if it did not)
     workers: int  # engine threads
+    #: the client process's threads' time waiting for a CPU during the load
+    #: (None: not measured)
+    cpu_wait_seconds: float | None = None
 
     @property
     def ok(self) -> int:
@@ -88,6 +92,8 @@ def run_load(
     health: Callable[[], str] | None = None,
     stall_s: float | None = None,
     warm_inserts: int = 0,
+    first_key: int = 0,
+    write_id_base: int | None = None,
 ) -> LoadResult:
     """Drive ``workload`` against ``settings.endpoints``; save the records and
     the client sampler's CSV into ``out``.
@@ -97,7 +103,10 @@ def run_load(
     With ``stall_s``, so does a load in which no request succeeded for that
     long (``aborted`` then starts with STALLED).
     Ctrl-C stops the engine within a second; what it recorded is saved.
-    ``warm_inserts``: the keys a mixed workload's warm-up inserted."""
+    ``warm_inserts``: the keys a mixed workload's warm-up (or earlier loads
+    on the cluster) inserted; ``first_key`` and ``write_id_base`` move a
+    write load's keys and a mixed load's write ids past earlier loads'
+    (default: past the warm-up's write ids)."""
     threads = workers or DEFAULT_WORKERS
     limit, max_errors = _error_limit(max_error_rate, workload.requests)
     out.root.mkdir(parents=True, exist_ok=True)
@@ -110,9 +119,12 @@ def run_load(
         max_errors=max_errors,
         # a mixed warm-up's inserts exist too, and its writes came first
         existing=workload.key_count + warm_inserts if workload.type == "mixed" else None,
-        write_id_base=workload.warmup_requests,
+        first_key=first_key,
+        write_id_base=workload.warmup_requests if write_id_base is None else write_id_base,
     )
     cpu_before = _cpu_seconds()
+    sched = SchedMeter()
+    sched.sample()
     started = time.time()
     load = native.start(load_plan)
     sampler = ClientSampler(
@@ -122,14 +134,16 @@ def run_load(
     aborted = ""
     bar = Progress(progress, workload.requests, label)
     try:
-        aborted = _watch(load, limit, bar, health, stall_s)
+        aborted = _watch(load, limit, bar, health, stall_s, sched.sample)
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
         records = _collect(load, out)
     ended = time.time()
+    sched.sample()
     bar.finish(_summary(records, started, label))
-    return LoadResult(records, started, ended, _cpu_seconds() - cpu_before, aborted, threads)
+    cpu = _cpu_seconds() - cpu_before
+    return LoadResult(records, started, ended, cpu, aborted, threads, sched.wait_seconds)
 
 
 def warm_up(
@@ -325,14 +339,18 @@ def _watch(
     bar: Progress,
     health: Callable[[], str] | None,
     stall_s: float | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> str:
     """Progress until the engine finishes; why it stopped early, or "". On
-    Ctrl-C the engine is stopped and drained before KeyboardInterrupt goes on."""
+    Ctrl-C the engine is stopped and drained before KeyboardInterrupt goes on.
+    ``tick`` is called at every poll."""
     total = int(bar.total)
     aborted = ""
     succeeded, since = 0, time.monotonic()  # successes so far, and when they last grew
     try:
         while not load.wait(POLL_S):
+            if tick is not None:
+                tick()
             done, errors, _step = load.progress()
             problem = health() if health is not None and not aborted else ""
             if done - errors > succeeded:

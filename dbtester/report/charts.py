@@ -14,7 +14,13 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from dbtester.analyze.figures import Figures, Series, operation_series
+from dbtester.analyze.figures import (
+    SEARCH_CURVE,
+    SEARCH_TARGET,
+    Figures,
+    Series,
+    operation_series,
+)
 from dbtester.analyze.steps import SCALING_SERIES
 from dbtester.results import OPERATIONS
 
@@ -38,6 +44,9 @@ class Chart:
     markers: bool = False
     #: a logarithmic x axis, ticked at the x values drawn (client counts: 1 to 1,000)
     log_x: bool = False
+    #: a series drawn once, dashed, from the first database that has it (a target)
+    reference: str | None = None
+    reference_label: str = ""
 
     @property
     def over_time(self) -> bool:
@@ -136,6 +145,16 @@ CHARTS = (
         optional=True,
         markers=True,
     ),
+    Chart(
+        SEARCH_CURVE,
+        "Latency by offered rate (the search's probes)",
+        "Offered rate (requests per second)",
+        "Latency at the search's percentile (ms)",
+        optional=True,
+        markers=True,
+        reference=SEARCH_TARGET,
+        reference_label="latency target",
+    ),
     _scaling("AVG-THROUGHPUT", "Throughput by clients", "Requests per second"),
     _scaling("Latency p50", "Latency p50 by clients", "Latency (ms)"),
     _scaling("Latency p99", "Latency p99 by clients", "Latency (ms)"),
@@ -224,6 +243,8 @@ def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path:
                 if series.band is not None:
                     low, high = series.band
                     ax.fill_between(series.x, low, high, color=line.get_color(), alpha=0.2)
+        if chart.reference is not None:
+            _reference(ax, chart, figures)
         if chart.over_time:
             _shade(ax, fault_spans(figures))
         ax.set_title(chart.title)
@@ -237,6 +258,15 @@ def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path:
         fig.savefig(path)  # the format follows the suffix (.svg)
     finally:
         plt.close(fig)
+
+
+def _reference(ax: Axes, chart: Chart, figures: Sequence[Figures]) -> None:
+    """The chart's reference line, from the first database that has it."""
+    for figure in figures:
+        line = figure.series.get(chart.reference or "")
+        if line is not None and len(line.x):
+            ax.plot(line.x, line.y, "--", color="0.4", label=chart.reference_label)
+            return
 
 
 def _shade(ax: Axes, spans: Sequence[Span]) -> None:

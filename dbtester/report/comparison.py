@@ -5,6 +5,7 @@ interval, the p-value and a verdict — as text for the console and the README."
 from __future__ import annotations
 
 from dbtester.analyze import Analysis
+from dbtester.analyze.figures import SEARCH_ROWS
 from dbtester.analyze.sequential import interval_text
 from dbtester.analyze.stats import Change
 
@@ -101,8 +102,9 @@ def headline(analysis: Analysis) -> list[str]:
     however early the trials stopped), then the other metrics' verdicts, and
     how many trials it took and why they stopped."""
     databases, trials = analysis.databases, analysis.repeat
+    found = _search_lines(analysis)
     if len(databases) < 2:
-        return ["One database: nothing to compare; the table has its figures."]
+        return found or ["One database: nothing to compare; the table has its figures."]
     baseline = databases[0].label
     if trials < 2:
         return [
@@ -111,7 +113,7 @@ def headline(analysis: Analysis) -> list[str]:
         ]
     summary = analysis.results.summary
     sequential = summary.sequential if summary is not None else None
-    lines = [_headline(analysis, db.id, db.label, baseline) for db in databases[1:]]
+    lines = found + [_headline(analysis, db.id, db.label, baseline) for db in databases[1:]]
     if sequential is not None:
         lines.append(
             f"repeat: auto ran {sequential.trials} trials each and stopped because"
@@ -119,6 +121,29 @@ def headline(analysis: Analysis) -> list[str]:
         )
     else:
         lines.append(f"{trials} trials each; 95% intervals, Welch's t-test.")
+    return lines
+
+
+def _search_lines(analysis: Analysis) -> list[str]:
+    """A search's result per database: the highest rate that met the target
+    (the trials' mean and interval), or that none did."""
+    lines = []
+    for db in analysis.databases:
+        records = [t.record.search for t in db.trials if t.record.search is not None]
+        if not records:
+            continue
+        target = f"p{records[0].percentile:g} within {records[0].slo_ms:g} ms"
+        value = db.figures.values.get(SEARCH_ROWS[0])
+        if isinstance(value, int | float):
+            found = db.estimates.get(SEARCH_ROWS[0])
+            spread = (
+                f" ±{100 * found.relative_half_width:.1f}%"
+                if found is not None and found.relative_half_width is not None
+                else ""
+            )
+            lines.append(f"{db.label}: the highest rate with {target} is {value:,.0f}/s{spread}.")
+        else:
+            lines.append(f"{db.label}: no rate met {target} (see the notes).")
     return lines
 
 

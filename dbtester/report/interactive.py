@@ -138,6 +138,8 @@ def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> pl
         line = _draw(plot, chart, series, label, color, tag)
         side: Literal["left", "right"] = "right" if index % 2 == 0 else "left"
         plot.add_tools(_hover(chart, label, color, side, line, series))
+    if chart.reference is not None:
+        _reference(plot, chart, figures)
     if chart.over_time:
         _shade(plot, fault_spans(figures))
     if chart.log_x:
@@ -148,6 +150,23 @@ def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> pl
     plot.legend.location = "top_left"
     plot.legend.background_fill_alpha = 0.6
     return plot
+
+
+def _reference(plot: plotting.figure, chart: Chart, figures: Sequence[Figures]) -> None:
+    """The chart's reference line (a target), dashed, from the first database
+    that has it."""
+    for found in figures:
+        line = found.series.get(chart.reference or "")
+        if line is not None and len(line.x):
+            plot.line(
+                x=line.x,
+                y=line.y,
+                color="#666666",
+                line_dash="dashed",
+                line_width=1.5,
+                legend_label=chart.reference_label,
+            )
+            return
 
 
 def _shade(plot: plotting.figure, spans: Sequence[Span]) -> None:

@@ -37,6 +37,7 @@ _FORMATS = {
     "FASTEST-LATENCY": "{:.4f} ms",
     "AVG-LATENCY": "{:.4f} ms",
     "SLOWEST-LATENCY": "{:.4f} ms",
+    "LATENCY-AT-MAX-SUSTAINABLE": "{:.4f} ms",
     "CLIENT-CPU-SECONDS-PER-10K-REQUESTS": "{:.3f} s",
 }
 

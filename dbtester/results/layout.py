@@ -18,6 +18,10 @@ here, and no other module spells a results file name.
                                      figures, requests and per-second series as
                                      Parquet (dbtester.results.columnar)
 
+With ``search:`` each probe's client-latency.npz and client-metrics.csv are
+in ``probe-<n>/`` beside the trial's files, which hold the highest passing
+probe's.
+
 With ``repeat: N`` (N > 1) each trial of a database keeps the files above
 that sit in ``DIR/<db-id>/`` in ``DIR/<db-id>/trial-<k>/`` instead (k = 1..N).
 """
@@ -64,6 +68,11 @@ class DatabaseLayout:
     def worker_part(self, worker: int) -> Path:
         """A load worker's records before they are merged (removed afterwards)."""
         return self.root / f".worker-{worker}.npz"
+
+    def probe(self, number: int) -> DatabaseLayout:
+        """Probe ``number`` of a search (``<trial dir>/probe-<n>/``): its requests
+        and client metrics."""
+        return DatabaseLayout(self.root / f"probe-{number}")
 
     def trial(self, number: int) -> DatabaseLayout:
         """Trial ``number`` of a repeated run (``DIR/<db-id>/trial-<k>/``)."""

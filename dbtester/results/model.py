@@ -29,7 +29,9 @@ __all__ = [
     "LookRecord",
     "Machines",
     "MemberRecord",
+    "ProbeRecord",
     "RunSummary",
+    "SearchRecord",
     "SequentialRecord",
     "Verification",
     "account",
@@ -176,6 +178,9 @@ class LoadWindow(_Record):
     workers: int
     cpu_seconds: float  # the load generator's, user + system
     aborted: str = ""  # why the load stopped early ("" if it did not)
+    #: the load generator's threads' time waiting for a CPU (Linux schedstat;
+    #: None: not measured, or before results schema 9)
+    cpu_wait_seconds: float | None = None
     counts: dict[str, int] = Field(default_factory=dict)  # outcome -> requests
 
 
@@ -237,6 +242,67 @@ class FaultRecord(_Record):
     error: str = ""  # why it could not be applied ("" when it was)
 
 
+class ProbeRecord(_Record):
+    """One probe of a search: a rate held, its figures and its verdict
+    (dbtester.analyze.probes states the rule)."""
+
+    number: int  # from 1; its requests are in <db-id>/probe-<number>/
+    offered: float  # requests per second
+    achieved: float  # answered per second
+    latency_ms: float  # the search's percentile of every request's latency
+    error_rate: float
+    #: Kendall's tau, its one-sided p and the Theil-Sen rise of each second's
+    #: percentile over the hold, and that percentile's median across seconds
+    trend_tau: float
+    trend_p_value: float
+    trend_rise_ms: float
+    trend_median_ms: float
+    trend_seconds: int
+    #: the Theil-Sen line's value at the hold's last second
+    trend_end_ms: float = 0.0
+    #: the engine's own lateness: the search's percentile of (sent - due)
+    #: over the requests due while a client was free
+    engine_lag_ms: float
+    #: the CPU the client process used or waited for over the probe, per
+    #: engine thread (1.0: all its time; None: not measured)
+    engine_busy: float | None = None
+    #: the engine fell behind its schedule: the probe measured the client
+    client_bound: bool
+    failures: tuple[str, ...] = ()  # why it failed (none: it passed)
+    load: LoadWindow
+    #: the highest passing rate probed once more after the bisection ended
+    again: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+class SearchRecord(_Record):
+    """A search's target, its probes in order, and what it established."""
+
+    slo_ms: float
+    percentile: float
+    hold_s: float
+    start_rate: float
+    precision: float
+    time_budget_s: float
+    probes: tuple[ProbeRecord, ...] = ()
+    #: the highest offered rate that passed (None: none did)
+    maximum: float | None = None
+    #: the lowest offered rate that failed (None: none did)
+    failing: float | None = None
+    #: why it ended: "precision", "nothing meets the target", "ceiling",
+    #: "client-bound", "time budget" or "stopped early"
+    stopped: str = ""
+    #: the probe whose requests are the trial's own files (the highest
+    #: passing one; none passing: the lowest rate tried)
+    chosen: int | None = None
+    #: whether the maximum passed again when probed once more at the end
+    #: (None: not probed again)
+    confirmed: bool | None = None
+
+
 class DatabaseRecord(_Versioned):
     """``<db-id>/run.json``: one database's run, written once it is over."""
 
@@ -260,6 +326,8 @@ class DatabaseRecord(_Versioned):
     #: what the table alone does not say about this run (e.g. how a kind
     #: that cannot multiplex shared its connections)
     notes: tuple[str, ...] = ()
+    #: a test case's ``search:``: its probes and what it found (schema 9)
+    search: SearchRecord | None = None
 
     @property
     def id(self) -> str:

@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -82,6 +82,14 @@ HISTORY: tuple[str, ...] = (
         "and ``HOST-SPEED-CV`` where they were recorded. Only keys and columns were added: a "
         "version 7 directory upgrades as it is, its servers and host speed unknown."
     ),
+    (
+        "Searches. ``run.json`` has ``search`` (null, or for a test case with ``search:`` its "
+        "target, every probe's offered and answered rate, latency, trend, engine lag and "
+        "verdict, and what the search established); each probe's requests are in "
+        "``<db-id>/probe-<n>/``, and the trial's own files hold the highest passing probe's. "
+        "``result.json``'s table gets ``MAX-SUSTAINABLE-THROUGHPUT`` for such runs. Only keys "
+        "were added: a version 8 directory upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -121,6 +129,10 @@ def _v7_to_v8(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 8}
 
 
+def _v8_to_v9(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 9}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -130,6 +142,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

@@ -4,15 +4,20 @@ most (a little less: each sleep overshoots)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from dbtester.analyze.probes import ProbeRule
 from dbtester.config.model import Workload
-from dbtester.control.search import SearchOutcome, search_rate
+from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
 from dbtester.databases.base import LoadSettings
+from dbtester.results import DatabaseLayout
 from tests.integration.test_load import slow_server, slowput_binary  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -38,17 +43,15 @@ def _search(
     workload = Workload(
         type="write", requests=1, key_size=64, value_size=256, clients=50, connections=2
     )
+    probes = ProbeLoads("etcd", settings, workload, DatabaseLayout(out), workers=1)
     return search_rate(
-        "etcd",
-        settings,
-        workload,
-        out,
+        probes,
         rule=ProbeRule(slo_ms=slo_ms, percentile=99),
+        clients=workload.clients,
         hold_s=hold_s,
         start_rate=start_rate,
         precision=0.05,
         budget_s=budget_s,
-        workers=1,
         say=say,
     )
 
@@ -69,6 +72,9 @@ def test_a_loose_target_finds_the_servers_capacity(tmp_path: Path, slow_server) 
     assert outcome.maximum is not None and outcome.failing is not None
     assert 0.9 * CAPACITY <= outcome.maximum <= 1.1 * CAPACITY, lines
     assert (outcome.failing - outcome.maximum) / outcome.maximum <= 0.05
+    # the maximum was probed once more at the end, and said so
+    assert outcome.confirmed is not None and outcome.probes[-1].offered == outcome.maximum
+    assert "(the highest passing rate again)" in lines[-1]
     # doubled from 50/s until the first failure, and every probe said so
     assert [p.offered for p in outcome.probes[:3]] == [50.0, 100.0, 200.0]
     assert len(lines) == len(outcome.probes)
@@ -105,3 +111,58 @@ def test_the_budget_stops_a_search_and_keeps_what_it_found(
     # what it found stands: the rates it had passed, all well under capacity
     assert outcome.maximum == max(p.offered for p in outcome.probes if p.passed)
     assert outcome.maximum in (50.0, 100.0)
+
+
+@contextmanager
+def _engine_on_a_crowded_core(hogs: int) -> Iterator[None]:
+    """This thread, and so the engine threads it starts, on one core shared
+    with ``hogs`` busy loops: an engine short of CPU, as on a client machine
+    that runs something else too."""
+    cores = os.sched_getaffinity(0)
+    if len(cores) < 2:
+        pytest.skip("needs two cores: one crowded for the engine, one for the server")
+    crowded = {min(cores)}
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+    try:
+        for loop in loops:
+            os.sched_setaffinity(loop.pid, crowded)
+        os.sched_setaffinity(0, crowded)
+        yield
+    finally:
+        os.sched_setaffinity(0, cores)
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_an_engine_short_of_cpu_is_client_bound(
+    tmp_path: Path,
+    slow_server,  # noqa: F811
+) -> None:
+    """A server that answers at once on a core of its own, and an engine that
+    gets a sixth of the other: requests leave late while clients are free,
+    so the failing probe measured the client, and the search stops there
+    instead of calling it the database's limit."""
+    endpoint = slow_server("-delay", "0ms")
+    settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 30.0)
+    workload = Workload(
+        type="write", requests=1, key_size=64, value_size=256, clients=1000, connections=2
+    )
+    lines: list[str] = []
+    with _engine_on_a_crowded_core(hogs=5):
+        outcome = search_rate(
+            ProbeLoads("etcd", settings, workload, DatabaseLayout(tmp_path), workers=1),
+            rule=ProbeRule(slo_ms=100.0, percentile=99),
+            clients=workload.clients,
+            hold_s=1.0,
+            start_rate=30_000.0,
+            precision=0.05,
+            budget_s=60.0,
+            say=lines.append,
+        )
+    print("\n".join(lines))
+    assert outcome.stopped == "client-bound", lines
+    assert len(outcome.probes) == 1 and outcome.maximum is None
+    probe = outcome.probes[0]
+    assert not probe.passed and probe.client_bound
+    assert "client-bound" in lines[0] and "tested the client" in lines[0]

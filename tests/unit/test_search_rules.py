@@ -178,3 +178,19 @@ def test_bad_settings_are_refused() -> None:
         RateSearch(start_rate=10.0, precision=0.0)
     with pytest.raises(ValueError, match="floor"):
         RateSearch(start_rate=0.5, precision=0.05)
+
+
+def test_a_rise_far_below_the_target_is_not_a_failure() -> None:
+    """4 to 5.5 ms over the hold, steadily: a trend, but at that pace the
+    10 ms target is not reached within another hold (a snapshot or a
+    compaction on a database that sustains the rate)."""
+    count = 5000
+    ramp = np.linspace(4.0, 5.5, count) + np.random.default_rng(5).normal(0, 0.05, count)
+    probe = judge(_probe(500, 10, ramp), 500, RULE)
+    assert probe.trend.rising
+    assert probe.trend.end_ms == pytest.approx(5.5, abs=0.3)
+    assert not probe.trend.breaches(RULE.slo_ms)
+    assert probe.passed
+    # the same climb toward a tighter target fails: 5.5 + 1.5 ms passes 6.5 ms
+    tight = judge(_probe(500, 10, ramp), 500, ProbeRule(slo_ms=6.5, percentile=99))
+    assert any("would pass the 6.5 ms target" in f for f in tight.failures)
