@@ -34,10 +34,10 @@ schedule, by either of two measures:
   least half the latency percentile.
   Waiting for a client that was busy with an earlier request is waiting
   for the database, and counts for it;
-- its CPU: the client process ran, or was ready to run and waited for a
-  CPU, at least 90% of the time its engine threads have (CPU and run-queue
-  seconds over the probe's duration, per thread): it was saturated, or
-  starved by other work on its cores. Such an engine reads replies late
+- its CPU: the engine's own threads ran, or were ready to run and waited
+  for a CPU, at least 75% of the time its worker threads have (their CPU
+  and run-queue seconds over the probe's duration, per worker thread): it
+  was saturated, or starved by other work on its cores. Such an engine reads replies late
   too, so its lag hides in the requests' service time and in clients kept
   busy, where the first measure cannot see it.
 
@@ -88,8 +88,11 @@ CLIENT_LAG_MS = 1.0
 #: engine lag must be at least this share of the latency percentile to
 #: count: a millisecond of timer lag on a target missed by a hair is noise
 CLIENT_LAG_SHARE = 0.5
-#: the share of its threads' CPU at which the engine counts as saturated
-CLIENT_BUSY = 0.9
+#: the share of its worker threads' time that the engine's CPU use plus its
+#: wait for a CPU must reach to count as saturated or starved (an engine
+#: sharing one core with five busy loops measured about 80%: its threads
+#: also wait for the network)
+CLIENT_BUSY = 0.75
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,8 @@ class Probe:
     failures: tuple[str, ...]
     #: the engine's own lateness (:func:`engine_lag_ms`)
     engine_lag_ms: float = 0.0
-    #: the CPU the client process used or waited for over the probe, as a
-    #: share of its engine threads' time (None: not measured)
+    #: the CPU the engine's threads used or waited for over the probe, as a
+    #: share of its worker threads' time (None: not measured)
     engine_busy: float | None = None
     #: without the engine's own lag its latency would have met the target
     lagged: bool = False

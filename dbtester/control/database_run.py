@@ -808,6 +808,7 @@ def _window(load: LoadResult | None) -> LoadWindow | None:
         workers=load.workers,
         cpu_seconds=load.cpu_seconds,
         cpu_wait_seconds=load.cpu_wait_seconds,
+        engine_cpu_seconds=load.engine_cpu_seconds,
         aborted=load.aborted,
         counts=load.records.counts(),
     )

@@ -276,12 +276,14 @@ def search_rate(
 
 
 def _busy(result: LoadResult) -> float | None:
-    """How much CPU the client wanted over a load (what it used and what it
-    waited for), as a share of what its engine threads can use."""
+    """How much CPU the engine's threads wanted over a load (what they used
+    and what they waited for), as a share of the time its worker threads
+    have (None: not measured)."""
     took = result.ended_unix - result.started_unix
-    if took <= 0 or result.workers <= 0:
+    run, wait = result.engine_cpu_seconds, result.cpu_wait_seconds
+    if took <= 0 or result.workers <= 0 or run is None or wait is None:
         return None
-    return (result.cpu_seconds + (result.cpu_wait_seconds or 0.0)) / took / result.workers
+    return (run + wait) / took / result.workers
 
 
 def _line(number: int, probe: Probe, rule: ProbeRule, *, again: bool = False) -> str:

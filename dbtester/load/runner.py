@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 DEFAULT_WORKERS = 1
+#: the names of the engine's threads start so (engine/src/engine.rs)
+ENGINE_THREADS = "dbtester-"
 POLL_S = 0.25
 #: how long every endpoint gets to return what was written before the load
 READABLE_WAIT_S = 30.0
@@ -61,9 +63,11 @@ class LoadResult:
     cpu_seconds: float  # the whole client process, user + system, during the load
     aborted: str  # why the run stopped early ("" if it did not)
     workers: int  # engine threads
-    #: the client process's threads' time waiting for a CPU during the load
-    #: (None: not measured)
+    #: the engine's threads' time waiting for a CPU during the load (None:
+    #: not measured)
     cpu_wait_seconds: float | None = None
+    #: the engine's threads' time on a CPU during the load (None: not measured)
+    engine_cpu_seconds: float | None = None
 
     @property
     def ok(self) -> int:
@@ -123,7 +127,7 @@ def run_load(
         write_id_base=workload.warmup_requests if write_id_base is None else write_id_base,
     )
     cpu_before = _cpu_seconds()
-    sched = SchedMeter()
+    sched = SchedMeter(ENGINE_THREADS)
     sched.sample()
     started = time.time()
     load = native.start(load_plan)
@@ -143,7 +147,8 @@ def run_load(
     sched.sample()
     bar.finish(_summary(records, started, label))
     cpu = _cpu_seconds() - cpu_before
-    return LoadResult(records, started, ended, cpu, aborted, threads, sched.wait_seconds)
+    wait, run = sched.wait_seconds, sched.run_seconds
+    return LoadResult(records, started, ended, cpu, aborted, threads, wait, run)
 
 
 def warm_up(

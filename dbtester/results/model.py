@@ -178,9 +178,10 @@ class LoadWindow(_Record):
     workers: int
     cpu_seconds: float  # the load generator's, user + system
     aborted: str = ""  # why the load stopped early ("" if it did not)
-    #: the load generator's threads' time waiting for a CPU (Linux schedstat;
-    #: None: not measured, or before results schema 9)
+    #: the load engine's threads' time waiting for a CPU, and on one (Linux
+    #: schedstat; None: not measured, or before results schema 9)
     cpu_wait_seconds: float | None = None
+    engine_cpu_seconds: float | None = None
     counts: dict[str, int] = Field(default_factory=dict)  # outcome -> requests
 
 
@@ -263,8 +264,8 @@ class ProbeRecord(_Record):
     #: the engine's own lateness: the search's percentile of (sent - due)
     #: over the requests due while a client was free
     engine_lag_ms: float
-    #: the CPU the client process used or waited for over the probe, per
-    #: engine thread (1.0: all its time; None: not measured)
+    #: the CPU the engine's threads used or waited for over the probe, per
+    #: worker thread (1.0: all its time; None: not measured)
     engine_busy: float | None = None
     #: the engine fell behind its schedule: the probe measured the client
     client_bound: bool

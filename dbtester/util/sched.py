@@ -19,21 +19,26 @@ _TASKS = Path("/proc/self/task")
 
 
 class SchedMeter:
-    """The run and wait time of this process's threads between the first
-    :meth:`sample` and the last. Threads already there at the first sample
-    count from it; threads started later count from their start; a thread
-    that ends between two samples loses what it did since the earlier one,
-    so sample often (the load's poll, four times a second)."""
+    """The run and wait time of this process's threads whose names start
+    with ``prefix`` (all of them: "") between the first :meth:`sample` and
+    the last. Threads already there at the first sample count from it;
+    threads started later count from their start; a thread that ends
+    between two samples loses what it did since the earlier one, so sample
+    often (the load's poll, four times a second)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self._names: dict[str, bool] = {}  # task -> whether it is counted
         self._last: dict[str, tuple[int, int]] = {}
         self._started = False
         self.run_ns = 0
         self.wait_ns = 0
         #: False where the kernel keeps no such statistics
-        self.available = True
+        self.available = Path("/proc/self/schedstat").is_file()
 
     def sample(self) -> None:
+        if not self.available:
+            return
         try:
             tasks = os.listdir(_TASKS)
         except OSError:
@@ -41,6 +46,8 @@ class SchedMeter:
             return
         current: dict[str, tuple[int, int]] = {}
         for task in tasks:
+            if not self._counted(task):
+                continue
             found = _read(task)
             if found is None:
                 continue
@@ -49,10 +56,21 @@ class SchedMeter:
             run, wait = self._last.get(task, (0, 0) if self._started else found)
             self.run_ns += max(0, found[0] - run)
             self.wait_ns += max(0, found[1] - wait)
-        if not current:
-            self.available = False
         self._last = current
         self._started = True
+
+    def _counted(self, task: str) -> bool:
+        if task not in self._names:
+            try:
+                name = (_TASKS / task / "comm").read_text().strip()
+            except OSError:
+                return False  # gone already
+            self._names[task] = name.startswith(self.prefix)
+        return self._names[task]
+
+    @property
+    def run_seconds(self) -> float | None:
+        return self.run_ns / 1e9 if self.available else None
 
     @property
     def wait_seconds(self) -> float | None:
@@ -63,5 +81,7 @@ def _read(task: str) -> tuple[int, int] | None:
     try:
         fields = (_TASKS / task / "schedstat").read_text().split()
         return int(fields[0]), int(fields[1])
+    except FileNotFoundError:
+        return None  # the thread ended
     except (OSError, ValueError, IndexError):
-        return None  # the thread ended, or no statistics
+        return None

@@ -64,7 +64,10 @@ def test_every_probe_is_said_recorded_and_verified(run: tuple[Path, str]) -> Non
         search = record["search"]
         probes = search["probes"]
         assert probes and probes[0]["offered"] == 1500.0
-        assert search["stopped"] in ("precision", "nothing meets the target", "time budget")
+        # client-bound too: on a CI machine two test files and three members
+        # share two cores, and the engine may be starved of CPU
+        stopped = ("precision", "nothing meets the target", "time budget", "client-bound")
+        assert search["stopped"] in stopped
         for probe in probes:
             files = out / "etcd" / f"trial-{trial}" / f"probe-{probe['number']}"
             latency = np.load(files / "client-latency.npz")["latency_ns"]
