@@ -4,7 +4,7 @@
 # needs (memory, key numbers that fit); defaults and the test case's bounds
 # live in dbtester/config/model.py only. The TypedDicts exist for type
 # checking alone (the module itself does not define them).
-from typing import Literal, TypedDict, final
+from typing import Literal, NotRequired, TypedDict, final
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,11 @@ class MixPlan(TypedDict):
     insert: float
     read_modify_write: float
 
+class WatchPlan(TypedDict):
+    watchers: int
+    connections: int  # at most watchers
+    drain_s: float  # how long after the last put every event may take
+
 class Plan(TypedDict):
     protocol: str  # the engine's: etcd, zookeeper, consul
     endpoints: list[str]
@@ -51,6 +56,20 @@ class Plan(TypedDict):
     max_errors: int | None
     seed: int
     write_id_base: int
+    watch: WatchPlan | None  # watchers of the keys written (type: watch)
+
+class WatchResult(TypedDict):
+    watcher: npt.NDArray[np.uint16]
+    key: npt.NDArray[np.uint32]
+    latency_us: npt.NDArray[np.uint32]
+    arrival_ms: npt.NDArray[np.uint32]
+    seen: npt.NDArray[np.uint64]
+    words: int
+    duplicates: npt.NDArray[np.uint64]
+    out_of_order: npt.NDArray[np.uint64]
+    foreign: npt.NDArray[np.uint64]
+    origin_unix_ns: int
+    acked: npt.NDArray[np.uint64]  # bit k: the put of key offset k was acknowledged
 
 class Result(TypedDict):
     due_ns: npt.NDArray[np.int64]
@@ -61,6 +80,7 @@ class Result(TypedDict):
     op: npt.NDArray[np.uint8]  # 0 read, 1 update, 2 insert, 3 read-modify-write
     codes: list[str]
     stopped: str
+    watch: NotRequired[WatchResult]  # plans with watchers only
 
 @final
 class Load:

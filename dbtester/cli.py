@@ -210,7 +210,12 @@ class RepeatType(click.ParamType[int | Literal["auto"]]):
 def describe_workload(w: Workload, search: Search | None = None) -> str:
     """One line on what the load does (with ``search``: per probe)."""
     requests = "rate x hold_s" if search is not None else f"{w.requests:,}"
-    if w.type == "write":
+    if w.type == "watch":
+        what = (
+            f"write {requests} keys while {w.watchers:,} watchers over"
+            f" {w.watch_connections:,} connections watch them"
+        )
+    elif w.type == "write":
         keys = (
             "one key, overwritten"
             if w.same_key

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dbtester.results import DatabaseRecord, Records, TrialResults
+from dbtester.results import DatabaseRecord, Records, TrialResults, WatchEvents
 
 __all__ = ["DatabaseData", "prepare"]
 
@@ -23,6 +23,7 @@ class DatabaseData:
     servers: list[pd.DataFrame]  # server samples per member, with t and member
     client_cores: int | None = None  # cores of the machine the load ran on
     trial: int = 1
+    watch: WatchEvents | None = None  # type: watch: what the watchers saw
 
     @property
     def load_start(self) -> float:
@@ -52,5 +53,5 @@ def prepare(
         client = db.client.copy()
         client["t"] = client["unix_ms"] / 1000.0 - start
     return DatabaseData(
-        db_id, label, db.record, db.requests, client, servers, client_cores, db.trial
+        db_id, label, db.record, db.requests, client, servers, client_cores, db.trial, db.watch
     )

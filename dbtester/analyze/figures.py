@@ -37,6 +37,8 @@ __all__ = [
     "SEARCH_ROWS",
     "SEARCH_TARGET",
     "STEP_ROWS",
+    "WATCH_ROWS",
+    "WATCH_SERIES",
     "Figures",
     "Series",
     "compute",
@@ -104,6 +106,24 @@ SEARCH_ROWS = SEARCH_METRICS
 SEARCH_CURVE = "SEARCH-LATENCY-BY-OFFERED-RATE"
 SEARCH_TARGET = "SEARCH-TARGET"
 
+#: type: watch: what the watchers saw, over every (event, watcher) pair. An
+#: event's latency runs from its put's send to its arrival at the watcher,
+#: on the engine's one clock. Expected: watchers x acknowledged puts; missed:
+#: acknowledged puts whose event never reached a watcher (summed over them).
+WATCH_PERCENTILES = (50, 90, 99, 99.9)
+WATCH_ROWS = (
+    "WATCH-EVENTS-EXPECTED",
+    "WATCH-EVENTS-RECEIVED",
+    "WATCH-EVENTS-MISSED",
+    "WATCH-EVENTS-DUPLICATED",
+    "WATCH-EVENTS-OUT-OF-ORDER",
+    *(f"WATCH-LATENCY p{p:g}" for p in WATCH_PERCENTILES),
+    "WATCH-LATENCY-MAX",
+    "WATCH-EVENTS-PER-SEC",
+)
+#: the chart series of the events' average latency per second, by arrival
+WATCH_SERIES = "AVG-WATCH-LATENCY-MS"
+
 #: runs whose samplers ran the host-speed probe (results schema 8): the client
 #: machine's mean speed over the load (probe runs per CPU-second, higher is
 #: faster), and the least steady host's coefficient of variation of its
@@ -165,6 +185,8 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
         rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
     if any(SEARCH_ROWS[0] in f.values for f in figures):
         rows[:0] = SEARCH_ROWS  # what the run was for comes first
+    if any(WATCH_ROWS[0] in f.values for f in figures):
+        rows[:0] = WATCH_ROWS
     steps = {found for f in figures for row in f.values if (found := unstepped(row))}
     by_step = sorted(steps, key=lambda s: (s[0], STEP_ROWS.index(s[1])))
     numbers = (int(m[1]) for f in figures for r in f.values if (m := _PER_FAULT.match(r)))
@@ -263,6 +285,7 @@ def compute(data: DatabaseData) -> Figures:
     _host_rows(data, figures)
     _faults(data, figures)
     _search(data, figures)
+    _watch(data, figures)
     _verification(data, figures)
     if note := unserved(data, figures.faults):
         figures.notes.append(f"{data.label}: {note}")
@@ -355,6 +378,49 @@ def _search(data: DatabaseData, figures: Figures) -> None:
     figures.series[SEARCH_CURVE] = Series(rates, np.array([p.latency_ms for p in probes]))
     ends = np.array([rates.min(), rates.max()])
     figures.series[SEARCH_TARGET] = Series(ends, np.array([search.slo_ms, search.slo_ms]))
+
+
+def _watch(data: DatabaseData, figures: Figures) -> None:
+    """A watch load's rows and its latency-over-time series."""
+    watch = data.watch
+    if watch is None:
+        return
+    acknowledged = int(watch.acknowledged().sum())
+    values = figures.values
+    values["WATCH-EVENTS-EXPECTED"] = watch.watchers * acknowledged
+    values["WATCH-EVENTS-RECEIVED"] = int(watch.received().sum())
+    values["WATCH-EVENTS-MISSED"] = int(watch.missed().sum())
+    values["WATCH-EVENTS-DUPLICATED"] = int(watch.duplicates.sum())
+    values["WATCH-EVENTS-OUT-OF-ORDER"] = int(watch.out_of_order.sum())
+    # Every (event, watcher) pair: 10^7 of them for 100 watchers of 100,000
+    # puts, so one sort for all the percentiles, and integer seconds.
+    if len(watch) == 0:
+        for p in WATCH_PERCENTILES:
+            values[f"WATCH-LATENCY p{p:g}"] = None
+        values["WATCH-LATENCY-MAX"] = values["WATCH-EVENTS-PER-SEC"] = None
+        return
+    found = np.percentile(watch.latency_us, WATCH_PERCENTILES)
+    for p, us in zip(WATCH_PERCENTILES, found, strict=True):
+        values[f"WATCH-LATENCY p{p:g}"] = float(us) / 1e3
+    values["WATCH-LATENCY-MAX"] = float(watch.latency_us.max()) / 1e3
+    # seconds since the load started, by arrival
+    offset_ms = round((watch.origin_unix_ns / 1e9 - data.load_start) * 1e3)
+    first, last = int(watch.arrival_ms.min()), int(watch.arrival_ms.max())
+    span = (last - first) / 1e3
+    values["WATCH-EVENTS-PER-SEC"] = len(watch) / span if span > 0 else None
+    second = (watch.arrival_ms.astype(np.int64) + offset_ms) // 1000
+    low = int(second.min())
+    sums = np.bincount(second - low, weights=watch.latency_us)
+    counts = np.bincount(second - low)
+    seen = counts > 0
+    figures.series[WATCH_SERIES] = Series(
+        (np.flatnonzero(seen) + low).astype(float), sums[seen] / counts[seen] / 1e3
+    )
+    if int(watch.foreign.sum()):
+        figures.notes.append(
+            f"{data.label}: {int(watch.foreign.sum()):,} watch events named keys this load"
+            " did not write (another client's, or an earlier run's) and are in no figure"
+        )
 
 
 # --------------------------------------------------------------------------- hosts

@@ -113,6 +113,10 @@ METRICS: Mapping[str, Metric] = {
             )
         ),
         _resource("CONFLICT-COUNT"),
+        # type: watch (analyze.figures.WATCH_ROWS)
+        *(_speed(f"WATCH-LATENCY p{p}", "lower") for p in ("50", "90", "99", "99.9")),
+        _speed("WATCH-LATENCY-MAX", "lower"),
+        _resource("WATCH-EVENTS-MISSED"),
     )
 }
 

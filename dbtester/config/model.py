@@ -47,6 +47,7 @@ __all__ = [
     "READ_ONLY",
     "SCHEMA_KEYS",
     "VERSION_PATTERN",
+    "WATCH_ONLY",
     "WRITE_ONLY",
     "DatabaseSpec",
     "Host",
@@ -78,6 +79,8 @@ MIXED_ONLY = (
     "hot_set_fraction",
     "hot_operation_fraction",
 )
+#: keys only the watch workload reads
+WATCH_ONLY = ("watchers", "watch_connections")
 #: a mixed workload's values name their key and write: 32 bytes of tag
 MIN_MIXED_VALUE_SIZE = 32
 
@@ -103,10 +106,11 @@ class _Model(BaseModel):
 class Workload(_Model):
     """What the load generator does; shared by every database unless overridden."""
 
-    type: Literal["write", "read", "mixed"] = Field(
+    type: Literal["write", "read", "mixed", "watch"] = Field(
         description="write: distinct keys (or one, with same_key); read: one key, seeded"
         " first, read `requests` times; mixed: YCSB's reads, updates, inserts and"
-        " read-modify-writes over `key_count` keys"
+        " read-modify-writes over `key_count` keys; watch: writes of distinct keys at"
+        " `rate` while `watchers` watch them, timing each event"
     )
     requests: int = Field(
         gt=0, le=MAX_REQUESTS, description="Measured requests per trial, shared across client steps"
@@ -195,6 +199,18 @@ class Workload(_Model):
     hot_operation_fraction: float = Field(
         0.8, ge=0, le=1, description="hotspot: the share of the requests the hot keys get"
     )
+    watchers: int = Field(
+        10,
+        ge=1,
+        le=10_000,
+        description="watch: watchers, each watching every key the load writes",
+    )
+    watch_connections: int = Field(
+        1,
+        ge=1,
+        le=10_000,
+        description="watch: connections the watchers share (at most `watchers`)",
+    )
 
     @field_validator("sequential_keys", "same_key")
     @classmethod
@@ -204,6 +220,14 @@ class Workload(_Model):
                 f"{info.field_name} means nothing for type: mixed (its keys are chosen"
                 " by request_distribution); remove it"
             )
+        return value
+
+    @field_validator(*WATCH_ONLY)
+    @classmethod
+    def _only_for_watch(cls, value: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("type")
+        if kind is not None and kind != "watch":
+            raise ValueError(f"{info.field_name} is for type: watch only, not {kind}; remove it")
         return value
 
     @field_validator(*MIXED_ONLY)
@@ -231,7 +255,9 @@ class Workload(_Model):
         then not kept: they mean nothing for it, the loader warns of them, and
         the workload is then what runs (and what `convert` writes back)."""
         workload = handler(data)
-        ignored = {"read": WRITE_ONLY, "write": READ_ONLY}.get(workload.type, ())
+        ignored = {"read": WRITE_ONLY, "write": READ_ONLY, "watch": READ_ONLY}.get(
+            workload.type, ()
+        )
         if not isinstance(data, dict) or not set(ignored) & workload.model_fields_set:
             return workload
         return handler({k: v for k, v in data.items() if k not in ignored})
@@ -255,7 +281,10 @@ class Workload(_Model):
                 f"requests ({self.requests}) must be at least the number of client_steps"
                 f" ({len(self.client_steps)}): the requests are shared across the steps"
             )
-        random_order = self.type == "write" and not (self.same_key or self.sequential_keys)
+        if self.type == "watch":
+            self._check_watch()
+        writes = self.type in ("write", "watch")
+        random_order = writes and not (self.same_key or self.sequential_keys)
         if random_order and max(self.requests, self.warmup_requests) > MAX_RANDOM_ORDER:
             name = "requests" if self.requests > MAX_RANDOM_ORDER else "warmup_requests"
             raise ValueError(
@@ -263,7 +292,7 @@ class Workload(_Model):
                 f" {MAX_RANDOM_ORDER:,} with sequential_keys: false (the random order is"
                 " held in memory, 4 bytes a key)"
             )
-        if self.type == "write" and not self.same_key:
+        if writes and not self.same_key:
             # Keys are "k" + the request number, zero-padded to key_size bytes; a
             # warm-up writes the numbers after the load's.
             distinct = KeySpace.capacity(self.key_size)
@@ -287,6 +316,25 @@ class Workload(_Model):
                 f" ({self.clients})"
             )
         return self
+
+    def _check_watch(self) -> None:
+        if self.rate <= 0:
+            raise ValueError(
+                "type: watch needs rate above 0: events are timed against puts sent at a"
+                " steady rate (open loop)"
+            )
+        if self.same_key:
+            raise ValueError(
+                "same_key cannot be used with type: watch: each put writes a key of its own,"
+                " so each event names the put it reports"
+            )
+        if self.client_steps:
+            raise ValueError("client_steps cannot be used with type: watch; remove it")
+        if self.watch_connections > self.watchers:
+            raise ValueError(
+                f"watch_connections ({self.watch_connections}) must not exceed watchers"
+                f" ({self.watchers})"
+            )
 
     def _check_mix(self) -> None:
         shares = (
@@ -323,9 +371,11 @@ class Workload(_Model):
     def meaningless(self) -> tuple[str, ...]:
         """The keys this type of workload does not use."""
         if self.type == "mixed":
-            return WRITE_ONLY
+            return WRITE_ONLY + WATCH_ONLY
+        if self.type == "watch":
+            return READ_ONLY + MIXED_ONLY
         dropped = WRITE_ONLY if self.type == "read" else READ_ONLY
-        return dropped + MIXED_ONLY
+        return dropped + MIXED_ONLY + WATCH_ONLY
 
     def step_plan(self) -> list[tuple[int, int, int]]:
         """(clients, connections, requests) per step; one step without client_steps.
@@ -445,6 +495,15 @@ class DatabaseSpec(_Model):
         if self.hosts and "members" in self.model_fields_set and self.members != len(self.hosts):
             raise ValueError(
                 f"members ({self.members}) differs from the number of hosts ({len(self.hosts)})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _can_run_its_workload(self) -> Self:
+        if self.workload.type == "watch" and not KINDS[self.kind].watches:
+            able = ", ".join(name for name, kind in KINDS.items() if kind.watches)
+            raise ValueError(
+                f"kind {self.kind} cannot run type: watch yet (the load engine watches: {able})"
             )
         return self
 

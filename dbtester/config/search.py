@@ -102,6 +102,15 @@ def search_conflicts(raw: dict[str, Any]) -> list[tuple[tuple[str | int, ...], s
             )
         )
     workloads: list[tuple[tuple[str | int, ...], Any]] = [(("workload",), raw.get("workload"))]
+    base = raw.get("workload")
+    if isinstance(base, dict) and base.get("type") == "watch":
+        found.append(
+            (
+                ("workload", "type"),
+                "a search cannot run type: watch yet (its watchers time the events of one"
+                " rate); search a write workload",
+            )
+        )
     databases = raw.get("databases")
     if isinstance(databases, Sequence):
         for i, entry in enumerate(databases):

@@ -117,6 +117,8 @@ class DatabaseKind(ABC):
     client_model: ClassVar[type[Options]]
     #: the wire protocol the load engine speaks to this kind
     protocol: ClassVar[str]
+    #: whether the load engine can watch this kind's keys (type: watch)
+    watches: ClassVar[bool] = False
 
     @property
     def client_port(self) -> int:

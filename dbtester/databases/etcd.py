@@ -74,6 +74,7 @@ class Etcd(DatabaseKind):
     flags_model = EtcdFlags
     client_model = EtcdClient
     protocol: ClassVar[str] = "etcd"
+    watches: ClassVar[bool] = True
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         me = member.me

@@ -20,10 +20,10 @@ from dbtester.config.model import Workload
 from dbtester.databases import get_kind
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
-from dbtester.results import OK, Records
+from dbtester.results import OK, Records, WatchEvents
 
 if TYPE_CHECKING:
-    from dbtester._engine import KeysPlan, Load, MixPlan, Plan
+    from dbtester._engine import KeysPlan, Load, MixPlan, Plan, WatchPlan
 
 __all__ = [
     "EngineMissingError",
@@ -88,6 +88,19 @@ def plan(
         "max_errors": max_errors,
         "seed": seed,
         "write_id_base": write_id_base,
+        "watch": _watch(workload),
+    }
+
+
+def _watch(workload: Workload) -> WatchPlan | None:
+    """A watch load's watchers; they wait for every event up to the request
+    timeout after the last put."""
+    if workload.type != "watch":
+        return None
+    return {
+        "watchers": workload.watchers,
+        "connections": workload.watch_connections,
+        "drain_s": workload.request_timeout_s,
     }
 
 
@@ -140,7 +153,7 @@ def _keys(
         count = workload.key_count if existing is None else existing
         choose = workload.request_distribution
         space = workload.requests
-    elif workload.type == "write" and not settings.same_key:
+    elif workload.type in ("write", "watch") and not settings.same_key:
         count, space = 0, workload.requests
         order = "sequential" if workload.sequential_keys else "permuted"
     else:  # a read of the one seeded key, or writes over one key
@@ -184,6 +197,27 @@ def start(load_plan: Plan) -> Load:
         raise DbtesterError(f"the load engine refused its plan: {exc}") from None
     except MemoryError as exc:  # the records of every request are reserved up front
         raise DbtesterError(f"not enough memory for this load: {exc}") from None
+
+
+def watch_events_of(result: Mapping[str, Any], keys: int) -> WatchEvents | None:
+    """What a watch load of ``keys`` puts had its watchers see (None for any
+    other load)."""
+    watch = result.get("watch")
+    if watch is None:
+        return None
+    return WatchEvents(
+        np.asarray(watch["watcher"], dtype=np.uint16),
+        np.asarray(watch["key"], dtype=np.uint32),
+        np.asarray(watch["latency_us"], dtype=np.uint32),
+        np.asarray(watch["arrival_ms"], dtype=np.uint32),
+        np.asarray(watch["seen"], dtype=np.uint64),
+        np.asarray(watch["duplicates"], dtype=np.uint64),
+        np.asarray(watch["out_of_order"], dtype=np.uint64),
+        np.asarray(watch["foreign"], dtype=np.uint64),
+        int(watch["origin_unix_ns"]),
+        np.asarray(watch["acked"], dtype=np.uint64),
+        keys,
+    )
 
 
 def records_of(result: Mapping[str, Any]) -> Records:

@@ -24,7 +24,7 @@ from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
 from dbtester.load import native
 from dbtester.load.client_metrics import ClientSampler
-from dbtester.results import DatabaseLayout, Records
+from dbtester.results import DatabaseLayout, Records, WatchEvents
 from dbtester.util.progress import Progress
 from dbtester.util.sched import SchedMeter
 
@@ -68,6 +68,8 @@ class LoadResult:
     cpu_wait_seconds: float | None = None
     #: the engine's threads' time on a CPU during the load (None: not measured)
     engine_cpu_seconds: float | None = None
+    #: what the watchers saw (type: watch only)
+    watch: WatchEvents | None = None
 
     @property
     def ok(self) -> int:
@@ -142,13 +144,13 @@ def run_load(
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
-        records = _collect(load, out)
+        records, watch = _collect(load, out)
     ended = time.time()
     sched.sample()
     bar.finish(_summary(records, started, label))
     cpu = _cpu_seconds() - cpu_before
     wait, run = sched.wait_seconds, sched.run_seconds
-    return LoadResult(records, started, ended, cpu, aborted, threads, wait, run)
+    return LoadResult(records, started, ended, cpu, aborted, threads, wait, run, watch)
 
 
 def warm_up(
@@ -170,7 +172,11 @@ def warm_up(
     DbtesterError when the warm-up stops early (its errors count against the
     workload's ``max_error_rate`` like the load's)."""
     threads = workers or DEFAULT_WORKERS
-    warm = workload.model_copy(update={"requests": workload.warmup_requests, "client_steps": ()})
+    # A watch load's warm-up writes without watchers: its events are in no figure.
+    kind_of = "write" if workload.type == "watch" else workload.type
+    warm = workload.model_copy(
+        update={"requests": workload.warmup_requests, "client_steps": (), "type": kind_of}
+    )
     limit, max_errors = _error_limit(workload.max_error_rate, warm.requests)
     mixed = workload.type == "mixed"
     load_plan = native.plan(
@@ -228,7 +234,7 @@ def _unmeasured(
     try:
         aborted = _watch(load, limit, bar, health)
     finally:
-        records = _collect(load, None)
+        records, _ = _collect(load, None)
     bar.finish(_summary(records, started, name) + ", not counted")
     cpu = _cpu_seconds() - cpu_before
     return LoadResult(records, started, time.time(), cpu, aborted, load_plan["threads"])
@@ -243,7 +249,7 @@ def wait_readable(
     every one is). A follower serving stale reads may not have applied the
     writes yet when the load begins; its reads would fail. DbtesterError
     naming the endpoints that never did within ``wait_s``."""
-    if workload.type == "write":
+    if workload.type in ("write", "watch"):
         return
     deadline = time.monotonic() + wait_s
     waiting = list(settings.endpoints)
@@ -322,9 +328,9 @@ def _drain(load: Load) -> None:
         load.stop()
 
 
-def _collect(load: Load, out: DatabaseLayout | None) -> Records:
-    """The engine's records, saved to ``out.requests`` (unless ``out`` is None);
-    a failed engine's error."""
+def _collect(load: Load, out: DatabaseLayout | None) -> tuple[Records, WatchEvents | None]:
+    """The engine's records and its watchers' events, saved to ``out``
+    (unless it is None); a failed engine's error."""
     if not load.wait(0):
         load.stop()
         _drain(load)
@@ -333,9 +339,12 @@ def _collect(load: Load, out: DatabaseLayout | None) -> Records:
     except RuntimeError as exc:
         raise DbtesterError(f"load generator failed: {exc}") from None
     records = native.records_of(result)
+    watch = native.watch_events_of(result, len(records))
     if out is not None:
         records.save(out.requests)
-    return records
+        if watch is not None:
+            watch.save(out.watch_events)
+    return records, watch
 
 
 def _watch(

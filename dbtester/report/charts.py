@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from dbtester.analyze.figures import (
     SEARCH_CURVE,
     SEARCH_TARGET,
+    WATCH_SERIES,
     Figures,
     Series,
     operation_series,
@@ -97,6 +98,13 @@ CHARTS = (
             optional=True,
         )
         for op in OPERATIONS
+    ),
+    Chart(
+        WATCH_SERIES,
+        "Average watch event latency (put sent to event received)",
+        SECONDS,
+        "Latency (ms)",
+        optional=True,
     ),
     Chart("AVG-LATENCY-MS-BY-KEY", "Average latency by keys written", KEYS, "Latency (ms)"),
     Chart(

@@ -38,6 +38,8 @@ _FORMATS = {
     "AVG-LATENCY": "{:.4f} ms",
     "SLOWEST-LATENCY": "{:.4f} ms",
     "LATENCY-AT-MAX-SUSTAINABLE": "{:.4f} ms",
+    "WATCH-LATENCY-MAX": "{:.4f} ms",
+    "WATCH-EVENTS-PER-SEC": "{:,.0f} events/sec",
     "CLIENT-CPU-SECONDS-PER-10K-REQUESTS": "{:.3f} s",
 }
 
@@ -55,7 +57,7 @@ def format_value(row: str, value: float | int | str | None) -> str:
         return _FORMATS[row].format(value)
     if row.endswith("THROUGHPUT"):
         return f"{value:,.0f} req/sec"
-    if row.startswith("Latency p"):
+    if row.startswith(("Latency p", "WATCH-LATENCY p")):
         return f"{value:.6f} ms"
     if row.endswith("CPU-USAGE"):
         return f"{value:.2f} %"

@@ -37,6 +37,7 @@ from dbtester.results.store import (
     RunResults,
     TrialResults,
 )
+from dbtester.results.watch import WatchEvents
 
 __all__ = [
     "CLIENT_COLUMNS",
@@ -71,6 +72,7 @@ __all__ = [
     "SequentialRecord",
     "TrialResults",
     "Verification",
+    "WatchEvents",
     "account",
     "read_metrics",
     "upgrade",

@@ -13,6 +13,7 @@ here, and no other module spells a results file name.
     DIR/<db-id>/run.json             one database's record (DatabaseRecord)
     DIR/<db-id>/client-latency.npz   every request (Records)
     DIR/<db-id>/client-metrics.csv   the load generator's own resource use
+    DIR/<db-id>/watch-events.npz     type: watch: every event each watcher received
     DIR/<db-id>/server-<i>-metrics.csv, -database.log, -agent.log   per member
     DIR/parquet/<table>/database=<db-id>/date=<YYYY-MM-DD>/<run-id>.parquet
                                      figures, requests and per-second series as
@@ -55,6 +56,11 @@ class DatabaseLayout:
     @property
     def client_metrics(self) -> Path:
         return self.root / "client-metrics.csv"
+
+    @property
+    def watch_events(self) -> Path:
+        """A watch load's events, per watcher (WatchEvents)."""
+        return self.root / "watch-events.npz"
 
     def server_metrics(self, member: int) -> Path:
         return self.root / f"server-{member}-metrics.csv"

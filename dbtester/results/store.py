@@ -25,6 +25,7 @@ from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metric
 from dbtester.results.model import DatabaseRecord, RunSummary
 from dbtester.results.requests import Records
 from dbtester.results.schema import upgrade
+from dbtester.results.watch import WatchEvents
 from dbtester.util.paths import SAFE_NAME
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class TrialResults:
     requests: Records | None
     client: pd.DataFrame | None  # client-metrics.csv
     servers: tuple[tuple[int, pd.DataFrame], ...]  # (member index, server metrics)
+    #: what a watch load's watchers saw (watch-events.npz; None for others)
+    watch: WatchEvents | None = None
 
     @property
     def trial(self) -> int:
@@ -231,6 +234,7 @@ class ResultsDir:
             self.read_requests(db_id, trial),
             read_metrics(layout.client_metrics, CLIENT_COLUMNS),
             tuple(servers),
+            WatchEvents.load(layout.watch_events) if present(layout.watch_events) else None,
         )
 
     def read_database(self, db_id: str, label: str) -> DatabaseResults | None:

@@ -12,6 +12,7 @@ use crate::outcome::EngineError;
 use crate::plan::Plan;
 use crate::protocols::Protocol;
 use crate::records::{Clock, Records};
+use crate::workload::watch::Watched;
 use crate::workload::{Workload, pacing};
 
 /// How long the runtime's remaining tasks get once the run is over.
@@ -102,6 +103,8 @@ impl Control {
 #[derive(Debug)]
 pub struct Finished {
     pub records: Records,
+    /// What each watcher saw (runs with watchers only; boxed: most runs have none).
+    pub watch: Option<Box<Watched>>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -156,8 +159,9 @@ impl Engine {
                 let (result, runtime) =
                     drive::<P>(plan, thread_control.clone(), workload, records, clock);
                 let state = match result {
-                    Ok(records) => State::Finished(Finished {
-                        records,
+                    Ok(recorded) => State::Finished(Finished {
+                        records: recorded.records,
+                        watch: recorded.watch.map(Box::new),
                         stopped: thread_control.stopped(),
                     }),
                     Err(error) => State::Failed(error),
@@ -243,7 +247,7 @@ fn drive<P: Protocol>(
     records: Records,
     clock: Clock,
 ) -> (
-    Result<Records, EngineError>,
+    Result<pacing::Recorded, EngineError>,
     Option<tokio::runtime::Runtime>,
 ) {
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -23,6 +23,7 @@ use crate::engine::{Engine, Taken};
 use crate::plan::Value;
 use crate::records::Records;
 use crate::workload::Workload;
+use crate::workload::watch::Watched;
 
 // h2 and hyper make many small allocations per request; with mimalloc instead
 // of glibc's malloc an etcd request takes 5-8% fewer instructions (callgrind,
@@ -103,6 +104,9 @@ impl Load {
             Taken::Gone => Err(PyRuntimeError::new_err("the result was already taken")),
             Taken::Finished(finished) => {
                 let dict = records_dict(py, finished.records, finished.stopped)?;
+                if let Some(watched) = finished.watch {
+                    dict.bind(py).set_item("watch", watch_dict(py, *watched)?)?;
+                }
                 *cached = Some(dict.clone_ref(py));
                 Ok(dict)
             }
@@ -135,6 +139,51 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
     dict.set_item("op", PyArray1::from_vec(py, op))?;
     dict.set_item("codes", PyList::new(py, codes.names())?)?;
     dict.set_item("stopped", stopped)?;
+    Ok(dict.unbind())
+}
+
+/// What the watchers saw: every (event, watcher) pair as four columns
+/// (watcher, key offset, latency_us, arrival_ms), each watcher's counts, and
+/// which keys each saw (`seen`: `words` u64 bitset words per watcher).
+fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
+    let Watched {
+        logs,
+        acked,
+        origin_unix_ns,
+    } = watched;
+    let total: usize = logs.iter().map(|l| l.samples.len()).sum();
+    let mut watcher = Vec::with_capacity(total);
+    let mut key = Vec::with_capacity(total);
+    let mut latency_us = Vec::with_capacity(total);
+    let mut arrival_ms = Vec::with_capacity(total);
+    let words = logs.first().map_or(0, |l| l.seen.len());
+    let mut seen = Vec::with_capacity(words * logs.len());
+    let (mut duplicates, mut out_of_order, mut foreign) = (Vec::new(), Vec::new(), Vec::new());
+    for (index, log) in logs.into_iter().enumerate() {
+        let index = u16::try_from(index).unwrap_or(u16::MAX);
+        for sample in &log.samples {
+            watcher.push(index);
+            key.push(sample.key);
+            latency_us.push(sample.latency_us);
+            arrival_ms.push(sample.arrival_ms);
+        }
+        seen.extend_from_slice(&log.seen);
+        duplicates.push(log.duplicates);
+        out_of_order.push(log.out_of_order);
+        foreign.push(log.foreign);
+    }
+    let dict = PyDict::new(py);
+    dict.set_item("watcher", PyArray1::from_vec(py, watcher))?;
+    dict.set_item("key", PyArray1::from_vec(py, key))?;
+    dict.set_item("latency_us", PyArray1::from_vec(py, latency_us))?;
+    dict.set_item("arrival_ms", PyArray1::from_vec(py, arrival_ms))?;
+    dict.set_item("seen", PyArray1::from_vec(py, seen))?;
+    dict.set_item("words", words)?;
+    dict.set_item("duplicates", PyArray1::from_vec(py, duplicates))?;
+    dict.set_item("out_of_order", PyArray1::from_vec(py, out_of_order))?;
+    dict.set_item("foreign", PyArray1::from_vec(py, foreign))?;
+    dict.set_item("origin_unix_ns", origin_unix_ns)?;
+    dict.set_item("acked", PyArray1::from_vec(py, acked))?;
     Ok(dict.unbind())
 }
 

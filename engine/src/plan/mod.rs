@@ -74,6 +74,18 @@ pub struct Plan {
     /// Added to a request's number to name the write it makes in a tagged
     /// value, so the writes of several runs on one cluster stay distinct.
     pub write_id_base: u64,
+    /// Watchers of the keys the run writes (`type: watch`); None: no watch.
+    pub watch: Option<WatchPlan>,
+}
+
+/// Watchers of a write run's keys: `watchers` of them over `connections`
+/// connections, each watching every key the run writes, from before the
+/// first write until every event arrived or `drain` passed after the last.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WatchPlan {
+    pub watchers: usize,
+    pub connections: usize,
+    pub drain: Duration,
 }
 
 impl Plan {
@@ -124,7 +136,11 @@ const TOP_KEYS: &[&str] = &[
     "max_errors",
     "seed",
     "write_id_base",
+    "watch",
 ];
+const WATCH_KEYS: &[&str] = &["watchers", "connections", "drain_s"];
+/// Watchers per run: each keeps a bit per key written.
+const MAX_WATCHERS: i64 = 10_000;
 const KEY_KEYS: &[&str] = &[
     "existing",
     "first",
@@ -176,6 +192,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
     // Any int is a seed; negative ones keep their bits.
     let seed = top.int("seed", i64::MIN, i64::MAX)? as u64;
     let write_id_base = top.int("write_id_base", 0, i64::MAX)? as u64;
+    let watch = parse_watch(&top)?;
     let plan = Plan {
         protocol,
         endpoints,
@@ -191,9 +208,46 @@ pub fn parse(value: &Value) -> Result<Plan> {
         max_errors,
         seed,
         write_id_base,
+        watch,
     };
     check_capacity(&plan)?;
+    check_watch(&plan)?;
     Ok(plan)
+}
+
+/// `watch`: absent or None for no watchers, else their count, connections
+/// and drain.
+fn parse_watch(top: &Fields<'_>) -> Result<Option<WatchPlan>> {
+    match top.get("watch") {
+        None | Some(Value::None) => return Ok(None),
+        Some(_) => {}
+    }
+    let watch = top.dict("watch", WATCH_KEYS, None)?;
+    let watchers = watch.int("watchers", 1, MAX_WATCHERS)? as usize;
+    let connections = watch.int("connections", 1, MAX_WATCHERS)? as usize;
+    if connections > watchers {
+        return Err(PlanError(format!(
+            "plan[\"watch\"][\"connections\"] ({connections}) must not exceed its watchers ({watchers})"
+        )));
+    }
+    let drain = Duration::from_secs_f64(watch.float("drain_s", 0.0, false, MAX_TIMEOUT_S)?);
+    Ok(Some(WatchPlan {
+        watchers,
+        connections,
+        drain,
+    }))
+}
+
+/// Watchers time the events of a write run's distinct keys: its puts must
+/// all be inserts of new keys.
+fn check_watch(plan: &Plan) -> Result<()> {
+    let inserts = plan.mix.single() == Some(crate::workload::OpKind::Insert);
+    if plan.watch.is_some() && (!inserts || plan.keys.existing != 0) {
+        return Err(PlanError(
+            "plan[\"watch\"] needs a write run of distinct keys (mix: insert only, keys: existing 0)".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn parse_keys(top: &Fields<'_>) -> Result<KeyPlan> {

@@ -6,19 +6,24 @@
 //! and a read-modify-write a Range, then a Txn that puts only if the key's
 //! mod_revision is still the one read (a lost race: `conflict`).
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
 use http::Uri;
 use prost::Message;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Consistency, Endpoint, Fields, Plan, PlanError, Step};
 use crate::protocols::{Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered, ordered_from};
-use crate::transport::grpc::{Conn, Failure, frame};
-use crate::workload::OpKind;
+use crate::transport::grpc::{Conn, Failure, Stream, frame};
+use crate::workload::watch::{WatchLog, key_number};
+use crate::workload::{OpKind, keys};
 
 pub const NAME: &str = "etcd";
 pub const OPTION_KEYS: &[&str] = &["balancer"];
@@ -54,6 +59,7 @@ const PUT: &str = "/etcdserverpb.KV/Put";
 const RANGE: &str = "/etcdserverpb.KV/Range";
 const TXN: &str = "/etcdserverpb.KV/Txn";
 const STATUS: &str = "/etcdserverpb.Maintenance/Status";
+const WATCH: &str = "/etcdserverpb.Watch/Watch";
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PutRequest {
@@ -128,6 +134,51 @@ pub struct ResponseHeader {
     pub member_id: u64,
 }
 
+/// A Watch stream's request: only `create_request` is sent.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WatchRequest {
+    #[prost(message, optional, tag = "1")]
+    pub create_request: Option<WatchCreateRequest>,
+}
+
+/// Watch the keys from `key` up to (not including) `range_end`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WatchCreateRequest {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub range_end: Bytes,
+}
+
+/// The fields of a WatchResponse a watcher reads (events' values are skipped).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WatchResponse {
+    #[prost(int64, tag = "2")]
+    pub watch_id: i64,
+    #[prost(bool, tag = "3")]
+    pub created: bool,
+    #[prost(bool, tag = "4")]
+    pub canceled: bool,
+    #[prost(string, tag = "6")]
+    pub cancel_reason: String,
+    #[prost(message, repeated, tag = "11")]
+    pub events: Vec<WatchEvent>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WatchEvent {
+    #[prost(message, optional, tag = "2")]
+    pub kv: Option<WatchedKey>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WatchedKey {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(int64, tag = "3")]
+    pub mod_revision: i64,
+}
+
 /// A connection and the URIs of the methods requests call on it.
 struct Target {
     conn: Conn,
@@ -176,6 +227,45 @@ impl Protocol for Etcd {
             targets,
             serializable: plan.consistency == Consistency::Serializable,
         })
+    }
+
+    /// Each watch connection carries one Watch stream with its share of the
+    /// watchers (as clientv3 multiplexes the watches of a client), each a
+    /// watch of the run's key range created on it in turn; etcd answers the
+    /// creates in order, which maps each watch id to its watcher.
+    async fn watch(
+        plan: &Plan,
+        log: Arc<WatchLog>,
+        stop: CancellationToken,
+    ) -> Result<JoinSet<()>, EngineError> {
+        let watch = plan.watch.expect("watchers are planned");
+        let create = frame(&WatchRequest {
+            create_request: Some(run_range(plan)),
+        });
+        let mut tasks = JoinSet::new();
+        for c in 0..watch.connections {
+            let watchers: Vec<usize> = (c..watch.watchers).step_by(watch.connections).collect();
+            let endpoints = ordered(&plan.endpoints, c % plan.endpoints.len());
+            let authority = endpoints[0].authority.clone();
+            let conn = connect(plan, endpoints).await?;
+            let what = || format!("etcd at {authority} did not create its watches");
+            let (stream, ids) = within(plan.timeout, what, async {
+                let mut stream = conn
+                    .stream(&conn.uri(WATCH), create.clone())
+                    .await
+                    .map_err(|f| watch_error(&authority, &f))?;
+                for _ in 1..watchers.len() {
+                    stream
+                        .send(create.clone())
+                        .map_err(|f| watch_error(&authority, &f))?;
+                }
+                let ids = created(&mut stream, &watchers, &authority).await?;
+                Ok((stream, ids))
+            })
+            .await?;
+            tasks.spawn(read_events(conn, stream, ids, log.clone(), stop.clone()));
+        }
+        Ok(tasks)
     }
 
     async fn request(&self, conn: usize, request: &Request<'_>, _sent: &mut Instant) -> Outcome {
@@ -286,6 +376,93 @@ fn range_outcome(reply: Result<bool, Failure>) -> Outcome {
 
 /// gRPC calls a server it cannot reach UNAVAILABLE, and so do etcd's own
 /// tools: a call that got no reply is named the same way here.
+/// The range of keys a run writes: its first key up to the one after its
+/// last (keys are fixed-width, so their order is their numbers' order).
+fn run_range(plan: &Plan) -> WatchCreateRequest {
+    let mut from = Vec::new();
+    let mut to = Vec::new();
+    keys::write_key(plan.keys.first, plan.key_size, &mut from);
+    if !keys::write_key(plan.keys.first + plan.total_requests(), plan.key_size, &mut to) {
+        to = vec![keys::PREFIX + 1]; // past the last key there can be
+    }
+    WatchCreateRequest {
+        key: Bytes::from(from),
+        range_end: Bytes::from(to),
+    }
+}
+
+/// Waits for one `created` reply per watcher; the watch ids in order.
+async fn created(
+    stream: &mut Stream,
+    watchers: &[usize],
+    authority: &str,
+) -> Result<HashMap<i64, usize>, EngineError> {
+    let mut ids = HashMap::new();
+    while ids.len() < watchers.len() {
+        let Some(message) = stream.next().await.map_err(|f| watch_error(authority, &f))? else {
+            return Err(EngineError(format!(
+                "etcd at {authority} ended the Watch stream before every watch was created"
+            )));
+        };
+        let reply = WatchResponse::decode(message).map_err(|e| {
+            EngineError(format!("etcd at {authority}: a WatchResponse that does not decode: {e}"))
+        })?;
+        if reply.canceled {
+            return Err(EngineError(format!(
+                "etcd at {authority} cancelled a watch: {}",
+                reply.cancel_reason
+            )));
+        }
+        if reply.created {
+            ids.insert(reply.watch_id, watchers[ids.len()]);
+        }
+    }
+    Ok(ids)
+}
+
+/// Hands every event to the log until `stop`, or until the stream ends.
+async fn read_events(
+    conn: Conn,
+    mut stream: Stream,
+    ids: HashMap<i64, usize>,
+    log: Arc<WatchLog>,
+    stop: CancellationToken,
+) {
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            next = stream.next() => next,
+        };
+        let Ok(Some(message)) = next else {
+            break; // the stream ended: what it did not deliver counts as missed
+        };
+        let arrived = Instant::now();
+        let Ok(reply) = WatchResponse::decode(message) else {
+            continue;
+        };
+        let Some(&watcher) = ids.get(&reply.watch_id) else {
+            continue;
+        };
+        for event in reply.events {
+            if let Some(kv) = event.kv {
+                let key = key_number(&kv.key).unwrap_or(u64::MAX);
+                log.event(watcher, key, kv.mod_revision, arrived);
+            }
+        }
+    }
+    stream.cancel();
+    drop(conn);
+}
+
+fn watch_error(authority: &str, failure: &Failure) -> EngineError {
+    let why = match failure {
+        Failure::Transport(error) => chain(error.as_ref()),
+        Failure::Status(code) => code.name().to_string(),
+    };
+    EngineError(format!("etcd at {authority}: Watch failed: {why}"))
+}
+
 fn failure_outcome(failure: &Failure) -> Outcome {
     match failure {
         Failure::Transport(_) => Outcome::Named("UNAVAILABLE"),

@@ -7,14 +7,18 @@ pub mod etcd;
 pub mod zookeeper;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Fields, Plan, PlanError, Step};
 use crate::records::Records;
+use crate::workload::watch::WatchLog;
 use crate::workload::{OpKind, Workload};
 
 /// Each protocol's options, as its own file parsed them.
@@ -116,6 +120,19 @@ pub trait Protocol: Sized + Send + Sync + 'static {
 
     /// Closes every connection.
     fn close(self) -> impl Future<Output = ()> + Send;
+
+    /// Puts `plan.watch`'s watchers on the keys the run writes, each
+    /// reporting what it receives into `log`; returns once every watch is in
+    /// place (before the first write), its tasks running until `stop`. A
+    /// protocol that cannot watch refuses.
+    fn watch(
+        plan: &Plan,
+        log: Arc<WatchLog>,
+        stop: CancellationToken,
+    ) -> impl Future<Output = Result<JoinSet<()>, EngineError>> + Send {
+        let _ = (plan, log, stop);
+        async { Err(EngineError("this protocol cannot watch".into())) }
+    }
 }
 
 /// `what` must finish within `limit`, or the engine fails saying so.

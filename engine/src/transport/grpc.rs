@@ -200,6 +200,28 @@ impl Conn {
         read_reply(reply, decode).await
     }
 
+    /// Opens a streaming call to `uri` and sends `first` (already framed) on
+    /// it, leaving the stream open for more (a Watch). A server that ends the
+    /// call at once (a trailers-only reply) fails it with its status.
+    pub async fn stream(&self, uri: &Uri, first: Bytes) -> Result<Stream, Failure> {
+        let mut sender = self.ready().await?;
+        let (reply, mut send) = sender
+            .send_request(request(uri), false)
+            .map_err(Failure::transport)?;
+        send.send_data(first, false).map_err(Failure::transport)?;
+        let reply = reply.await.map_err(Failure::transport)?;
+        let (head, recv) = reply.into_parts();
+        match status_in(&head.headers) {
+            None => Ok(Stream {
+                send,
+                recv,
+                buffer: BytesMut::new(),
+            }),
+            Some(Code::OK) => Err(Failure::transport("the stream ended at once")),
+            Some(code) => Err(Failure::Status(code)),
+        }
+    }
+
     /// A handle that may open a stream now, redialling if the connection is gone.
     async fn ready(&self) -> Result<SendRequest<Bytes>, Failure> {
         let (generation, sender) = self.current();
@@ -390,6 +412,62 @@ pub fn frame(message: &impl prost::Message) -> Bytes {
     buf.freeze()
 }
 
+/// A streaming call: messages go out on it while the server's come back.
+pub struct Stream {
+    send: h2::SendStream<Bytes>,
+    recv: RecvStream,
+    /// Bytes received that do not make a whole message yet.
+    buffer: BytesMut,
+}
+
+impl Stream {
+    /// Sends `message` (already framed), keeping the stream open.
+    pub fn send(&mut self, message: Bytes) -> Result<(), Failure> {
+        self.send.send_data(message, false).map_err(Failure::transport)
+    }
+
+    /// The next whole message from the server; None once it ended the
+    /// stream. A compressed or cut-off message is INTERNAL.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, Failure> {
+        loop {
+            if let Some(message) = take_message(&mut self.buffer)? {
+                return Ok(Some(message));
+            }
+            match self.recv.data().await {
+                Some(chunk) => {
+                    let chunk = chunk.map_err(Failure::transport)?;
+                    let _ = self.recv.flow_control().release_capacity(chunk.len());
+                    self.buffer.extend_from_slice(&chunk);
+                }
+                None if self.buffer.is_empty() => return Ok(None),
+                None => return Err(Failure::Status(Code::INTERNAL)),
+            }
+        }
+    }
+
+    /// Ends the call from this side (RST_STREAM CANCEL, as a client that
+    /// stops watching does).
+    pub fn cancel(mut self) {
+        self.send.send_reset(h2::Reason::CANCEL);
+    }
+}
+
+/// The first whole length-prefixed message in `buffer`, taken out of it.
+fn take_message(buffer: &mut BytesMut) -> Result<Option<Bytes>, Failure> {
+    let Some(&[flag, a, b, c, d]) = buffer.first_chunk::<5>() else {
+        return Ok(None);
+    };
+    if flag != 0 {
+        return Err(Failure::Status(Code::INTERNAL));
+    }
+    let len = u32::from_be_bytes([a, b, c, d]) as usize;
+    if buffer.len() < 5 + len {
+        return Ok(None);
+    }
+    let _ = buffer.split_to(5);
+    Ok(Some(buffer.split_to(len).freeze()))
+}
+
 /// The reply's status, checked in the order tonic checked it: a status in
 /// the headers (a trailers-only reply), then the messages as they came, then
 /// the status in the trailers (or one inferred from the HTTP status), and
@@ -492,6 +570,27 @@ mod tests {
 
     fn first(body: &[u8]) -> Result<Option<Vec<u8>>, Failure> {
         messages(body, |m| (m != b"bad").then(|| m.to_vec()))
+    }
+
+    #[test]
+    fn a_stream_yields_whole_messages_as_they_complete() {
+        let body = framed(&[b"one", b"", b"three"]);
+        let mut buffer = BytesMut::new();
+        let mut got = Vec::new();
+        // byte by byte: a message comes out only once it is whole
+        for byte in body {
+            buffer.extend_from_slice(&[byte]);
+            while let Some(message) = take_message(&mut buffer).unwrap() {
+                got.push(message.to_vec());
+            }
+        }
+        assert_eq!(got, [b"one".to_vec(), Vec::new(), b"three".to_vec()]);
+        assert!(buffer.is_empty());
+        let mut compressed = BytesMut::from(&[1u8, 0, 0, 0, 0][..]);
+        assert!(matches!(
+            take_message(&mut compressed),
+            Err(Failure::Status(Code::INTERNAL))
+        ));
     }
 
     #[test]

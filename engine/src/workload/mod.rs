@@ -7,6 +7,7 @@ pub mod keys;
 pub mod mix;
 pub mod pacing;
 pub mod values;
+pub mod watch;
 
 use std::collections::TryReserveError;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -13,24 +13,33 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::Control;
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Plan, Step};
+use crate::plan::{Plan, Step, WatchPlan};
 use crate::protocols::{Protocol, Request};
 use crate::records::{Clock, Record, Records, between};
+use crate::workload::watch::{SentTimes, WatchLog, Watched};
 use crate::workload::{OpKind, Workload};
 
 /// After a stop, how long requests in flight get to finish before they are
 /// recorded as cancelled.
 pub const GRACE: Duration = Duration::from_millis(500);
 
-/// Runs every step of `plan`; returns what was recorded, or the reason the
-/// engine could not go on.
+/// What a run recorded: every request, and what its watchers saw (with
+/// `plan.watch`).
+pub struct Recorded {
+    pub records: Records,
+    pub watch: Option<Watched>,
+}
+
+/// Runs every step of `plan` (its watchers in place first, with
+/// `plan.watch`); returns what was recorded, or the reason the engine could
+/// not go on.
 pub async fn run<P: Protocol>(
     plan: Arc<Plan>,
     control: Arc<Control>,
     workload: Workload,
     records: Records,
     clock: Clock,
-) -> Result<Records, EngineError> {
+) -> Result<Recorded, EngineError> {
     let workload = Arc::new(workload);
     let records = Arc::new(Mutex::new(records));
     // Fires GRACE after a stop: whatever is still in flight is then cancelled.
@@ -44,6 +53,15 @@ pub async fn run<P: Protocol>(
             cancel.cancel();
         }
     });
+    let watch = match plan.watch {
+        Some(_) => {
+            let sent = SentTimes::new(Instant::now(), plan.keys.first, plan.total_requests())
+                .map_err(|e| EngineError(format!("no memory for the watchers' log: {e}")))?;
+            let watchers = plan.watch.map_or(0, |w| w.watchers);
+            Some(Arc::new(WatchLog::new(sent, watchers)))
+        }
+        None => None,
+    };
     let shared = Shared {
         plan,
         control,
@@ -51,11 +69,53 @@ pub async fn run<P: Protocol>(
         records: records.clone(),
         cancel,
         clock,
+        watch: watch.clone(),
     };
-    let result = steps::<P>(&shared).await;
+    let result = match (&watch, shared.plan.watch) {
+        (Some(log), Some(watch_plan)) => watched::<P>(&shared, log.clone(), watch_plan).await,
+        _ => steps::<P>(&shared).await,
+    };
     grace.abort();
+    drop(shared);
     let records = std::mem::take(&mut *lock(&records));
-    result.map(|()| records)
+    let watch = watch.and_then(Arc::into_inner).map(|log| {
+        let origin_unix_ns = clock.unix_ns(log.sent().origin());
+        let (logs, acked) = log.into_parts();
+        Watched {
+            logs,
+            acked,
+            origin_unix_ns,
+        }
+    });
+    result.map(|()| Recorded { records, watch })
+}
+
+/// The steps with watchers: every watch in place before the first write,
+/// then, after the last write, until every watcher saw every key or the
+/// drain time passed.
+async fn watched<P: Protocol>(
+    shared: &Shared,
+    log: Arc<WatchLog>,
+    watch: WatchPlan,
+) -> Result<(), EngineError> {
+    let stop_watching = CancellationToken::new();
+    let mut watchers = P::watch(&shared.plan, log.clone(), stop_watching.clone()).await?;
+    let result = steps::<P>(shared).await;
+    // Every acknowledged put's event is expected; a put of unknown outcome
+    // may add one more, which the drain need not wait for.
+    let expected = log.acknowledged_count();
+    let deadline = tokio::time::Instant::now() + watch.drain;
+    while !log.complete(expected)
+        && tokio::time::Instant::now() < deadline
+        && !shared.control.stopping()
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop_watching.cancel();
+    while let Some(joined) = watchers.join_next().await {
+        check(joined)?;
+    }
+    result
 }
 
 /// What every step of a run shares.
@@ -67,6 +127,8 @@ struct Shared {
     records: Arc<Mutex<Records>>,
     cancel: CancellationToken,
     clock: Clock,
+    /// With watchers: where each put's send time goes.
+    watch: Option<Arc<WatchLog>>,
 }
 
 async fn steps<P: Protocol>(shared: &Shared) -> Result<(), EngineError> {
@@ -125,6 +187,9 @@ impl<P: Protocol> StepRun<P> {
         workload.key_into(op.key, key);
         let request = Request::new(op.kind, key, workload.value(&op, r), op.key, workload);
         let mut sent = Instant::now();
+        if let Some(watch) = &self.shared.watch {
+            watch.sent().note(op.key, sent); // before a watcher can see it
+        }
         let outcome = {
             let call = tokio::time::timeout(
                 self.shared.plan.timeout,
@@ -138,6 +203,11 @@ impl<P: Protocol> StepRun<P> {
             }
         };
         let end = Instant::now();
+        if let Some(watch) = &self.shared.watch
+            && outcome.is_ok()
+        {
+            watch.acknowledged(op.key);
+        }
         workload.finished(&op);
         self.record(due, sent, end, &outcome, op.kind);
     }

@@ -1,0 +1,67 @@
+"""`type: watch` end to end on a real 3-member etcd: 20 watchers over 4
+connections see every one of 1,000 puts, and the table has the events'
+latency beside the puts'."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from dbtester.results import WatchEvents
+from tests.e2e.test_run import _dbtester
+
+pytestmark = pytest.mark.integration
+
+VERSION = "3.5.17"
+WATCHERS = 20
+PUTS = 1000
+
+
+def test_every_watcher_sees_every_put(tmp_path: Path, installed_home) -> None:
+    home = Path(installed_home("etcd", VERSION))
+    case = {
+        "title": "e2e watch",
+        "workload": {
+            "type": "watch",
+            "requests": PUTS,
+            "rate": 500,
+            "key_size": 64,
+            "value_size": 256,
+            "clients": 20,
+            "connections": 4,
+            "watchers": WATCHERS,
+            "watch_connections": 4,
+        },
+        "databases": [{"id": "etcd", "kind": "etcd", "version": VERSION, "members": 3}],
+    }
+    config = tmp_path / "case.yaml"
+    config.write_text(yaml.safe_dump(case))
+    out = tmp_path / "results"
+    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = WatchEvents.load(out / "etcd" / "watch-events.npz")
+    assert events.watchers == WATCHERS
+    assert events.acknowledged().sum() == PUTS
+    assert events.received().tolist() == [PUTS] * WATCHERS
+    assert events.missed().tolist() == [0] * WATCHERS
+    assert int(events.duplicates.sum()) == 0 and int(events.out_of_order.sum()) == 0
+    assert len(events) == WATCHERS * PUTS
+    # every (event, watcher) pair once, each watcher's keys all the puts'
+    for watcher in range(WATCHERS):
+        keys = np.sort(events.key[events.watcher == watcher])
+        assert keys.tolist() == list(range(PUTS))
+    # an event cannot reach a watcher before its put was sent, nor take ages
+    assert 0 < float(np.median(events.latency_us)) < 1_000_000
+    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    assert figures["WATCH-EVENTS-EXPECTED"] == WATCHERS * PUTS
+    assert figures["WATCH-EVENTS-RECEIVED"] == WATCHERS * PUTS
+    assert figures["WATCH-EVENTS-MISSED"] == 0
+    p99 = float(np.percentile(events.latency_us / 1e3, 99))
+    assert figures["WATCH-LATENCY p99"] == pytest.approx(p99)
+    table = (out / "summary.txt").read_text()
+    assert "WATCH-LATENCY p99" in table and "Latency p99" in table
+    assert (out / "charts" / "AVG-WATCH-LATENCY-MS.svg").is_file()

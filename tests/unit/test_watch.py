@@ -1,0 +1,113 @@
+"""`type: watch`: what the test case may say, and what its saved events
+count (missed against the acknowledged puts, duplicates, disorder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dbtester.config.load import load_test_case_text
+from dbtester.errors import ConfigError, ResultsError
+from dbtester.results import WatchEvents
+
+CASE = """\
+title: t
+workload:
+  type: watch
+  requests: 100
+  rate: 50
+  clients: 10
+  connections: 2
+databases:
+  - {id: a, kind: etcd, version: 3.5.17}
+"""
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_test_case_text(text, "case.yaml")
+    return [f"{p.line}:{p.column}: {p.message}" for p in caught.value.problems]
+
+
+def test_a_watch_case_and_its_defaults() -> None:
+    workload = load_test_case_text(CASE, "case.yaml").case.workload
+    assert (workload.type, workload.watchers, workload.watch_connections) == ("watch", 10, 1)
+    assert (
+        "watchers"
+        not in load_test_case_text(
+            CASE.replace("type: watch", "type: write").replace("  rate: 50\n", ""), "c.yaml"
+        ).case.workload.as_raw()
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (("  rate: 50\n", ""), "type: watch needs rate above 0"),
+        (("  rate: 50\n", "  rate: 50\n  same_key: true\n"), "same_key cannot be used"),
+        (("  rate: 50\n", "  rate: 50\n  client_steps: [1, 2]\n"), "client_steps cannot"),
+        (("  rate: 50\n", "  rate: 50\n  watchers: 2\n  watch_connections: 3\n"), "must not"),
+        (("kind: etcd", "kind: consul"), "kind consul cannot run type: watch yet"),
+        (("type: watch", "type: write"), "watchers"),  # no such key for a write...
+    ],
+)
+def test_what_a_watch_case_may_not_say(change: tuple[str, str], words: str) -> None:
+    text = CASE.replace(*change)
+    if change == ("type: watch", "type: write"):
+        text = text.replace("  rate: 50\n", "  rate: 50\n  watchers: 3\n")
+        words = "watchers is for type: watch only, not write"
+    problems = _problems(text)
+    assert any(words in p for p in problems), problems
+
+
+def test_a_search_cannot_watch() -> None:
+    case = CASE.replace("  requests: 100\n  rate: 50\n", "")
+    problems = _problems(case + "search: {slo_ms: 5}\n")
+    assert any("3:3: a search cannot run type: watch" in p for p in problems), problems
+
+
+def _events(tmp_path: Path) -> WatchEvents:
+    # two watchers, 70 puts (two words of bits), all acknowledged but put 5;
+    # watcher 0 saw every key, watcher 1 all but 3 and 69
+    seen = np.zeros((2, 2), np.uint64)
+    seen[0] = [np.uint64(2**64 - 1), np.uint64(2**6 - 1)]
+    one = np.ones(70, bool)
+    one[[3, 69]] = False
+    seen[1] = np.packbits(np.r_[one, np.zeros(58, bool)], bitorder="little").view(np.uint64)
+    acked = np.ones(70, bool)
+    acked[5] = False
+    acked_bits = np.packbits(np.r_[acked, np.zeros(58, bool)], bitorder="little")
+    events = WatchEvents(
+        np.array([0, 1], np.uint16),
+        np.array([0, 0], np.uint32),
+        np.array([1500, 2500], np.uint32),
+        np.array([10, 20], np.uint32),
+        seen.ravel(),
+        np.array([0, 2], np.uint64),
+        np.array([1, 0], np.uint64),
+        np.array([0, 0], np.uint64),
+        1_800_000_000_000_000_000,
+        acked_bits.view(np.uint64),
+        70,
+    )
+    path = tmp_path / "watch-events.npz"
+    events.save(path)
+    return WatchEvents.load(path)
+
+
+def test_missed_counts_only_acknowledged_puts(tmp_path: Path) -> None:
+    events = _events(tmp_path)
+    assert events.acknowledged().sum() == 69
+    assert events.received().tolist() == [70, 68]
+    assert events.missed().tolist() == [0, 2]
+    assert events.duplicates.tolist() == [0, 2] and events.out_of_order.tolist() == [1, 0]
+    assert events.arrival_unix_s()[1] == pytest.approx(1_800_000_000.020)
+
+
+def test_damaged_events_are_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "watch-events.npz"
+    np.savez(path, watcher=np.zeros(1, np.uint16))
+    with pytest.raises(ResultsError, match=r"watch-events\.npz"):
+        WatchEvents.load(path)
