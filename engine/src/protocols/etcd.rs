@@ -382,7 +382,11 @@ fn run_range(plan: &Plan) -> WatchCreateRequest {
     let mut from = Vec::new();
     let mut to = Vec::new();
     keys::write_key(plan.keys.first, plan.key_size, &mut from);
-    if !keys::write_key(plan.keys.first + plan.total_requests(), plan.key_size, &mut to) {
+    if !keys::write_key(
+        plan.keys.first + plan.total_requests(),
+        plan.key_size,
+        &mut to,
+    ) {
         to = vec![keys::PREFIX + 1]; // past the last key there can be
     }
     WatchCreateRequest {
@@ -399,13 +403,19 @@ async fn created(
 ) -> Result<HashMap<i64, usize>, EngineError> {
     let mut ids = HashMap::new();
     while ids.len() < watchers.len() {
-        let Some(message) = stream.next().await.map_err(|f| watch_error(authority, &f))? else {
+        let Some(message) = stream
+            .next()
+            .await
+            .map_err(|f| watch_error(authority, &f))?
+        else {
             return Err(EngineError(format!(
                 "etcd at {authority} ended the Watch stream before every watch was created"
             )));
         };
         let reply = WatchResponse::decode(message).map_err(|e| {
-            EngineError(format!("etcd at {authority}: a WatchResponse that does not decode: {e}"))
+            EngineError(format!(
+                "etcd at {authority}: a WatchResponse that does not decode: {e}"
+            ))
         })?;
         if reply.canceled {
             return Err(EngineError(format!(

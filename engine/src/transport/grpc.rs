@@ -423,7 +423,9 @@ pub struct Stream {
 impl Stream {
     /// Sends `message` (already framed), keeping the stream open.
     pub fn send(&mut self, message: Bytes) -> Result<(), Failure> {
-        self.send.send_data(message, false).map_err(Failure::transport)
+        self.send
+            .send_data(message, false)
+            .map_err(Failure::transport)
     }
 
     /// The next whole message from the server; None once it ended the

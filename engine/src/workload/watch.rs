@@ -174,7 +174,9 @@ impl WatchLog {
         } else {
             log.last_revision = revision;
         }
-        let arrived_ns = arrived.saturating_duration_since(self.sent.origin).as_nanos();
+        let arrived_ns = arrived
+            .saturating_duration_since(self.sent.origin)
+            .as_nanos();
         let arrived_ns = u64::try_from(arrived_ns).unwrap_or(u64::MAX);
         // Its put is noted before it is sent, so its time is there.
         let sent_ns = self.sent.sent_ns(offset).unwrap_or(arrived_ns);
@@ -195,12 +197,9 @@ impl WatchLog {
 
     /// Whether every watcher has seen `expected` keys (a drain can stop).
     pub fn complete(&self, expected: u64) -> bool {
-        self.watchers.iter().all(|w| {
-            w.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .received()
-                >= expected
-        })
+        self.watchers
+            .iter()
+            .all(|w| w.lock().unwrap_or_else(PoisonError::into_inner).received() >= expected)
     }
 
     /// The logs, in watcher order, and the acknowledged puts' bits.
@@ -241,7 +240,10 @@ mod tests {
 
     fn log(watchers: usize) -> (WatchLog, Instant) {
         let origin = Instant::now();
-        (WatchLog::new(SentTimes::new(origin, 100, 10).unwrap(), watchers), origin)
+        (
+            WatchLog::new(SentTimes::new(origin, 100, 10).unwrap(), watchers),
+            origin,
+        )
     }
 
     #[test]
