@@ -179,11 +179,7 @@ def judge(
     answered = int(ok.sum())
     achieved = records.throughput()  # answered per second, as AVG-THROUGHPUT
     error_rate = (total - answered) / total if total else 1.0
-    latency = (
-        float(np.percentile(records.latency_ns[ok], rule.percentile)) / 1e6
-        if answered
-        else float("inf")
-    )
+    latency = _percentile_ms(records.latency_ns[ok], rule.percentile, float("inf"))
     found = trend(records.due_ns[ok], records.latency_ns[ok], rule.percentile)
     failures = []
     label = f"p{rule.percentile:g}"
@@ -205,13 +201,9 @@ def judge(
             f" would pass the {rule.slo_ms:g} ms target within another hold"
         )
     lags = engine_lags_ns(records, clients)
-    lag = float(np.percentile(lags, rule.percentile)) / 1e6 if len(lags) else 0.0
+    lag = _percentile_ms(lags, rule.percentile, 0.0)
     # Would the target have been met without the engine's own lag?
-    spared = (
-        float(np.percentile((records.latency_ns - lags)[ok], rule.percentile)) / 1e6
-        if answered
-        else float("inf")
-    )
+    spared = _percentile_ms((records.latency_ns - lags)[ok], rule.percentile, float("inf"))
     lagged = (
         lag >= max(CLIENT_LAG_MS, CLIENT_LAG_SHARE * latency) and latency > rule.slo_ms >= spared
     )
@@ -222,8 +214,12 @@ def judge(
 
 def engine_lag_ms(records: Records, clients: int, percentile: float) -> float:
     """The ``percentile`` of :func:`engine_lags_ns`, in ms (0 without requests)."""
-    lags = engine_lags_ns(records, clients)
-    return float(np.percentile(lags, percentile)) / 1e6 if len(lags) else 0.0
+    return _percentile_ms(engine_lags_ns(records, clients), percentile, 0.0)
+
+
+def _percentile_ms(values_ns: npt.NDArray[np.int64], percentile: float, empty: float) -> float:
+    """The ``percentile`` of ``values_ns`` in ms; ``empty`` when there are none."""
+    return float(np.percentile(values_ns, percentile)) / 1e6 if len(values_ns) else empty
 
 
 def engine_lags_ns(records: Records, clients: int) -> npt.NDArray[np.int64]:

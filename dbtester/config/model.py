@@ -99,6 +99,20 @@ AUTO_ONLY_KEYS = ("max_trials", "time_budget", "equivalence", "stopping_metrics"
 MIN_AUTO_TRIALS = 3
 
 
+def _only_for(workload_type: str) -> Any:
+    """A validator refusing a key of ``workload_type``'s workloads in any other."""
+
+    def check(cls: type, value: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("type")
+        if kind is not None and kind != workload_type:
+            raise ValueError(
+                f"{info.field_name} is for type: {workload_type} only, not {kind}; remove it"
+            )
+        return value
+
+    return classmethod(check)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -222,21 +236,8 @@ class Workload(_Model):
             )
         return value
 
-    @field_validator(*WATCH_ONLY)
-    @classmethod
-    def _only_for_watch(cls, value: Any, info: ValidationInfo) -> Any:
-        kind = info.data.get("type")
-        if kind is not None and kind != "watch":
-            raise ValueError(f"{info.field_name} is for type: watch only, not {kind}; remove it")
-        return value
-
-    @field_validator(*MIXED_ONLY)
-    @classmethod
-    def _only_for_mixed(cls, value: Any, info: ValidationInfo) -> Any:
-        kind = info.data.get("type")
-        if kind is not None and kind != "mixed":
-            raise ValueError(f"{info.field_name} is for type: mixed only, not {kind}; remove it")
-        return value
+    _only_for_mixed = field_validator(*MIXED_ONLY)(_only_for("mixed"))
+    _only_for_watch = field_validator(*WATCH_ONLY)(_only_for("watch"))
 
     @field_validator("value_size")
     @classmethod
@@ -283,7 +284,7 @@ class Workload(_Model):
             )
         if self.type == "watch":
             self._check_watch()
-        writes = self.type in ("write", "watch")
+        writes = self.writes_keys
         random_order = writes and not (self.same_key or self.sequential_keys)
         if random_order and max(self.requests, self.warmup_requests) > MAX_RANDOM_ORDER:
             name = "requests" if self.requests > MAX_RANDOM_ORDER else "warmup_requests"
@@ -362,6 +363,12 @@ class Workload(_Model):
                 f"key_size {self.key_size} holds {KeySpace.capacity(self.key_size):,} distinct"
                 f" keys, fewer than key_count ({self.key_count:,}): raise key_size"
             )
+
+    @property
+    def writes_keys(self) -> bool:
+        """Its requests write keys of their own (write and watch), rather than
+        reading or choosing among keys written before it."""
+        return self.type in ("write", "watch")
 
     def as_raw(self) -> dict[str, Any]:
         """Every key that means something for this type of workload, for YAML."""

@@ -139,9 +139,17 @@ def run_database(
     search for the highest rate that meets its target, on this one cluster.
     KeyboardInterrupt propagates once the partial record is written."""
     run = DatabaseRun(
-        db, run_id, store, scratch, workers, reporter or Reporter(), trial, faults, fault_recovery_s
+        db,
+        run_id,
+        store,
+        scratch,
+        workers,
+        reporter or Reporter(),
+        trial,
+        faults,
+        fault_recovery_s,
+        search,
     )
-    run.search = search
     return run.run()
 
 
@@ -159,6 +167,7 @@ class DatabaseRun:
         trial: int | None = None,
         faults: Sequence[Fault] = (),
         fault_recovery_s: float = DEFAULT_FAULT_RECOVERY_S,
+        search: Search | None = None,
     ) -> None:
         self.db = db
         self.faults = tuple(faults)
@@ -184,7 +193,7 @@ class DatabaseRun:
         self.loaded: LoadResult | None = None
         self.started_unix = 0.0
         #: the test case's search (None: one load at the workload's rate)
-        self.search: Search | None = None
+        self.search = search
         self.searched: SearchOutcome | None = None
         self.health = Health()
         self._clients: list[AgentClient] = []
@@ -494,13 +503,7 @@ class DatabaseRun:
             self.fault_records = runner.stop()
         if self.load.aborted.startswith(STALLED):
             raise DbtesterError(f"{self.db.id}: {self._not_recovered()}")
-        if self.load.aborted:
-            found = self._diagnose()
-            cause = f"; {found}" if found and found not in self.load.aborted else ""
-            raise DbtesterError(f"{self.db.id}: load stopped early: {self.load.aborted}{cause}")
-        wrong = self.load.records.counts().get("wrong-value", 0)
-        if wrong:
-            raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
+        self._check_loads("load", (self.load,))
 
     def _search(self, search: Search) -> None:
         """Probe rates on this cluster until the search ends; the highest
@@ -537,14 +540,19 @@ class DatabaseRun:
             self.load = outcome.loads[outcome.chosen]
             _adopt(self.out.probe(outcome.chosen + 1), self.out)
         self.reporter.say(f"{self.db.id}: {_found(outcome, search)}")
-        last = outcome.loads[-1] if outcome.loads else None
-        if last is not None and last.aborted:
+        # a probe that stopped early ends the search: it is the last one
+        self._check_loads(f"probe {len(outcome.loads)}", outcome.loads)
+
+    def _check_loads(self, last: str, loads: Sequence[LoadResult]) -> None:
+        """DbtesterError when the last of ``loads`` (named ``last``) stopped
+        early, saying why if the agents can tell, or when any read a wrong
+        value."""
+        aborted = loads[-1].aborted if loads else ""
+        if aborted:
             found = self._diagnose()
-            cause = f"; {found}" if found and found not in last.aborted else ""
-            raise DbtesterError(
-                f"{self.db.id}: probe {len(outcome.loads)} stopped early: {last.aborted}{cause}"
-            )
-        wrong = sum(r.records.counts().get("wrong-value", 0) for r in outcome.loads)
+            cause = f"; {found}" if found and found not in aborted else ""
+            raise DbtesterError(f"{self.db.id}: {last} stopped early: {aborted}{cause}")
+        wrong = sum(load.records.counts().get("wrong-value", 0) for load in loads)
         if wrong:
             raise DbtesterError(f"{self.db.id}: {wrong:,} reads returned a wrong value")
 

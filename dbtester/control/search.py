@@ -231,26 +231,30 @@ def search_rate(
     probes: list[Probe] = []
     loads: list[LoadResult] = []
     deadline = time.monotonic() + budget_s
+
+    def probe_at(rate: float, *, again: bool = False) -> Probe:
+        result = run_probe(len(probes) + 1, rate, max(1, round(rate * hold_s)))
+        loads.append(result)
+        probes.append(judge(result.records, rate, rule, clients, _busy(result)))
+        say(_line(len(probes), probes[-1], rule, again=again))
+        return probes[-1]
+
     stopped = ""
     while (rate := search.next_rate()) is not None:
         if time.monotonic() + hold_s > deadline:
             stopped = "time budget"
             break
         try:
-            result = run_probe(len(probes) + 1, rate, max(1, round(rate * hold_s)))
+            probe = probe_at(rate)
         except KeysExhaustedError as exc:
             say(f"search stopped: {exc}")
             stopped = "key space"
             break
-        loads.append(result)
-        probe = judge(result.records, rate, rule, clients, _busy(result))
-        probes.append(probe)
         search.record(rate, probe.passed)
-        say(_line(len(probes), probe, rule))
-        if result.aborted:
+        if loads[-1].aborted:
             stopped = "stopped early"
             break
-        if not probe.passed and probe.client_bound:
+        if probe.client_bound:  # a failing probe that measured the client
             stopped = "client-bound"
             break
     if not stopped:
@@ -264,12 +268,7 @@ def search_rate(
     confirmed = None
     rate = search.passing
     if stopped == "precision" and rate is not None and time.monotonic() + hold_s <= deadline:
-        result = run_probe(len(probes) + 1, rate, max(1, round(rate * hold_s)))
-        loads.append(result)
-        probe = judge(result.records, rate, rule, clients, _busy(result))
-        probes.append(probe)
-        confirmed = probe.passed
-        say(_line(len(probes), probe, rule, again=True))
+        confirmed = probe_at(rate, again=True).passed
     return SearchOutcome(
         tuple(probes), tuple(loads), search.passing, search.failing, stopped, confirmed
     )

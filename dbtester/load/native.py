@@ -153,7 +153,7 @@ def _keys(
         count = workload.key_count if existing is None else existing
         choose = workload.request_distribution
         space = workload.requests
-    elif workload.type in ("write", "watch") and not settings.same_key:
+    elif workload.writes_keys and not settings.same_key:
         count, space = 0, workload.requests
         order = "sequential" if workload.sequential_keys else "permuted"
     else:  # a read of the one seeded key, or writes over one key

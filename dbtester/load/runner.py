@@ -249,7 +249,7 @@ def wait_readable(
     every one is). A follower serving stale reads may not have applied the
     writes yet when the load begins; its reads would fail. DbtesterError
     naming the endpoints that never did within ``wait_s``."""
-    if workload.type in ("write", "watch"):
+    if workload.writes_keys:
         return
     deadline = time.monotonic() + wait_s
     waiting = list(settings.endpoints)
