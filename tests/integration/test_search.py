@@ -184,7 +184,11 @@ def test_an_engine_short_of_cpu_is_client_bound(
         )
     print("\n".join(lines))
     assert outcome.stopped == "client-bound", lines
-    assert len(outcome.probes) == 1 and outcome.maximum is None
-    probe = outcome.probes[0]
-    assert not probe.passed and probe.client_bound
-    assert "client-bound" in lines[0] and "tested the client" in lines[0]
+    assert outcome.maximum is None and not any(p.passed for p in outcome.probes)
+    # The search stops at the first probe found client-bound. On a loaded CI
+    # machine the first probe may already be so far over the target that its
+    # latency is queueing rather than engine lag, so the halving may take one
+    # more probe before the lag shows: what matters is that it stops there.
+    probe = outcome.probes[-1]
+    assert probe.client_bound and not any(p.client_bound for p in outcome.probes[:-1])
+    assert "client-bound" in lines[-1] and "tested the client" in lines[-1]
