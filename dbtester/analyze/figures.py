@@ -117,6 +117,7 @@ WATCH_ROWS = (
     "WATCH-EVENTS-MISSED",
     "WATCH-EVENTS-DUPLICATED",
     "WATCH-EVENTS-OUT-OF-ORDER",
+    "WATCH-EVENTS-COALESCED",
     *(f"WATCH-LATENCY p{p:g}" for p in WATCH_PERCENTILES),
     "WATCH-LATENCY-MAX",
     "WATCH-EVENTS-PER-SEC",
@@ -392,6 +393,7 @@ def _watch(data: DatabaseData, figures: Figures) -> None:
     values["WATCH-EVENTS-MISSED"] = int(watch.missed().sum())
     values["WATCH-EVENTS-DUPLICATED"] = int(watch.duplicates.sum())
     values["WATCH-EVENTS-OUT-OF-ORDER"] = int(watch.out_of_order.sum())
+    values["WATCH-EVENTS-COALESCED"] = int(watch.coalesced.sum())
     # Every (event, watcher) pair: 10^7 of them for 100 watchers of 100,000
     # puts, so one sort for all the percentiles, and integer seconds.
     if len(watch) == 0:

@@ -730,10 +730,17 @@ class DatabaseRun:
                     self._warmup_note(),
                     self._faults_note(),
                     self._search_note(),
+                    self._watch_note(),
                 ]
                 if n
             ),
         )
+
+    def _watch_note(self) -> str | None:
+        """How this kind's watchers work, where it shapes the figures."""
+        if self.db.workload.type != "watch":
+            return None
+        return self.kind.watch_note or None
 
     def _search_record(self) -> SearchRecord | None:
         search, outcome = self.search, self.searched

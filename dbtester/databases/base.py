@@ -119,6 +119,9 @@ class DatabaseKind(ABC):
     protocol: ClassVar[str]
     #: whether the load engine can watch this kind's keys (type: watch)
     watches: ClassVar[bool] = False
+    #: what a watch load's table should say of how this kind's watchers work
+    #: (a note under the table; empty: nothing to say)
+    watch_note: ClassVar[str] = ""
 
     @property
     def client_port(self) -> int:

@@ -54,6 +54,14 @@ class Consul(DatabaseKind):
     flags_model = ConsulFlags
     client_model = ConsulClient
     protocol: ClassVar[str] = "consul"
+    watches: ClassVar[bool] = True
+    watch_note: ClassVar[str] = (
+        "each watcher is a blocking query on the keys' prefix holding a connection of"
+        " its own (one long poll per HTTP/1.1 connection; watch_connections does not"
+        " apply); puts that land between two replies arrive in one reply and are"
+        " counted as WATCH-EVENTS-COALESCED, each timed at that reply's arrival, and"
+        " every reply lists all keys under the prefix, so its cost grows with them"
+    )
 
     def load_note(self, clients: int, connections: int) -> str | None:
         if clients <= connections:

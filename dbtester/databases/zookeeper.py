@@ -68,6 +68,13 @@ class ZooKeeper(DatabaseKind):
     flags_model = ZooKeeperFlags
     client_model = ZooKeeperClient
     protocol: ClassVar[str] = "zookeeper"
+    watches: ClassVar[bool] = True
+    watch_note: ClassVar[str] = (
+        "each watcher is a persistent recursive watch (addWatch) on the keys' parent,"
+        " several to a session as watch_connections says; before 3.9 an event carries"
+        " no zxid, so each is matched to its put by its path and their order is judged"
+        " by the zxids the creates returned"
+    )
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         flags = member.flags

@@ -214,6 +214,7 @@ def watch_events_of(result: Mapping[str, Any], keys: int) -> WatchEvents | None:
         np.asarray(watch["duplicates"], dtype=np.uint64),
         np.asarray(watch["out_of_order"], dtype=np.uint64),
         np.asarray(watch["foreign"], dtype=np.uint64),
+        np.asarray(watch["coalesced"], dtype=np.uint64),
         int(watch["origin_unix_ns"]),
         np.asarray(watch["acked"], dtype=np.uint64),
         keys,

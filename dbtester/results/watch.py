@@ -28,7 +28,7 @@ _COLUMNS = {
     "latency_us": np.dtype(np.uint32),
     "arrival_ms": np.dtype(np.uint32),
 }
-_PER_WATCHER = ("duplicates", "out_of_order", "foreign")
+_PER_WATCHER = ("duplicates", "out_of_order", "foreign", "coalesced")
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,12 @@ class WatchEvents:
     seen: npt.NDArray[np.uint64]
     #: per watcher: events of a key it had seen already, events whose
     #: revision was not above the last it saw, events of keys no put of the
-    #: load wrote
+    #: load wrote, and keys that came in one reply with an earlier key
+    #: (Consul's blocking queries) rather than as events of their own
     duplicates: npt.NDArray[np.uint64]
     out_of_order: npt.NDArray[np.uint64]
     foreign: npt.NDArray[np.uint64]
+    coalesced: npt.NDArray[np.uint64]
     #: arrival_ms counts from this moment (unix ns)
     origin_unix_ns: int
     #: bit k: the put of the key at offset k was acknowledged
@@ -65,8 +67,10 @@ class WatchEvents:
         return bits[: self.keys].astype(bool)
 
     def received(self) -> npt.NDArray[np.int64]:
-        """Per watcher: how many distinct keys' events reached it."""
-        return np.asarray(self._seen().sum(axis=1), dtype=np.int64)
+        """Per watcher: how many distinct keys' events reached it as events of
+        their own (received + coalesced = the keys it saw)."""
+        seen = np.asarray(self._seen().sum(axis=1), dtype=np.int64)
+        return seen - self.coalesced.astype(np.int64)
 
     def missed(self) -> npt.NDArray[np.int64]:
         """Per watcher: how many acknowledged puts' events it never received."""
@@ -91,6 +95,7 @@ class WatchEvents:
             duplicates=self.duplicates,
             out_of_order=self.out_of_order,
             foreign=self.foreign,
+            coalesced=self.coalesced,
             origin_unix_ns=np.array([self.origin_unix_ns], dtype=np.int64),
             acked=self.acked,
             keys=np.array([self.keys], dtype=np.int64),
@@ -138,6 +143,7 @@ class WatchEvents:
             counts["duplicates"].astype(np.uint64),
             counts["out_of_order"].astype(np.uint64),
             counts["foreign"].astype(np.uint64),
+            counts["coalesced"].astype(np.uint64),
             int(origin[0]) if len(origin) else 0,
             acked,
             int(keys[0]),

@@ -158,7 +158,8 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     let mut arrival_ms = Vec::with_capacity(total);
     let words = logs.first().map_or(0, |l| l.seen.len());
     let mut seen = Vec::with_capacity(words * logs.len());
-    let (mut duplicates, mut out_of_order, mut foreign) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut duplicates, mut out_of_order) = (Vec::new(), Vec::new());
+    let (mut foreign, mut coalesced) = (Vec::new(), Vec::new());
     for (index, log) in logs.into_iter().enumerate() {
         let index = u16::try_from(index).unwrap_or(u16::MAX);
         for sample in &log.samples {
@@ -171,6 +172,7 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
         duplicates.push(log.duplicates);
         out_of_order.push(log.out_of_order);
         foreign.push(log.foreign);
+        coalesced.push(log.coalesced);
     }
     let dict = PyDict::new(py);
     dict.set_item("watcher", PyArray1::from_vec(py, watcher))?;
@@ -182,6 +184,7 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     dict.set_item("duplicates", PyArray1::from_vec(py, duplicates))?;
     dict.set_item("out_of_order", PyArray1::from_vec(py, out_of_order))?;
     dict.set_item("foreign", PyArray1::from_vec(py, foreign))?;
+    dict.set_item("coalesced", PyArray1::from_vec(py, coalesced))?;
     dict.set_item("origin_unix_ns", origin_unix_ns)?;
     dict.set_item("acked", PyArray1::from_vec(py, acked))?;
     Ok(dict.unbind())

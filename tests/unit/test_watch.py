@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dbtester.config.load import load_test_case_text
+from dbtester.databases import KINDS
 from dbtester.errors import ConfigError, ResultsError
 from dbtester.results import WatchEvents
 
@@ -49,7 +50,6 @@ def test_a_watch_case_and_its_defaults() -> None:
         (("  rate: 50\n", "  rate: 50\n  same_key: true\n"), "same_key cannot be used"),
         (("  rate: 50\n", "  rate: 50\n  client_steps: [1, 2]\n"), "client_steps cannot"),
         (("  rate: 50\n", "  rate: 50\n  watchers: 2\n  watch_connections: 3\n"), "must not"),
-        (("kind: etcd", "kind: consul"), "kind consul cannot run type: watch yet"),
         (("type: watch", "type: write"), "watchers"),  # no such key for a write...
     ],
 )
@@ -60,6 +60,16 @@ def test_what_a_watch_case_may_not_say(change: tuple[str, str], words: str) -> N
         words = "watchers is for type: watch only, not write"
     problems = _problems(text)
     assert any(words in p for p in problems), problems
+
+
+def test_a_kind_that_cannot_watch_is_refused_at_its_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every kind shipped watches; a kind added without watchers must say so.
+    monkeypatch.setattr(KINDS["consul"], "watches", False)
+    problems = _problems(CASE.replace("kind: etcd", "kind: consul"))
+    assert any("kind consul cannot run type: watch yet" in p for p in problems), problems
+    assert any("etcd, zookeeper" in p for p in problems), problems
 
 
 def test_a_search_cannot_watch() -> None:
@@ -88,6 +98,7 @@ def _events(tmp_path: Path) -> WatchEvents:
         np.array([0, 2], np.uint64),
         np.array([1, 0], np.uint64),
         np.array([0, 0], np.uint64),
+        np.array([0, 8], np.uint64),
         1_800_000_000_000_000_000,
         acked_bits.view(np.uint64),
         70,
@@ -100,7 +111,9 @@ def _events(tmp_path: Path) -> WatchEvents:
 def test_missed_counts_only_acknowledged_puts(tmp_path: Path) -> None:
     events = _events(tmp_path)
     assert events.acknowledged().sum() == 69
-    assert events.received().tolist() == [70, 68]
+    # watcher 1 saw 68 keys, 8 of them coalesced into earlier keys' replies
+    assert events.received().tolist() == [70, 60]
+    assert events.coalesced.tolist() == [0, 8]
     assert events.missed().tolist() == [0, 2]
     assert events.duplicates.tolist() == [0, 2] and events.out_of_order.tolist() == [1, 0]
     assert events.arrival_unix_s()[1] == pytest.approx(1_800_000_000.020)

@@ -7,7 +7,7 @@
 //! "false" to a lost race: `conflict`).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -22,6 +22,9 @@ use crate::protocols::{Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered};
 use crate::transport::http1::Conn;
 use crate::workload::OpKind;
+use crate::workload::watch::{WatchLog, key_number, unless_stopped};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 pub const NAME: &str = "consul";
 pub const OPTION_KEYS: &[&str] = &[];
@@ -46,28 +49,54 @@ pub struct Consul {
 
 impl Protocol for Consul {
     async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
-        let conns = try_join_all((0..step.connections).map(|c| async move {
-            let endpoints = ordered(&plan.endpoints, c % plan.endpoints.len());
-            let what = || format!("cannot connect to consul at {}", endpoints[0].authority);
-            let host = HeaderValue::from_str(&endpoints[0].authority)
-                .map_err(|e| EngineError(format!("{}: {e}", what())))?;
-            within(plan.timeout, what, async {
-                let conn = Conn::open(endpoints.clone(), host, dial_bound(plan.timeout))
-                    .await
-                    .map_err(|e| EngineError(format!("{}: {}", what(), e.text)))?;
-                probe(&conn)
-                    .await
-                    .map_err(|e| EngineError(format!("{}: {}", what(), e)))?;
-                Ok(conn)
-            })
-            .await
-        }))
-        .await?;
+        let conns = try_join_all((0..step.connections).map(|c| connection(plan, c))).await?;
         let (raw, entry) = match plan.consistency {
             Consistency::Linearizable => ("?raw&consistent", "?consistent"),
             Consistency::Serializable => ("?raw&stale", "?stale"),
         };
         Ok(Consul { conns, raw, entry })
+    }
+
+    /// Each watcher holds a connection of its own: a blocking query is one
+    /// long poll, and HTTP/1.1 carries one request at a time. A watcher
+    /// lists the keys' prefix (`?keys`), blocking until its index passes the
+    /// last reply's; the keys a reply lists that the watcher had not seen
+    /// are its events, all timed at the reply's arrival. A reply lists
+    /// every key under the prefix, so its cost grows with the keys stored.
+    /// After a failed query the watcher asks again from the last index, as
+    /// Consul's own watches do.
+    async fn watch(
+        plan: &Plan,
+        log: Arc<WatchLog>,
+        stop: CancellationToken,
+    ) -> Result<JoinSet<()>, EngineError> {
+        let watch = plan.watch.expect("watchers are planned");
+        let watchers = try_join_all((0..watch.watchers).map(|w| async move {
+            let conn = connection(plan, w).await?;
+            let what = || format!("cannot list {KEYS} on consul at {:?}", conn.host);
+            // What is there before the run: its index, and other runs' keys.
+            let first = within(plan.timeout, what, async {
+                listing(&conn, 0, Duration::ZERO)
+                    .await
+                    .map_err(|outcome| EngineError(format!("{}: {}", what(), outcome.name())))
+            })
+            .await?;
+            Ok::<_, EngineError>((conn, first))
+        }))
+        .await?;
+        let mut tasks = JoinSet::new();
+        for (watcher, (conn, first)) in watchers.into_iter().enumerate() {
+            let poll = Poll {
+                conn,
+                watcher,
+                log: log.clone(),
+                index: first.index,
+                others: first.others(&log),
+                timeout: plan.timeout,
+            };
+            tasks.spawn(poll.run(stop.clone()));
+        }
+        Ok(tasks)
     }
 
     async fn request(&self, conn: usize, request: &Request<'_>, sent: &mut Instant) -> Outcome {
@@ -103,6 +132,149 @@ impl Protocol for Consul {
     async fn close(self) {
         // Dropping each connection aborts its driver, closing the socket.
         drop(self.conns);
+    }
+}
+
+/// Connection `c` of a step or of the watchers, its own endpoint first,
+/// shown to answer before it counts.
+async fn connection(plan: &Plan, c: usize) -> Result<Arc<Conn>, EngineError> {
+    let endpoints = ordered(&plan.endpoints, c % plan.endpoints.len());
+    let what = || format!("cannot connect to consul at {}", endpoints[0].authority);
+    let host = HeaderValue::from_str(&endpoints[0].authority)
+        .map_err(|e| EngineError(format!("{}: {e}", what())))?;
+    within(plan.timeout, what, async {
+        let conn = Conn::open(endpoints.clone(), host, dial_bound(plan.timeout))
+            .await
+            .map_err(|e| EngineError(format!("{}: {}", what(), e.text)))?;
+        probe(&conn)
+            .await
+            .map_err(|e| EngineError(format!("{}: {}", what(), e)))?;
+        Ok(conn)
+    })
+    .await
+}
+
+/// The prefix the keys live under, as a listing names it.
+const KEYS: &str = "dbtester/";
+/// How long one blocking query may wait for a change (Consul adds up to a
+/// sixteenth as jitter); a quiet prefix costs one reply per this.
+const BLOCK: Duration = Duration::from_secs(30);
+/// The pause after a failed query before the next, so a watcher whose
+/// member is down does not spin.
+const RETRY: Duration = Duration::from_millis(50);
+
+/// One reply to a listing of the prefix.
+struct Listing {
+    /// X-Consul-Index: the prefix's index when it was answered.
+    index: u64,
+    /// The key numbers it lists (u64::MAX for a key that names none).
+    keys: Vec<u64>,
+}
+
+impl Listing {
+    /// How many of its keys are no put's of this run.
+    fn others(&self, log: &WatchLog) -> u64 {
+        let of_run = |k: &&u64| log.sent().offset(**k).is_some();
+        (self.keys.len() - self.keys.iter().filter(of_run).count()) as u64
+    }
+}
+
+/// The prefix's keys once its index passes `index` (at once for 0), or
+/// after `wait` (none: Consul's default).
+async fn listing(conn: &Arc<Conn>, index: u64, wait: Duration) -> Result<Listing, Outcome> {
+    let wait = if wait.is_zero() {
+        String::new()
+    } else {
+        format!("&wait={}s", wait.as_secs())
+    };
+    let request = http::Request::builder()
+        .method(Method::GET)
+        .uri(format!("{ROOT}?keys&index={index}{wait}"))
+        .header(HOST, conn.host.clone())
+        .body(Full::new(Bytes::new()))
+        .expect("a fixed prefix and numbers: a valid URI");
+    let (head, body) = conn.exchange(request, &mut Instant::now()).await?;
+    match head.status {
+        // No key under the prefix yet.
+        StatusCode::NOT_FOUND | StatusCode::OK => {}
+        status => return Err(Outcome::Http(status.as_u16())),
+    }
+    let index = head
+        .headers
+        .get("x-consul-index")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .ok_or(Outcome::Named("no-consul-index"))?;
+    let keys = if head.status == StatusCode::NOT_FOUND {
+        Vec::new()
+    } else {
+        listed_keys(&body).ok_or(Outcome::Named("bad-listing"))?
+    };
+    Ok(Listing { index, keys })
+}
+
+/// The key numbers of a `?keys` reply (`["dbtester/k0001", ...]`).
+fn listed_keys(body: &[u8]) -> Option<Vec<u64>> {
+    let names: Vec<std::borrow::Cow<'_, str>> = serde_json::from_slice(body).ok()?;
+    Some(
+        names
+            .iter()
+            .map(|name| {
+                let key = name.strip_prefix(KEYS).unwrap_or(name);
+                key_number(key.as_bytes()).unwrap_or(u64::MAX)
+            })
+            .collect(),
+    )
+}
+
+/// One watcher's blocking queries.
+struct Poll {
+    conn: Arc<Conn>,
+    watcher: usize,
+    log: Arc<WatchLog>,
+    /// The last reply's index: the next query waits for the prefix to pass it.
+    index: u64,
+    /// Keys of other runs in the last reply.
+    others: u64,
+    timeout: Duration,
+}
+
+impl Poll {
+    /// Asks until `stop`; a failed query is asked again from the last index.
+    async fn run(mut self, stop: CancellationToken) {
+        let limit = BLOCK + BLOCK / 16 + self.timeout;
+        loop {
+            let query = tokio::time::timeout(limit, listing(&self.conn, self.index, BLOCK));
+            let Some(reply) = unless_stopped(&stop, query).await else {
+                break;
+            };
+            let arrived = Instant::now();
+            match reply {
+                Ok(Ok(listing)) => self.note(listing, arrived),
+                Ok(Err(_)) | Err(_) => {
+                    if unless_stopped(&stop, tokio::time::sleep(RETRY))
+                        .await
+                        .is_none()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn note(&mut self, listing: Listing, arrived: Instant) {
+        // An index that went back (a new leader's, a restored snapshot's)
+        // starts over from 0, as Consul's documentation says to.
+        let index = listing.index;
+        let others = listing.others(&self.log);
+        if others > self.others {
+            self.log.foreign(self.watcher, others - self.others);
+        }
+        self.others = others;
+        let revision = i64::try_from(index).unwrap_or(i64::MAX);
+        self.log
+            .listed(self.watcher, listing.keys, revision, arrived);
+        self.index = if index < self.index { 0 } else { index };
     }
 }
 

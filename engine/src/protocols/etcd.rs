@@ -22,7 +22,7 @@ use crate::plan::{Consistency, Endpoint, Fields, Plan, PlanError, Step};
 use crate::protocols::{Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered, ordered_from};
 use crate::transport::grpc::{Conn, Failure, Stream, frame};
-use crate::workload::watch::{WatchLog, key_number};
+use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 use crate::workload::{OpKind, keys};
 
 pub const NAME: &str = "etcd";
@@ -439,10 +439,8 @@ async fn read_events(
     stop: CancellationToken,
 ) {
     loop {
-        let next = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            next = stream.next() => next,
+        let Some(next) = unless_stopped(&stop, stream.next()).await else {
+            break;
         };
         let Ok(Some(message)) = next else {
             break; // the stream ended: what it did not deliver counts as missed
@@ -457,7 +455,7 @@ async fn read_events(
         for event in reply.events {
             if let Some(kv) = event.kv {
                 let key = key_number(&kv.key).unwrap_or(u64::MAX);
-                log.event(watcher, key, kv.mod_revision, arrived);
+                log.event(watcher, key, Some(kv.mod_revision), arrived);
             }
         }
     }

@@ -76,6 +76,8 @@ pub struct Request<'a> {
     /// The key's number, and the workload that judges what a read returns.
     number: u64,
     workload: &'a Workload,
+    /// With watchers: where a write's revision goes.
+    watch: Option<&'a WatchLog>,
 }
 
 impl<'a> Request<'a> {
@@ -92,6 +94,21 @@ impl<'a> Request<'a> {
             value,
             number,
             workload,
+            watch: None,
+        }
+    }
+
+    /// A request of a run with watchers, whose writes' revisions `log` keeps.
+    pub fn watched(mut self, log: Option<&'a WatchLog>) -> Self {
+        self.watch = log;
+        self
+    }
+
+    /// This write took effect at `revision` (a protocol whose watch events
+    /// carry no revision says so, so that their order can be judged).
+    pub fn wrote(&self, revision: i64) {
+        if let Some(log) = self.watch {
+            log.written(self.number, revision);
         }
     }
 

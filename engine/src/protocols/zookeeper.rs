@@ -4,15 +4,22 @@
 //! read-modify-write getData then a setData on the version read (a lost
 //! race, BadVersion: `conflict`).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, try_join_all};
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client::{
+    Acls, AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, PersistentWatcher,
+    WatchedEvent,
+};
 
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Fields, Plan, PlanError, Step};
 use crate::protocols::{Protocol, Request, within};
 use crate::transport::failover::ordered;
+use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 use crate::workload::{Choose, OpKind};
 
 pub const NAME: &str = "zookeeper";
@@ -48,51 +55,48 @@ pub struct ZooKeeper {
 
 impl Protocol for ZooKeeper {
     async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
-        let crate::protocols::Options::ZooKeeper(Options { session_timeout }) = plan.protocol
-        else {
-            unreachable!("zookeeper opened for another protocol");
-        };
-        let clients = try_join_all((0..step.connections).map(|c| {
-            // Every server, its own first, so the session moves to another
-            // when its server goes away, as a real client's does. The crate
-            // shuffles the list (as ZooKeeper's Java client does) before it
-            // connects and again before each reconnect: the order given
-            // cannot pin a session to its own server, so sessions land on
-            // servers at random, and one that moved does not come back.
-            // While a session moves, the requests it had in flight fail with
-            // ConnectionLoss; new ones wait in the crate's queue and go out
-            // once it is connected again (or time out).
-            let servers = ordered(&plan.endpoints, c % plan.endpoints.len())
-                .into_iter()
-                .map(|e| e.authority)
-                .collect::<Vec<_>>()
-                .join(",");
-            let listed = servers.clone();
-            let what = move || format!("cannot establish a ZooKeeper session with {listed}");
-            within(plan.timeout, what.clone(), async move {
-                Client::connector()
-                    .with_session_timeout(session_timeout)
-                    // Each server is tried once; none accepting fails now
-                    // instead of cycling through them until the timeout.
-                    .with_fail_eagerly()
-                    .connect(&servers)
-                    .await
-                    .map_err(|e| EngineError(format!("{}: {}", what(), e)))
-            })
-        }))
-        .await?;
-        let what = || format!("cannot create {ROOT}");
-        within(plan.timeout, what, async {
-            match clients[0].create(ROOT, &[], &create_options()).await {
-                Ok(_) | Err(Error::NodeExists) => Ok(()),
-                Err(e) => Err(EngineError(format!("{}: {}", what(), e))),
-            }
-        })
-        .await?;
+        let clients = try_join_all((0..step.connections).map(|c| session(plan, c))).await?;
+        create_root(plan, &clients[0]).await?;
         Ok(ZooKeeper {
             clients,
             create_missing: plan.keys.choose == Choose::Same,
         })
+    }
+
+    /// Each watch connection is a session of its own carrying its share of
+    /// the watchers, each a persistent recursive watch (`addWatch`, 3.6 and
+    /// newer) of the keys' parent, as several watchers of one client share
+    /// its session. Events before 3.9 carry no zxid: each is matched to its
+    /// write by its path, and order is judged by the zxids of the creates.
+    async fn watch(
+        plan: &Plan,
+        log: Arc<WatchLog>,
+        stop: CancellationToken,
+    ) -> Result<JoinSet<()>, EngineError> {
+        let watch = plan.watch.expect("watchers are planned");
+        let clients = try_join_all((0..watch.connections).map(|c| session(plan, c))).await?;
+        // The parent exists before the watches, so its own creation is no event.
+        create_root(plan, &clients[0]).await?;
+        let mut tasks = JoinSet::new();
+        for watcher in 0..watch.watchers {
+            let client = clients[watcher % watch.connections].clone();
+            let what = || format!("ZooKeeper did not add watcher {watcher}'s watch on {ROOT}");
+            let watching = within(plan.timeout, what, async {
+                client
+                    .watch(ROOT, AddWatchMode::PersistentRecursive)
+                    .await
+                    .map_err(|e| EngineError(format!("{}: {e}", what())))
+            })
+            .await?;
+            tasks.spawn(read_events(
+                client,
+                watching,
+                watcher,
+                log.clone(),
+                stop.clone(),
+            ));
+        }
+        Ok(tasks)
     }
 
     async fn request(&self, conn: usize, request: &Request<'_>, _sent: &mut Instant) -> Outcome {
@@ -110,7 +114,10 @@ impl Protocol for ZooKeeper {
                 Err(e) => outcome(&e),
             },
             OpKind::Insert => match client.create(&path, value, &create_options()).await {
-                Ok(_) => Outcome::Ok,
+                Ok((stat, _)) => {
+                    request.wrote(stat.czxid);
+                    Outcome::Ok
+                }
                 Err(e) => outcome(&e),
             },
             OpKind::Update => self.update(client, &path, value).await,
@@ -165,6 +172,80 @@ impl ZooKeeper {
             Err(e) => outcome(&e),
         }
     }
+}
+
+/// Session `c` of a step or of the watchers: given every server, its own
+/// first, so the session moves to another when its server goes away, as a
+/// real client's does. The crate shuffles the list (as ZooKeeper's Java
+/// client does) before it connects and again before each reconnect: the
+/// order given cannot pin a session to its own server, so sessions land on
+/// servers at random, and one that moved does not come back. While a
+/// session moves, the requests it had in flight fail with ConnectionLoss;
+/// new ones wait in the crate's queue and go out once it is connected again
+/// (or time out).
+async fn session(plan: &Plan, c: usize) -> Result<Client, EngineError> {
+    let crate::protocols::Options::ZooKeeper(Options { session_timeout }) = plan.protocol else {
+        unreachable!("zookeeper opened for another protocol");
+    };
+    let servers = ordered(&plan.endpoints, c % plan.endpoints.len())
+        .into_iter()
+        .map(|e| e.authority)
+        .collect::<Vec<_>>()
+        .join(",");
+    let listed = servers.clone();
+    let what = move || format!("cannot establish a ZooKeeper session with {listed}");
+    within(plan.timeout, what.clone(), async move {
+        Client::connector()
+            .with_session_timeout(session_timeout)
+            // Each server is tried once; none accepting fails now
+            // instead of cycling through them until the timeout.
+            .with_fail_eagerly()
+            .connect(&servers)
+            .await
+            .map_err(|e| EngineError(format!("{}: {}", what(), e)))
+    })
+    .await
+}
+
+/// The keys' parent, created unless it is there.
+async fn create_root(plan: &Plan, client: &Client) -> Result<(), EngineError> {
+    let what = || format!("cannot create {ROOT}");
+    within(plan.timeout, what, async {
+        match client.create(ROOT, &[], &create_options()).await {
+            Ok(_) | Err(Error::NodeExists) => Ok(()),
+            Err(e) => Err(EngineError(format!("{}: {}", what(), e))),
+        }
+    })
+    .await
+}
+
+/// Hands the watcher's events to the log until `stop`, or until its session
+/// ends (what it did not deliver then counts as missed).
+async fn read_events(
+    client: Client,
+    mut watching: PersistentWatcher,
+    watcher: usize,
+    log: Arc<WatchLog>,
+    stop: CancellationToken,
+) {
+    loop {
+        let Some(event) = unless_stopped(&stop, watching.changed()).await else {
+            break;
+        };
+        let arrived = Instant::now();
+        if event.event_type == EventType::Session {
+            if event.session_state.is_terminated() {
+                break; // the crate panics on a wait after a terminal state
+            }
+            continue;
+        }
+        let name = event.path.rsplit('/').next().unwrap_or_default();
+        let key = key_number(name.as_bytes()).unwrap_or(u64::MAX);
+        let revision = (event.zxid != WatchedEvent::NO_ZXID).then_some(event.zxid);
+        log.event(watcher, key, revision, arrived);
+    }
+    drop(watching);
+    drop(client);
 }
 
 /// ZooKeeper's own error names, short and stable.

@@ -162,6 +162,16 @@ impl Conn {
         request: Request<Full<Bytes>>,
         sent: &mut Instant,
     ) -> Result<(StatusCode, Bytes), Outcome> {
+        let (head, body) = self.exchange(request, sent).await?;
+        Ok((head.status, body))
+    }
+
+    /// `send`, with the reply's whole head (its headers too).
+    pub async fn exchange(
+        self: &Arc<Conn>,
+        request: Request<Full<Bytes>>,
+        sent: &mut Instant,
+    ) -> Result<(http::response::Parts, Bytes), Outcome> {
         let mut guard = self.state.lock().await; // first come, first served
         let state = &mut *guard;
         let usable = |link: &Link| !link.busy && !link.sender.is_closed();
@@ -187,8 +197,8 @@ impl Conn {
                 return Err(Outcome::from_transport(&e));
             }
         };
-        let status = reply.status();
-        let body = match reply.into_body().collect().await {
+        let (head, body) = reply.into_parts();
+        let body = match body.collect().await {
             Ok(body) => body.to_bytes(),
             Err(e) => {
                 *slot = None;
@@ -197,7 +207,7 @@ impl Conn {
         };
         link.busy = false;
         drop(guard); // the next client in line may send now
-        Ok((status, body))
+        Ok((head, body))
     }
 
     /// Which endpoint (index into its list) the connection is on now.

@@ -185,7 +185,8 @@ impl<P: Protocol> StepRun<P> {
         let r = self.base + j;
         let op = workload.draw(r);
         workload.key_into(op.key, key);
-        let request = Request::new(op.kind, key, workload.value(&op, r), op.key, workload);
+        let request = Request::new(op.kind, key, workload.value(&op, r), op.key, workload)
+            .watched(self.shared.watch.as_deref());
         let mut sent = Instant::now();
         if let Some(watch) = &self.shared.watch {
             watch.sent().note(op.key, sent); // before a watcher can see it

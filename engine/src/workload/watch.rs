@@ -10,9 +10,11 @@
 //! and 1.25 MB of bits.
 
 use std::collections::TryReserveError;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::workload::keys;
 
@@ -86,6 +88,7 @@ pub struct Sample {
 pub struct WatcherLog {
     /// Bit k: the event of the key at offset k arrived.
     pub seen: Vec<u64>,
+    /// In arrival order.
     pub samples: Vec<Sample>,
     /// Events of a key already seen.
     pub duplicates: u64,
@@ -93,7 +96,14 @@ pub struct WatcherLog {
     pub out_of_order: u64,
     /// Events of keys no put of this run wrote.
     pub foreign: u64,
+    /// Keys that arrived in a reply that brought an earlier one too (a
+    /// Consul blocking query answers every change since the last with one
+    /// reply): received, but not as an event of their own.
+    pub coalesced: u64,
     last_revision: i64,
+    /// Its events carried no revision (ZooKeeper before 3.9): order is
+    /// judged when the run ends, by the revisions the writes' replies gave.
+    unrevised: bool,
 }
 
 impl WatcherLog {
@@ -108,6 +118,38 @@ impl WatcherLog {
     pub fn received(&self) -> u64 {
         self.seen.iter().map(|w| u64::from(w.count_ones())).sum()
     }
+
+    /// Counts the events whose write's revision is not above the last one
+    /// before them in arrival order (writes with no known revision, never
+    /// acknowledged, are skipped).
+    fn judge_order(&mut self, written: &[AtomicI64]) {
+        let mut last = 0;
+        for sample in &self.samples {
+            let revision = written[sample.key as usize].load(Ordering::Relaxed);
+            if revision == UNWRITTEN {
+                continue;
+            }
+            if revision <= last {
+                self.out_of_order += 1;
+            } else {
+                last = revision;
+            }
+        }
+    }
+}
+
+/// No write's reply has given this key's revision.
+const UNWRITTEN: i64 = 0;
+
+/// How an event's order is judged.
+#[derive(Clone, Copy)]
+enum Order {
+    /// By its revision, against the last one the watcher saw.
+    At(i64),
+    /// It came with the event just judged and shares its revision.
+    WithLast,
+    /// When the run ends, by the revision its write's reply gave.
+    AtEnd,
 }
 
 /// What the watchers saw, for Python: each watcher's log, which puts were
@@ -127,6 +169,9 @@ pub struct WatchLog {
     sent: SentTimes,
     /// Bit k: the put of the key at offset k was acknowledged.
     acked: Vec<AtomicU64>,
+    /// The revision each put's reply gave (UNWRITTEN until then), for
+    /// protocols whose events carry none.
+    written: Vec<AtomicI64>,
     watchers: Vec<Mutex<WatcherLog>>,
 }
 
@@ -138,6 +183,7 @@ impl WatchLog {
                 .map(|_| Mutex::new(WatcherLog::new(keys)))
                 .collect(),
             acked: (0..keys.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            written: (0..keys).map(|_| AtomicI64::new(UNWRITTEN)).collect(),
             sent,
         }
     }
@@ -153,12 +199,72 @@ impl WatchLog {
         &self.sent
     }
 
-    /// Watcher `watcher` received the event of `key` (at `revision`, etcd's
-    /// mod_revision, or any number that grows with the writes) at `arrived`.
-    pub fn event(&self, watcher: usize, key: u64, revision: i64, arrived: Instant) {
-        let mut log = self.watchers[watcher]
+    /// The put of `key` was written at `revision` (ZooKeeper's zxid of its
+    /// create): how the order of events without a revision is judged.
+    pub fn written(&self, key: u64, revision: i64) {
+        if let Some(offset) = self.sent.offset(key) {
+            self.written[offset].store(revision, Ordering::Relaxed);
+        }
+    }
+
+    /// Watcher `watcher` received the event of `key` at `arrived`, at
+    /// `revision` (etcd's mod_revision, or any number that grows with the
+    /// writes; None: the event carries none, see `written`).
+    pub fn event(&self, watcher: usize, key: u64, revision: Option<i64>, arrived: Instant) {
+        let mut log = self.lock(watcher);
+        self.note(
+            &mut log,
+            key,
+            revision.map_or(Order::AtEnd, Order::At),
+            arrived,
+        );
+    }
+
+    /// Watcher `watcher` received one listing of the watched prefix (a
+    /// Consul blocking query's reply) at `arrived`, at `revision` (its
+    /// index), with the run's `keys` in it (keys of other runs are the
+    /// caller's to count, see `foreign`). Keys it found before are not
+    /// events again; of the new ones, each after the first is counted as
+    /// coalesced, and only the first is judged for order (they share it).
+    pub fn listed(
+        &self,
+        watcher: usize,
+        keys: impl IntoIterator<Item = u64>,
+        revision: i64,
+        arrived: Instant,
+    ) {
+        let mut log = self.lock(watcher);
+        let mut new = 0u64;
+        for key in keys {
+            let Some(offset) = self.sent.offset(key) else {
+                continue;
+            };
+            if log.seen[offset / 64] & (1 << (offset % 64)) == 0 {
+                let order = if new == 0 {
+                    Order::At(revision)
+                } else {
+                    Order::WithLast
+                };
+                self.note(&mut log, key, order, arrived);
+                new += 1;
+            }
+        }
+        log.coalesced += new.saturating_sub(1);
+    }
+
+    /// Watcher `watcher` received `count` events of keys no put of this run
+    /// wrote.
+    pub fn foreign(&self, watcher: usize, count: u64) {
+        self.lock(watcher).foreign += count;
+    }
+
+    fn lock(&self, watcher: usize) -> std::sync::MutexGuard<'_, WatcherLog> {
+        self.watchers[watcher]
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn note(&self, log: &mut WatcherLog, key: u64, order: Order, arrived: Instant) {
         let Some(offset) = self.sent.offset(key) else {
             log.foreign += 1;
             return;
@@ -169,10 +275,11 @@ impl WatchLog {
             return;
         }
         log.seen[word] |= bit;
-        if revision <= log.last_revision {
-            log.out_of_order += 1;
-        } else {
-            log.last_revision = revision;
+        match order {
+            Order::AtEnd => log.unrevised = true,
+            Order::WithLast => {}
+            Order::At(revision) if revision <= log.last_revision => log.out_of_order += 1,
+            Order::At(revision) => log.last_revision = revision,
         }
         let arrived_ns = arrived
             .saturating_duration_since(self.sent.origin)
@@ -204,13 +311,33 @@ impl WatchLog {
 
     /// The logs, in watcher order, and the acknowledged puts' bits.
     pub fn into_parts(self) -> (Vec<WatcherLog>, Vec<u64>) {
+        let written = self.written;
         let logs = self
             .watchers
             .into_iter()
-            .map(|w| w.into_inner().unwrap_or_else(PoisonError::into_inner))
+            .map(|w| {
+                let mut log = w.into_inner().unwrap_or_else(PoisonError::into_inner);
+                if log.unrevised {
+                    log.judge_order(&written);
+                }
+                log
+            })
             .collect();
         let acked = self.acked.into_iter().map(AtomicU64::into_inner).collect();
         (logs, acked)
+    }
+}
+
+/// What `next` gives, or None once `stop` is cancelled (first, if both are
+/// ready): a watcher's wait for its next event.
+pub async fn unless_stopped<T>(
+    stop: &CancellationToken,
+    next: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        value = next => Some(value),
     }
 }
 
@@ -251,7 +378,7 @@ mod tests {
         let (log, origin) = log(2);
         log.sent().note(103, origin + Duration::from_millis(5));
         log.acknowledged(103);
-        log.event(1, 103, 7, origin + Duration::from_millis(7));
+        log.event(1, 103, Some(7), origin + Duration::from_millis(7));
         let (logs, acked) = log.into_parts();
         assert_eq!(acked, [1 << 3]);
         assert_eq!(logs[0].received(), 0);
@@ -272,12 +399,12 @@ mod tests {
         for key in 100..110 {
             log.sent().note(key, origin);
         }
-        log.event(0, 100, 5, origin);
-        log.event(0, 101, 6, origin);
-        log.event(0, 101, 6, origin); // twice
-        log.event(0, 102, 4, origin); // a revision behind
-        log.event(0, 7, 9, origin); // not a key of this run
-        log.event(0, 110, 9, origin); // past its keys
+        log.event(0, 100, Some(5), origin);
+        log.event(0, 101, Some(6), origin);
+        log.event(0, 101, Some(6), origin); // twice
+        log.event(0, 102, Some(4), origin); // a revision behind
+        log.event(0, 7, Some(9), origin); // not a key of this run
+        log.event(0, 110, Some(9), origin); // past its keys
         assert!(!log.complete(10));
         let (logs, _) = log.into_parts();
         let one = &logs[0];
@@ -292,10 +419,39 @@ mod tests {
         for watcher in 0..2 {
             for key in 100..110 {
                 assert!(!log.complete(10));
-                log.event(watcher, key, key as i64, origin);
+                log.event(watcher, key, Some(key as i64), origin);
             }
         }
         assert!(log.complete(10));
+    }
+
+    #[test]
+    fn events_without_revisions_are_ordered_by_their_writes() {
+        let (log, origin) = log(1);
+        for (key, zxid) in [(100, 10), (101, 11), (102, 12)] {
+            log.written(key, zxid);
+        }
+        // 102 arrives before 101, and 103's write was never answered.
+        for key in [100, 102, 103, 101] {
+            log.event(0, key, None, origin);
+        }
+        let (logs, _) = log.into_parts();
+        assert_eq!((logs[0].received(), logs[0].out_of_order), (4, 1));
+    }
+
+    #[test]
+    fn a_listing_counts_only_new_keys_and_coalesces_all_but_one() {
+        let (log, origin) = log(1);
+        log.listed(0, [100], 5, origin);
+        log.listed(0, [100, 101, 102, 103], 8, origin); // three new in one reply
+        log.listed(0, [100, 101, 102, 103], 9, origin); // nothing new
+        log.listed(0, [100, 101, 102, 103, 104], 7, origin); // its index went back
+        log.foreign(0, 2);
+        let (logs, _) = log.into_parts();
+        let one = &logs[0];
+        assert_eq!(one.received(), 5);
+        assert_eq!((one.coalesced, one.duplicates, one.out_of_order), (2, 0, 1));
+        assert_eq!((one.samples.len(), one.foreign), (5, 2));
     }
 
     #[test]
