@@ -44,6 +44,14 @@ class Misbehave:
     reorder_events: bool = False
     #: events never sent to watchers
     drop_events: float = 0.0
+    #: events sent to a watcher twice
+    duplicate_events: float = 0.0
+    #: the first watch created is cancelled (its history compacted, so it
+    #: cannot resume) once it was sent this many events; 0: never
+    cancel_watch_after: int = 0
+    #: every Watch stream ends (the member went away) once it sent this many
+    #: events; 0: never
+    end_streams_after: int = 0
 
 
 @dataclass
@@ -58,6 +66,8 @@ class _Watcher:
     range_end: bytes
     watch_id: int
     out: queue.Queue[pb.WatchResponse | None] = field(default_factory=queue.Queue)
+    #: events queued for it so far
+    sent: int = 0
 
     def wants(self, key: bytes) -> bool:
         if not self.range_end:
@@ -74,6 +84,8 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
         self._revision = 1
         self._watchers: list[_Watcher] = []
         self._next_watch = 1
+        #: every put, in revision order: what a watch from a past revision replays
+        self._history: list[pb.KeyValue] = []
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         rpc.add_KVServicer_to_server(self, self._server)
         rpc.add_WatchServicer_to_server(self, self._server)
@@ -171,6 +183,7 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
             version=entry.kv.version + 1 if entry else 1,
         )
         self._store[request.key] = _Entry(kv, entry.first if entry else request.value)
+        self._history.append(kv)
         self._notify(kv)
         return pb.PutResponse(header=self._header())
 
@@ -196,15 +209,35 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
     # ------------------------------------------------------------ Watch
 
     def _notify(self, kv: pb.KeyValue) -> None:
-        for watcher in self._watchers:
+        for watcher in list(self._watchers):
             if not watcher.wants(kv.key):
                 continue
             if self._random.random() < self.misbehave.drop_events:
                 self._did("drop_events")
                 continue
-            event = pb.Event(type=pb.Event.PUT, kv=kv)
+            self._send(watcher, kv)
+            if self._random.random() < self.misbehave.duplicate_events:
+                self._did("duplicate_events")
+                self._send(watcher, kv)
+
+    def _send(self, watcher: _Watcher, kv: pb.KeyValue) -> None:
+        event = pb.Event(type=pb.Event.PUT, kv=kv)
+        watcher.out.put(
+            pb.WatchResponse(header=self._header(), watch_id=watcher.watch_id, events=[event])
+        )
+        watcher.sent += 1
+        cancel_after = self.misbehave.cancel_watch_after
+        if cancel_after and watcher.watch_id == 1 and watcher.sent == cancel_after:
+            self._did("cancel_watch_after")
+            self._watchers.remove(watcher)
             watcher.out.put(
-                pb.WatchResponse(header=self._header(), watch_id=watcher.watch_id, events=[event])
+                pb.WatchResponse(
+                    header=self._header(),
+                    watch_id=watcher.watch_id,
+                    canceled=True,
+                    compact_revision=self._revision,
+                    cancel_reason="mvcc: required revision has been compacted",
+                )
             )
 
     def Watch(  # noqa: N802
@@ -214,19 +247,13 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
         mine: list[_Watcher] = []
 
         def read() -> None:
-            for request in requests:
-                if request.HasField("create_request"):
-                    create = request.create_request
-                    with self._lock:
-                        watcher = _Watcher(create.key, create.range_end, self._next_watch, out)
-                        self._next_watch += 1
-                        self._watchers.append(watcher)
-                        mine.append(watcher)
-                        out.put(
-                            pb.WatchResponse(
-                                header=self._header(), watch_id=watcher.watch_id, created=True
-                            )
-                        )
+            try:
+                for request in requests:
+                    if request.HasField("create_request"):
+                        with self._lock:
+                            mine.append(self._create(request.create_request, out))
+            except grpc.RpcError:
+                return  # the client cancelled the call, or the stream ended
             # The client closed its side: its watches go on until it leaves.
 
         threading.Thread(target=read, daemon=True).start()
@@ -238,10 +265,28 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
             with self._lock:
                 self._watchers = [w for w in self._watchers if w not in mine]
 
+    def _create(
+        self, create: pb.WatchCreateRequest, out: queue.Queue[pb.WatchResponse | None]
+    ) -> _Watcher:
+        """A watch, answered as created, then sent the history from its start
+        revision (none without one): under the lock, so no put falls between."""
+        watcher = _Watcher(create.key, create.range_end, self._next_watch, out)
+        self._next_watch += 1
+        self._watchers.append(watcher)
+        out.put(pb.WatchResponse(header=self._header(), watch_id=watcher.watch_id, created=True))
+        if create.start_revision:
+            for kv in self._history:
+                if kv.mod_revision >= create.start_revision and watcher.wants(kv.key):
+                    self._send(watcher, kv)
+        return watcher
+
     def _batches(self, out: queue.Queue[pb.WatchResponse | None]) -> Iterator[pb.WatchResponse]:
         """Responses as they come; with reorder_events, the events of one
-        watcher waiting at once go in one response, newest first."""
+        watcher waiting at once go in one response, newest first; with
+        end_streams_after, the stream ends once it sent that many events."""
         held: list[pb.WatchResponse | None] = []
+        events_sent = 0
+        end_after = self.misbehave.end_streams_after
         while True:
             first = held.pop() if held else out.get()
             if first is None:
@@ -249,13 +294,20 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
             batch = [first]
             while self.misbehave.reorder_events and not first.created and not out.empty():
                 nxt = out.get()
-                if nxt is None or nxt.created or nxt.watch_id != first.watch_id:
+                if nxt is None or nxt.created or nxt.canceled or nxt.watch_id != first.watch_id:
                     held.append(nxt)
                     break
                 batch.append(nxt)
+            if end_after and events_sent >= end_after and first.events:
+                self._did("end_streams_after")
+                return
+            events_sent += len(first.events) if len(batch) == 1 else 0
             if len(batch) == 1:
                 yield first
                 continue
-            self._did("reorder_events")
+            # counted per event: each after the newest arrives out of order
+            for _ in batch[1:]:
+                self._did("reorder_events")
             events = [e for response in batch for e in response.events][::-1]
+            events_sent += len(events)
             yield pb.WatchResponse(header=batch[-1].header, watch_id=first.watch_id, events=events)

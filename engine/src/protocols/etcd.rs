@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
@@ -132,6 +132,8 @@ pub struct StatusResponse {
 pub struct ResponseHeader {
     #[prost(uint64, tag = "2")]
     pub member_id: u64,
+    #[prost(int64, tag = "3")]
+    pub revision: i64,
 }
 
 /// A Watch stream's request: only `create_request` is sent.
@@ -141,24 +143,31 @@ pub struct WatchRequest {
     pub create_request: Option<WatchCreateRequest>,
 }
 
-/// Watch the keys from `key` up to (not including) `range_end`.
+/// Watch the keys from `key` up to (not including) `range_end`, from
+/// `start_revision` on (0: from now).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct WatchCreateRequest {
     #[prost(bytes = "bytes", tag = "1")]
     pub key: Bytes,
     #[prost(bytes = "bytes", tag = "2")]
     pub range_end: Bytes,
+    #[prost(int64, tag = "3")]
+    pub start_revision: i64,
 }
 
 /// The fields of a WatchResponse a watcher reads (events' values are skipped).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct WatchResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<ResponseHeader>,
     #[prost(int64, tag = "2")]
     pub watch_id: i64,
     #[prost(bool, tag = "3")]
     pub created: bool,
     #[prost(bool, tag = "4")]
     pub canceled: bool,
+    #[prost(int64, tag = "5")]
+    pub compact_revision: i64,
     #[prost(string, tag = "6")]
     pub cancel_reason: String,
     #[prost(message, repeated, tag = "11")]
@@ -232,38 +241,36 @@ impl Protocol for Etcd {
     /// Each watch connection carries one Watch stream with its share of the
     /// watchers (as clientv3 multiplexes the watches of a client), each a
     /// watch of the run's key range created on it in turn; etcd answers the
-    /// creates in order, which maps each watch id to its watcher.
+    /// creates in order, which maps each watch id to its watcher. A stream
+    /// that ends (its member killed, the connection cut) is opened again
+    /// and each watch created anew from the revision after the last one its
+    /// watcher saw, as clientv3 resumes; a watch etcd cancels (its start
+    /// compacted away) is not, and what it did not deliver counts as missed.
     async fn watch(
         plan: &Plan,
         log: Arc<WatchLog>,
         stop: CancellationToken,
     ) -> Result<JoinSet<()>, EngineError> {
         let watch = plan.watch.expect("watchers are planned");
-        let create = frame(&WatchRequest {
-            create_request: Some(run_range(plan)),
-        });
         let mut tasks = JoinSet::new();
         for c in 0..watch.connections {
-            let watchers: Vec<usize> = (c..watch.watchers).step_by(watch.connections).collect();
             let endpoints = ordered(&plan.endpoints, c % plan.endpoints.len());
             let authority = endpoints[0].authority.clone();
-            let conn = connect(plan, endpoints).await?;
-            let what = || format!("etcd at {authority} did not create its watches");
-            let (stream, ids) = within(plan.timeout, what, async {
-                let mut stream = conn
-                    .stream(&conn.uri(WATCH), create.clone())
-                    .await
-                    .map_err(|f| watch_error(&authority, &f))?;
-                for _ in 1..watchers.len() {
-                    stream
-                        .send(create.clone())
-                        .map_err(|f| watch_error(&authority, &f))?;
-                }
-                let ids = created(&mut stream, &watchers, &authority).await?;
-                Ok((stream, ids))
-            })
-            .await?;
-            tasks.spawn(read_events(conn, stream, ids, log.clone(), stop.clone()));
+            let named = authority.clone();
+            let what = move || format!("etcd at {named} did not create its watches");
+            let mut watching = Watching {
+                conn: connect(plan, endpoints).await?,
+                authority,
+                range: run_range(plan),
+                watchers: (c..watch.watchers)
+                    .step_by(watch.connections)
+                    .map(|index| Watcher { index, next: 0 })
+                    .collect(),
+                log: log.clone(),
+                timeout: plan.timeout,
+            };
+            let stream = within(plan.timeout, what, watching.create()).await?;
+            tasks.spawn(watching.run(stream, stop.clone()));
         }
         Ok(tasks)
     }
@@ -392,75 +399,191 @@ fn run_range(plan: &Plan) -> WatchCreateRequest {
     WatchCreateRequest {
         key: Bytes::from(from),
         range_end: Bytes::from(to),
+        start_revision: 0,
     }
 }
 
-/// Waits for one `created` reply per watcher; the watch ids in order.
-async fn created(
-    stream: &mut Stream,
-    watchers: &[usize],
-    authority: &str,
-) -> Result<HashMap<i64, usize>, EngineError> {
-    let mut ids = HashMap::new();
-    while ids.len() < watchers.len() {
-        let Some(message) = stream
-            .next()
-            .await
-            .map_err(|f| watch_error(authority, &f))?
-        else {
-            return Err(EngineError(format!(
-                "etcd at {authority} ended the Watch stream before every watch was created"
-            )));
-        };
-        let reply = WatchResponse::decode(message).map_err(|e| {
-            EngineError(format!(
-                "etcd at {authority}: a WatchResponse that does not decode: {e}"
-            ))
-        })?;
-        if reply.canceled {
-            return Err(EngineError(format!(
-                "etcd at {authority} cancelled a watch: {}",
-                reply.cancel_reason
-            )));
-        }
-        if reply.created {
-            ids.insert(reply.watch_id, watchers[ids.len()]);
-        }
-    }
-    Ok(ids)
+/// One watcher on a Watch stream.
+struct Watcher {
+    /// Its index in the log.
+    index: usize,
+    /// The revision its watch resumes from: one past the last it saw.
+    next: i64,
 }
 
-/// Hands every event to the log until `stop`, or until the stream ends.
-async fn read_events(
+/// One Watch stream's watchers, kept across the streams it takes.
+struct Watching {
     conn: Conn,
-    mut stream: Stream,
-    ids: HashMap<i64, usize>,
+    authority: String,
+    range: WatchCreateRequest,
+    /// Those still watching (a cancelled watch leaves).
+    watchers: Vec<Watcher>,
     log: Arc<WatchLog>,
-    stop: CancellationToken,
-) {
-    loop {
-        let Some(next) = unless_stopped(&stop, stream.next()).await else {
-            break;
+    timeout: Duration,
+}
+
+/// A Watch stream and which watcher (its position in `watchers`) each of
+/// its watch ids is.
+struct Open {
+    stream: Stream,
+    ids: HashMap<i64, usize>,
+}
+
+impl Watching {
+    /// Opens a stream and creates every watch on it, each from its
+    /// watcher's `next` (from now the first time, noted from the reply).
+    async fn create(&mut self) -> Result<Open, EngineError> {
+        let authority = &self.authority.clone();
+        let mut creates = self.watchers.iter().map(|w| {
+            frame(&WatchRequest {
+                create_request: Some(WatchCreateRequest {
+                    start_revision: w.next,
+                    ..self.range.clone()
+                }),
+            })
+        });
+        let first = creates.next().expect("a stream has a watcher");
+        let mut stream = self
+            .conn
+            .stream(&self.conn.uri(WATCH), first)
+            .await
+            .map_err(|f| watch_error(authority, &f))?;
+        for create in creates {
+            stream
+                .send(create)
+                .map_err(|f| watch_error(authority, &f))?;
+        }
+        let mut open = Open {
+            stream,
+            ids: HashMap::new(),
         };
-        let Ok(Some(message)) = next else {
-            break; // the stream ended: what it did not deliver counts as missed
-        };
-        let arrived = Instant::now();
-        let Ok(reply) = WatchResponse::decode(message) else {
-            continue;
-        };
-        let Some(&watcher) = ids.get(&reply.watch_id) else {
-            continue;
-        };
-        for event in reply.events {
-            if let Some(kv) = event.kv {
-                let key = key_number(&kv.key).unwrap_or(u64::MAX);
-                log.event(watcher, key, Some(kv.mod_revision), arrived);
+        // etcd answers the creates in order, but a resumed watch may send
+        // events before a later watch's `created`: they are handled as they come.
+        while open.ids.len() < self.watchers.len() {
+            let reply = next_reply(&mut open.stream, authority)
+                .await?
+                .ok_or_else(|| {
+                    EngineError(format!(
+                        "etcd at {authority} ended the Watch stream before every watch was created"
+                    ))
+                })?;
+            let arrived = Instant::now();
+            if reply.created && reply.canceled {
+                return Err(EngineError(format!(
+                    "etcd at {authority} refused a watch: {}",
+                    reply.cancel_reason
+                )));
+            }
+            if reply.created {
+                let position = open.ids.len();
+                let watcher = &mut self.watchers[position];
+                if watcher.next == 0 {
+                    watcher.next = reply.header.map_or(0, |h| h.revision) + 1;
+                }
+                open.ids.insert(reply.watch_id, position);
+            } else {
+                self.handle(&mut open, reply, arrived);
+            }
+        }
+        Ok(open)
+    }
+
+    /// Hands every event to the log until `stop`, opening the stream again
+    /// whenever it ends while a watcher is left.
+    async fn run(mut self, mut open: Open, stop: CancellationToken) {
+        loop {
+            self.read(&mut open, &stop).await;
+            open.stream.cancel();
+            if stop.is_cancelled() || self.watchers.is_empty() {
+                break;
+            }
+            match self.reopen(&stop).await {
+                Some(again) => open = again,
+                None => break,
             }
         }
     }
-    stream.cancel();
-    drop(conn);
+
+    /// A stream with every watch created again, tried until `stop`.
+    async fn reopen(&mut self, stop: &CancellationToken) -> Option<Open> {
+        loop {
+            unless_stopped(stop, tokio::time::sleep(RETRY)).await?;
+            let limit = self.timeout;
+            if let Ok(Ok(open)) =
+                unless_stopped(stop, tokio::time::timeout(limit, self.create())).await?
+            {
+                return Some(open);
+            }
+        }
+    }
+
+    /// Reads `open` until it ends or `stop`; a watch etcd cancels leaves.
+    async fn read(&mut self, open: &mut Open, stop: &CancellationToken) {
+        loop {
+            let Some(next) = unless_stopped(stop, open.stream.next()).await else {
+                return;
+            };
+            let Ok(Some(message)) = next else {
+                return; // the stream ended: reopened by `run`
+            };
+            let arrived = Instant::now();
+            if let Ok(reply) = WatchResponse::decode(message) {
+                self.handle(open, reply, arrived);
+            }
+        }
+    }
+
+    /// One reply's events into the log; a watch etcd cancelled leaves.
+    fn handle(&mut self, open: &mut Open, reply: WatchResponse, arrived: Instant) {
+        let Some(&at) = open.ids.get(&reply.watch_id) else {
+            return;
+        };
+        if reply.canceled {
+            self.leave(open, at);
+            return;
+        }
+        let watcher = &mut self.watchers[at];
+        for kv in reply.events.into_iter().filter_map(|e| e.kv) {
+            let key = key_number(&kv.key).unwrap_or(u64::MAX);
+            self.log
+                .event(watcher.index, key, Some(kv.mod_revision), arrived);
+            watcher.next = watcher.next.max(kv.mod_revision + 1);
+        }
+    }
+
+    /// The watcher at `at` stops watching; the others' positions follow.
+    fn leave(&mut self, open: &mut Open, at: usize) {
+        self.watchers.remove(at);
+        open.ids.retain(|_, position| *position != at);
+        for position in open.ids.values_mut() {
+            if *position > at {
+                *position -= 1;
+            }
+        }
+    }
+}
+
+/// How long a watcher whose stream ended waits before opening it again
+/// (and between tries while no member answers).
+const RETRY: Duration = Duration::from_millis(100);
+
+/// The next WatchResponse on `stream`; None once it ended.
+async fn next_reply(
+    stream: &mut Stream,
+    authority: &str,
+) -> Result<Option<WatchResponse>, EngineError> {
+    let Some(message) = stream
+        .next()
+        .await
+        .map_err(|f| watch_error(authority, &f))?
+    else {
+        return Ok(None);
+    };
+    WatchResponse::decode(message).map(Some).map_err(|e| {
+        EngineError(format!(
+            "etcd at {authority}: a WatchResponse that does not decode: {e}"
+        ))
+    })
 }
 
 fn watch_error(authority: &str, failure: &Failure) -> EngineError {
