@@ -24,7 +24,11 @@ Per window:
   while the member was out, and in the 10 s after it came back, and the
   **slowest** one from the fault to 10 s after it came back (a request held
   by a paused member waits for all of the pause, and is rarely in a p99);
-- the seconds until another member was named leader (from run.json).
+- the seconds until another member was named leader (from run.json);
+- for a watch load, the watch events of puts *sent* from the fault to the
+  next window or the end that some watcher never received (summed over the
+  watchers), the duplicate events that *arrived* in that span, and the p99
+  watch latency of the puts sent from the fault to 10 s after it was undone.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dbtester.results import FaultRecord, FaultSummary, FigureValue, Records
+from dbtester.results import FaultRecord, FaultSummary, FigureValue, Records, WatchEvents
 
 __all__ = [
     "FAULT_ROWS",
@@ -47,6 +51,7 @@ __all__ = [
     "fault_figures",
     "fault_row",
     "fault_values",
+    "watch_fault_figures",
     "windows",
 ]
 
@@ -72,7 +77,13 @@ _ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
     "P99-AFTER-MS": lambda f: f.p99_after_ms,
     "SLOWEST-MS": lambda f: f.slowest_ms,
 }
-FAULT_ROWS = tuple(_ROWS)
+#: per window k of a watch load, after those
+_WATCH_ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
+    "WATCH-MISSED": lambda f: f.watch_missed,
+    "WATCH-DUPLICATED": lambda f: f.watch_duplicated,
+    "WATCH-P99-MS": lambda f: f.watch_p99_ms,
+}
+FAULT_ROWS = (*_ROWS, *_WATCH_ROWS)
 
 
 def fault_row(number: int, suffix: str) -> str:
@@ -81,8 +92,10 @@ def fault_row(number: int, suffix: str) -> str:
 
 
 def fault_values(f: FaultSummary) -> dict[str, FigureValue]:
-    """The table rows of window ``f`` and their values, in table order."""
-    return {fault_row(f.number, suffix): value(f) for suffix, value in _ROWS.items()}
+    """The table rows of window ``f`` and their values, in table order (the
+    watch rows for a watch load's windows only)."""
+    rows = _ROWS if f.watch_missed is None else _ROWS | _WATCH_ROWS
+    return {fault_row(f.number, suffix): value(f) for suffix, value in rows.items()}
 
 
 @dataclass(frozen=True)
@@ -205,6 +218,35 @@ def fault_figures(
             since = previous.start_s if previous.end_s is None else previous.end_s
         summaries.append(_summary(window, timeline, since, horizon))
     return summaries
+
+
+def watch_fault_figures(
+    summaries: Sequence[FaultSummary], watch: WatchEvents, load_start: float
+) -> list[FaultSummary]:
+    """``summaries`` with what each window did to the watchers."""
+    sent_s = watch.sent_unix_s() - load_start  # NaN (never sent) is in no span
+    missing = watch.missing()
+    duplicate_s = watch.duplicate_unix_s() - load_start
+    event_sent_s = sent_s[watch.key] if len(watch) else np.zeros(0)
+    found = []
+    for i, f in enumerate(summaries):
+        horizon = summaries[i + 1].start_s if i + 1 < len(summaries) else np.inf
+        after_end = horizon if f.end_s is None else min(f.end_s + SIDE_S, horizon)
+        put_in = (sent_s >= f.start_s) & (sent_s < horizon)
+        events_in = (event_sent_s >= f.start_s) & (event_sent_s < after_end)
+        latencies = watch.latency_us[events_in] / 1e3
+        found.append(
+            f.model_copy(
+                update={
+                    "watch_missed": int(missing[put_in].sum()),
+                    "watch_duplicated": int(
+                        ((duplicate_s >= f.start_s) & (duplicate_s < horizon)).sum()
+                    ),
+                    "watch_p99_ms": float(np.percentile(latencies, 99)) if len(latencies) else None,
+                }
+            )
+        )
+    return found
 
 
 def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> FaultSummary:

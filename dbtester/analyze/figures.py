@@ -21,6 +21,7 @@ from dbtester.analyze.faults import (
     fault_figures,
     fault_row,
     fault_values,
+    watch_fault_figures,
 )
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import OPERATIONS, FaultSummary, Records
@@ -192,7 +193,8 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     by_step = sorted(steps, key=lambda s: (s[0], STEP_ROWS.index(s[1])))
     numbers = (int(m[1]) for f in figures for r in f.values if (m := _PER_FAULT.match(r)))
     faults = max(numbers, default=0)
-    rows += [fault_row(k, suffix) for k in range(1, faults + 1) for suffix in FAULT_ROWS]
+    per_fault = [fault_row(k, suffix) for k in range(1, faults + 1) for suffix in FAULT_ROWS]
+    rows += [row for row in per_fault if any(row in f.values for f in figures)]
     rows += _operation_table_rows(figures)
     rows += [row for row in HOST_ROWS if any(row in f.values for f in figures)]
     return rows + [step_row(clients, row) for clients, row in by_step]
@@ -418,6 +420,12 @@ def _watch(data: DatabaseData, figures: Figures) -> None:
     figures.series[WATCH_SERIES] = Series(
         (np.flatnonzero(seen) + low).astype(float), sums[seen] / counts[seen] / 1e3
     )
+    if unexpected := watch.unexpected():
+        figures.notes.append(
+            f"{data.label}: {unexpected:,} watch events were of puts whose writer got no"
+            " acknowledgement (the put took effect, its reply was lost): they count as"
+            " received but not as expected"
+        )
     if int(watch.foreign.sum()):
         figures.notes.append(
             f"{data.label}: {int(watch.foreign.sum()):,} watch events named keys this load"
@@ -476,6 +484,8 @@ def _faults(data: DatabaseData, figures: Figures) -> None:
     load that did not recover from it."""
     trial = data.record.trial
     found = fault_figures(data.records, data.record.faults, data.load_start)
+    if data.watch is not None:
+        found = watch_fault_figures(found, data.watch, data.load_start)
     figures.faults = [f.model_copy(update={"trial": trial}) for f in found]
     for f in found:
         figures.values.update(fault_values(f))

@@ -218,6 +218,9 @@ def watch_events_of(result: Mapping[str, Any], keys: int) -> WatchEvents | None:
         int(watch["origin_unix_ns"]),
         np.asarray(watch["acked"], dtype=np.uint64),
         keys,
+        np.asarray(watch["sent_ms"], dtype=np.uint32),
+        np.asarray(watch["duplicate_watcher"], dtype=np.uint16),
+        np.asarray(watch["duplicate_ms"], dtype=np.uint32),
     )
 
 

@@ -378,6 +378,12 @@ class FaultSummary(_Record):
     p99_during_ms: float | None = None  # while the member was out
     p99_after_ms: float | None = None  # 10 s after it was back
     slowest_ms: float | None = None  # from the fault to 10 s after it was back
+    #: watch loads: events of puts sent from the fault on that a watcher
+    #: missed, duplicates that arrived then, and the p99 watch latency of
+    #: puts sent from the fault to 10 s after it was undone (None otherwise)
+    watch_missed: int | None = None
+    watch_duplicated: int | None = None
+    watch_p99_ms: float | None = None
 
 
 class DatabaseSummary(_Record):

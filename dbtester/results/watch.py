@@ -29,6 +29,8 @@ _COLUMNS = {
     "arrival_ms": np.dtype(np.uint32),
 }
 _PER_WATCHER = ("duplicates", "out_of_order", "foreign", "coalesced")
+#: sent_ms of a put never sent
+_UNSENT = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,12 @@ class WatchEvents:
     acked: npt.NDArray[np.uint64]
     #: the puts of the load (key offsets 0 .. keys - 1)
     keys: int
+    #: per key offset: when its put was sent, in ms since ``origin_unix_ns``
+    #: (2**32 - 1: never sent)
+    sent_ms: npt.NDArray[np.uint32]
+    #: every duplicate event: its watcher and its arrival (ms since the origin)
+    duplicate_watcher: npt.NDArray[np.uint16]
+    duplicate_ms: npt.NDArray[np.uint32]
 
     @property
     def watchers(self) -> int:
@@ -84,6 +92,25 @@ class WatchEvents:
     def arrival_unix_s(self) -> npt.NDArray[np.float64]:
         return self.origin_unix_ns / 1e9 + self.arrival_ms / 1e3
 
+    def sent_unix_s(self) -> npt.NDArray[np.float64]:
+        """Per key offset: when its put was sent (NaN: never)."""
+        sent = self.origin_unix_ns / 1e9 + self.sent_ms / 1e3
+        return np.where(self.sent_ms == _UNSENT, np.nan, sent)
+
+    def duplicate_unix_s(self) -> npt.NDArray[np.float64]:
+        return self.origin_unix_ns / 1e9 + self.duplicate_ms / 1e3
+
+    def unexpected(self) -> int:
+        """Events received of puts never acknowledged (their reply was lost,
+        but they took effect), summed over the watchers."""
+        return int((~self.acknowledged()[np.newaxis, :] & self._seen()).sum())
+
+    def missing(self) -> npt.NDArray[np.int64]:
+        """Per key offset: how many watchers never received its acknowledged
+        put's event."""
+        missing = self.acknowledged()[np.newaxis, :] & ~self._seen()
+        return np.asarray(missing.sum(axis=0), dtype=np.int64)
+
     def save(self, path: Path) -> None:
         np.savez(
             path,
@@ -99,6 +126,9 @@ class WatchEvents:
             origin_unix_ns=np.array([self.origin_unix_ns], dtype=np.int64),
             acked=self.acked,
             keys=np.array([self.keys], dtype=np.int64),
+            sent_ms=self.sent_ms,
+            duplicate_watcher=self.duplicate_watcher,
+            duplicate_ms=self.duplicate_ms,
         )
 
     @classmethod
@@ -113,6 +143,9 @@ class WatchEvents:
                 origin = data["origin_unix_ns"]
                 acked = data["acked"]
                 keys = data["keys"]
+                sent_ms = data["sent_ms"]
+                duplicate_watcher = data["duplicate_watcher"]
+                duplicate_ms = data["duplicate_ms"]
         except KeyError as exc:
             raise ResultsError(
                 path, f"no {exc.args[0]} array: not dbtester's watch events"
@@ -134,6 +167,10 @@ class WatchEvents:
             raise ResultsError(path, "the seen bits do not divide among the watchers")
         if len(columns["watcher"]) and int(columns["watcher"].max()) >= watchers:
             raise ResultsError(path, "an event names a watcher that is not there")
+        if sent_ms.dtype != np.uint32 or len(sent_ms) != int(keys[0]):
+            raise ResultsError(path, "the puts' send times do not match the puts")
+        if len(duplicate_watcher) != len(duplicate_ms):
+            raise ResultsError(path, "the duplicates' columns differ in length")
         return cls(
             columns["watcher"],
             columns["key"],
@@ -147,4 +184,7 @@ class WatchEvents:
             int(origin[0]) if len(origin) else 0,
             acked,
             int(keys[0]),
+            sent_ms,
+            duplicate_watcher.astype(np.uint16),
+            duplicate_ms.astype(np.uint32),
         )

@@ -149,6 +149,7 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     let Watched {
         logs,
         acked,
+        sent_ms,
         origin_unix_ns,
     } = watched;
     let total: usize = logs.iter().map(|l| l.samples.len()).sum();
@@ -160,6 +161,7 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     let mut seen = Vec::with_capacity(words * logs.len());
     let (mut duplicates, mut out_of_order) = (Vec::new(), Vec::new());
     let (mut foreign, mut coalesced) = (Vec::new(), Vec::new());
+    let (mut duplicate_watcher, mut duplicate_ms) = (Vec::new(), Vec::new());
     for (index, log) in logs.into_iter().enumerate() {
         let index = u16::try_from(index).unwrap_or(u16::MAX);
         for sample in &log.samples {
@@ -168,6 +170,8 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
             latency_us.push(sample.latency_us);
             arrival_ms.push(sample.arrival_ms);
         }
+        duplicate_watcher.extend(log.duplicate_ms.iter().map(|_| index));
+        duplicate_ms.extend_from_slice(&log.duplicate_ms);
         seen.extend_from_slice(&log.seen);
         duplicates.push(log.duplicates);
         out_of_order.push(log.out_of_order);
@@ -187,6 +191,12 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     dict.set_item("coalesced", PyArray1::from_vec(py, coalesced))?;
     dict.set_item("origin_unix_ns", origin_unix_ns)?;
     dict.set_item("acked", PyArray1::from_vec(py, acked))?;
+    dict.set_item("sent_ms", PyArray1::from_vec(py, sent_ms))?;
+    dict.set_item(
+        "duplicate_watcher",
+        PyArray1::from_vec(py, duplicate_watcher),
+    )?;
+    dict.set_item("duplicate_ms", PyArray1::from_vec(py, duplicate_ms))?;
     Ok(dict.unbind())
 }
 

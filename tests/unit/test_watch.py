@@ -102,6 +102,9 @@ def _events(tmp_path: Path) -> WatchEvents:
         1_800_000_000_000_000_000,
         acked_bits.view(np.uint64),
         70,
+        np.r_[np.arange(69, dtype=np.uint32) * 10, np.uint32(2**32 - 1)],
+        np.array([1, 1], np.uint16),
+        np.array([30, 700], np.uint32),
     )
     path = tmp_path / "watch-events.npz"
     events.save(path)
@@ -117,6 +120,14 @@ def test_missed_counts_only_acknowledged_puts(tmp_path: Path) -> None:
     assert events.missed().tolist() == [0, 2]
     assert events.duplicates.tolist() == [0, 2] and events.out_of_order.tolist() == [1, 0]
     assert events.arrival_unix_s()[1] == pytest.approx(1_800_000_000.020)
+    # per key: watcher 1 missed puts 3 and 69; put 5 was never acknowledged
+    # put 5 was never acknowledged, yet both watchers saw it
+    assert events.unexpected() == 2
+    missing = events.missing()
+    assert missing.sum() == 2 and missing[3] == missing[69] == 1
+    sent = events.sent_unix_s()
+    assert sent[2] == pytest.approx(1_800_000_000.020) and np.isnan(sent[69])
+    assert events.duplicate_unix_s().tolist() == pytest.approx([1_800_000_000.03, 1_800_000_000.7])
 
 
 def test_damaged_events_are_refused_naming_the_file(tmp_path: Path) -> None:

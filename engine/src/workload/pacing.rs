@@ -80,10 +80,11 @@ pub async fn run<P: Protocol>(
     let records = std::mem::take(&mut *lock(&records));
     let watch = watch.and_then(Arc::into_inner).map(|log| {
         let origin_unix_ns = clock.unix_ns(log.sent().origin());
-        let (logs, acked) = log.into_parts();
+        let (logs, acked, sent_ms) = log.into_parts();
         Watched {
             logs,
             acked,
+            sent_ms,
             origin_unix_ns,
         }
     });

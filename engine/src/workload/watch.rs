@@ -62,6 +62,18 @@ impl SentTimes {
         (ns != UNSENT).then_some(ns)
     }
 
+    /// Each put's send, in milliseconds since the origin (u32::MAX: never
+    /// sent), by key offset: which fault window a put fell in.
+    pub fn sent_ms(&self) -> Vec<u32> {
+        (0..self.ns.len())
+            .map(|offset| {
+                self.sent_ns(offset).map_or(u32::MAX, |ns| {
+                    u32::try_from(ns / 1_000_000).unwrap_or(u32::MAX - 1)
+                })
+            })
+            .collect()
+    }
+
     /// How many keys' send times it holds.
     pub fn count(&self) -> usize {
         self.ns.len()
@@ -92,6 +104,9 @@ pub struct WatcherLog {
     pub samples: Vec<Sample>,
     /// Events of a key already seen.
     pub duplicates: u64,
+    /// Each of those duplicates' arrival, in milliseconds since the origin
+    /// (so a fault window can count its own).
+    pub duplicate_ms: Vec<u32>,
     /// Events whose revision was not above the last one this watcher saw.
     pub out_of_order: u64,
     /// Events of keys no put of this run wrote.
@@ -153,12 +168,15 @@ enum Order {
 }
 
 /// What the watchers saw, for Python: each watcher's log, which puts were
-/// acknowledged, and the wall-clock time arrivals count from.
+/// acknowledged and when each was sent, and the wall-clock time arrivals
+/// count from.
 #[derive(Debug)]
 pub struct Watched {
     pub logs: Vec<WatcherLog>,
     /// Bit k: the put of the key at offset k was acknowledged.
     pub acked: Vec<u64>,
+    /// The put of the key at offset k was sent this many ms after the origin.
+    pub sent_ms: Vec<u32>,
     /// The log's origin on the wall clock (unix ns).
     pub origin_unix_ns: i64,
 }
@@ -272,6 +290,11 @@ impl WatchLog {
         let (word, bit) = (offset / 64, 1u64 << (offset % 64));
         if log.seen[word] & bit != 0 {
             log.duplicates += 1;
+            let arrived_ms = arrived
+                .saturating_duration_since(self.sent.origin)
+                .as_millis();
+            log.duplicate_ms
+                .push(u32::try_from(arrived_ms).unwrap_or(u32::MAX));
             return;
         }
         log.seen[word] |= bit;
@@ -309,8 +332,10 @@ impl WatchLog {
             .all(|w| w.lock().unwrap_or_else(PoisonError::into_inner).received() >= expected)
     }
 
-    /// The logs, in watcher order, and the acknowledged puts' bits.
-    pub fn into_parts(self) -> (Vec<WatcherLog>, Vec<u64>) {
+    /// The logs, in watcher order, the acknowledged puts' bits, and the
+    /// puts' send times (`SentTimes::sent_ms`).
+    pub fn into_parts(self) -> (Vec<WatcherLog>, Vec<u64>, Vec<u32>) {
+        let sent_ms = self.sent.sent_ms();
         let written = self.written;
         let logs = self
             .watchers
@@ -324,7 +349,7 @@ impl WatchLog {
             })
             .collect();
         let acked = self.acked.into_iter().map(AtomicU64::into_inner).collect();
-        (logs, acked)
+        (logs, acked, sent_ms)
     }
 }
 
@@ -379,8 +404,11 @@ mod tests {
         log.sent().note(103, origin + Duration::from_millis(5));
         log.acknowledged(103);
         log.event(1, 103, Some(7), origin + Duration::from_millis(7));
-        let (logs, acked) = log.into_parts();
+        let (logs, acked, sent) = log.into_parts();
         assert_eq!(acked, [1 << 3]);
+        let mut unsent = [u32::MAX; 10];
+        unsent[3] = 5;
+        assert_eq!(sent, unsent);
         assert_eq!(logs[0].received(), 0);
         assert_eq!(logs[1].received(), 1);
         assert_eq!(
@@ -401,16 +429,17 @@ mod tests {
         }
         log.event(0, 100, Some(5), origin);
         log.event(0, 101, Some(6), origin);
-        log.event(0, 101, Some(6), origin); // twice
+        log.event(0, 101, Some(6), origin + Duration::from_millis(9)); // twice
         log.event(0, 102, Some(4), origin); // a revision behind
         log.event(0, 7, Some(9), origin); // not a key of this run
         log.event(0, 110, Some(9), origin); // past its keys
         assert!(!log.complete(10));
-        let (logs, _) = log.into_parts();
+        let (logs, _, _) = log.into_parts();
         let one = &logs[0];
         assert_eq!(one.received(), 3);
         assert_eq!((one.duplicates, one.out_of_order, one.foreign), (1, 1, 2));
         assert_eq!(one.samples.len(), 3);
+        assert_eq!(one.duplicate_ms, [9]);
     }
 
     #[test]
@@ -435,7 +464,7 @@ mod tests {
         for key in [100, 102, 103, 101] {
             log.event(0, key, None, origin);
         }
-        let (logs, _) = log.into_parts();
+        let (logs, _, _) = log.into_parts();
         assert_eq!((logs[0].received(), logs[0].out_of_order), (4, 1));
     }
 
@@ -447,7 +476,7 @@ mod tests {
         log.listed(0, [100, 101, 102, 103], 9, origin); // nothing new
         log.listed(0, [100, 101, 102, 103, 104], 7, origin); // its index went back
         log.foreign(0, 2);
-        let (logs, _) = log.into_parts();
+        let (logs, _, _) = log.into_parts();
         let one = &logs[0];
         assert_eq!(one.received(), 5);
         assert_eq!((one.coalesced, one.duplicates, one.out_of_order), (2, 0, 1));
