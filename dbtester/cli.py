@@ -910,9 +910,10 @@ def history_command(
         raise click.UsageError(
             "give SOURCE, a results folder or a bucket prefix (or --list-metrics)"
         )
-    rows = check_metrics(metrics)
     opened = open_source(source)
     found = load_history(opened, databases=databases, since=since.date() if since else None)
+    # unnamed: the default rows that some run has (a search's, a watch load's)
+    rows = check_metrics(metrics) if metrics else found.measured(check_metrics(()))
     if not as_json:
         click.echo(render_table(found, rows), nl=False)
     if found.converted:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbtester.analyze import Compared, DatabaseAnalysis, analyze, compare_databases
-from dbtester.analyze.stats import DEFAULT_METRICS, METRICS, SEARCH_METRICS
+from dbtester.analyze.stats import COMPARED_BY_DEFAULT, METRICS
 from dbtester.errors import BadInputError, EnvironmentsDifferError
 from dbtester.report.comparison import describe_change
 from dbtester.report.table import format_cell
@@ -78,7 +78,7 @@ def describe_metrics() -> list[tuple[str, str]]:
     described = []
     for name, metric in METRICS.items():
         words = f"{metric.better} is better"
-        if name in DEFAULT_METRICS:
+        if name in COMPARED_BY_DEFAULT:
             words += "; checked by default"
         described.append((name, words))
     return described
@@ -89,7 +89,7 @@ def check_metrics(names: Sequence[str]) -> tuple[str, ...]:
     unknown = [n for n in names if n not in METRICS]
     if unknown:
         raise BadInputError(f"unknown metric {', '.join(unknown)}; allowed: {', '.join(METRICS)}")
-    return tuple(names) or DEFAULT_METRICS
+    return tuple(names) or COMPARED_BY_DEFAULT
 
 
 def compare_directories(
@@ -103,8 +103,9 @@ def compare_directories(
     """Every database both directories hold (matched by id), B against A.
     EnvironmentsDifferError when they ran on different machines, unless
     ``across_environments``: a gate must not judge a change of hardware."""
-    # unnamed: the defaults, after a search's rows where both directories have them
-    rows = check_metrics(metrics) if metrics else SEARCH_METRICS + DEFAULT_METRICS
+    # unnamed: a search's and a watch load's rows where both directories
+    # have them, then the defaults
+    rows = check_metrics(metrics)
     results_a, results_b = ResultsDir(a).load(), ResultsDir(b).load()
     differ = _environments(results_a, results_b)
     if differ and not across_environments:

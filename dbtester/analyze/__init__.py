@@ -14,9 +14,8 @@ from dbtester import __version__
 from dbtester.analyze.data import DatabaseData, prepare
 from dbtester.analyze.figures import ROWS, Figures, compute, table_rows
 from dbtester.analyze.stats import (
-    DEFAULT_METRICS,
+    COMPARED_BY_DEFAULT,
     METRICS,
-    SEARCH_METRICS,
     Change,
     Estimate,
     compare,
@@ -185,10 +184,11 @@ def _figures(data: DatabaseData) -> Figures:
 def compare_databases(
     baseline: DatabaseAnalysis,
     other: DatabaseAnalysis,
-    metrics: Sequence[str] = SEARCH_METRICS + DEFAULT_METRICS,
+    metrics: Sequence[str] = COMPARED_BY_DEFAULT,
 ) -> list[Compared]:
     """``other`` against ``baseline`` on each metric both have values for
-    (by default a search's rows, where both searched, and DEFAULT_METRICS)."""
+    (by default COMPARED_BY_DEFAULT: a search's rows, where both searched, a
+    watch load's, where both watched, and DEFAULT_METRICS)."""
     found = []
     for row in metrics:
         a, b = baseline.values(row), other.values(row)

@@ -24,7 +24,7 @@ from dbtester.analyze.faults import (
     watch_fault_figures,
 )
 from dbtester.analyze.stats import SEARCH_METRICS
-from dbtester.results import OPERATIONS, FaultSummary, Records
+from dbtester.results import OPERATIONS, FaultSummary, Records, WatchEvents
 
 __all__ = [
     "CONFLICT_ROW",
@@ -38,6 +38,7 @@ __all__ = [
     "SEARCH_ROWS",
     "SEARCH_TARGET",
     "STEP_ROWS",
+    "WATCH_BY_WATCHER",
     "WATCH_ROWS",
     "WATCH_SERIES",
     "Figures",
@@ -125,6 +126,8 @@ WATCH_ROWS = (
 )
 #: the chart series of the events' average latency per second, by arrival
 WATCH_SERIES = "AVG-WATCH-LATENCY-MS"
+#: and of each watcher's p99 event latency, by watcher
+WATCH_BY_WATCHER = "WATCH-P99-LATENCY-BY-WATCHER"
 
 #: runs whose samplers ran the host-speed probe (results schema 8): the client
 #: machine's mean speed over the load (probe runs per CPU-second, higher is
@@ -383,6 +386,19 @@ def _search(data: DatabaseData, figures: Figures) -> None:
     figures.series[SEARCH_TARGET] = Series(ends, np.array([search.slo_ms, search.slo_ms]))
 
 
+def _p99_by_watcher(watch: WatchEvents) -> Series:
+    """Each watcher's p99 event latency (ms), by watcher number; a watcher
+    that received nothing has no point."""
+    numbers, p99s = [], []
+    for number in range(watch.watchers):
+        # one mask at a time: 10^7 pairs need no sorted copy
+        latencies = watch.latency_us[watch.watcher == number]
+        if len(latencies):
+            numbers.append(float(number))
+            p99s.append(float(np.percentile(latencies, 99)) / 1e3)
+    return Series(np.array(numbers), np.array(p99s))
+
+
 def _watch(data: DatabaseData, figures: Figures) -> None:
     """A watch load's rows and its latency-over-time series."""
     watch = data.watch
@@ -420,6 +436,7 @@ def _watch(data: DatabaseData, figures: Figures) -> None:
     figures.series[WATCH_SERIES] = Series(
         (np.flatnonzero(seen) + low).astype(float), sums[seen] / counts[seen] / 1e3
     )
+    figures.series[WATCH_BY_WATCHER] = _p99_by_watcher(watch)
     if unexpected := watch.unexpected():
         figures.notes.append(
             f"{data.label}: {unexpected:,} watch events were of puts whose writer got no"

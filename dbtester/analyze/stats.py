@@ -35,10 +35,12 @@ from dbtester.results.requests import OPERATIONS
 
 __all__ = [
     "ALPHA",
+    "COMPARED_BY_DEFAULT",
     "CONFIDENCE",
     "DEFAULT_METRICS",
     "METRICS",
     "SEARCH_METRICS",
+    "WATCH_METRICS",
     "Change",
     "Estimate",
     "Metric",
@@ -117,12 +119,18 @@ METRICS: Mapping[str, Metric] = {
         *(_speed(f"WATCH-LATENCY p{p}", "lower") for p in ("50", "90", "99", "99.9")),
         _speed("WATCH-LATENCY-MAX", "lower"),
         _resource("WATCH-EVENTS-MISSED"),
+        _resource("WATCH-EVENTS-DUPLICATED"),
+        _resource("WATCH-EVENTS-OUT-OF-ORDER"),
     )
 }
 
 #: a search's rows: compared before DEFAULT_METRICS wherever both sides
 #: searched (other runs have no values for them)
 SEARCH_METRICS = ("MAX-SUSTAINABLE-THROUGHPUT", "LATENCY-AT-MAX-SUSTAINABLE")
+
+#: a watch load's rows: compared after a search's wherever both sides
+#: watched
+WATCH_METRICS = ("WATCH-LATENCY p50", "WATCH-LATENCY p99", "WATCH-EVENTS-MISSED")
 
 #: what a comparison shows unless told otherwise
 DEFAULT_METRICS = (
@@ -132,6 +140,10 @@ DEFAULT_METRICS = (
     "SERVER-MAX-CPU-USAGE",
     "SERVER-MAX-MEMORY-USAGE",
 )
+
+#: compared, checked and gated when no metric is named, in this order, each
+#: where both sides have values
+COMPARED_BY_DEFAULT = SEARCH_METRICS + WATCH_METRICS + DEFAULT_METRICS
 
 
 @dataclass(frozen=True)

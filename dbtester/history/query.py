@@ -59,6 +59,10 @@ class History:
     def of(self, database: str) -> list[RunFigures]:
         return [r for r in self.runs if r.database == database]
 
+    def measured(self, metrics: Sequence[str]) -> tuple[str, ...]:
+        """Those of ``metrics`` some run has a value for, in their order."""
+        return tuple(m for m in metrics if any(r.values.get(m) for r in self.runs))
+
 
 Reader = Literal["fetch", "duckdb"]
 

@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from dbtester.analyze.figures import (
     SEARCH_CURVE,
     SEARCH_TARGET,
+    WATCH_BY_WATCHER,
     WATCH_SERIES,
     Figures,
     Series,
@@ -105,6 +106,14 @@ CHARTS = (
         SECONDS,
         "Latency (ms)",
         optional=True,
+    ),
+    Chart(
+        WATCH_BY_WATCHER,
+        "Watch event latency p99 by watcher",
+        "Watcher",
+        "Latency p99 (ms)",
+        optional=True,
+        markers=True,
     ),
     Chart("AVG-LATENCY-MS-BY-KEY", "Average latency by keys written", KEYS, "Latency (ms)"),
     Chart(

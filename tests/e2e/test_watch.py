@@ -91,6 +91,10 @@ def test_every_watcher_sees_every_put(watched: Path, kind: str) -> None:
     table = (out / "summary.txt").read_text()
     assert "WATCH-LATENCY p99" in table and "Latency p99" in table
     assert (out / "charts" / "AVG-WATCH-LATENCY-MS.svg").is_file()
+    svg = (out / "charts" / "WATCH-P99-LATENCY-BY-WATCHER.svg").read_text()
+    assert "by watcher" in svg
+    report = (out / "report.html").read_text()
+    assert "WATCH-P99-LATENCY-BY-WATCHER" in report and "WATCH-EVENTS-COALESCED" in report
 
 
 FAULT_PUTS = 3000
