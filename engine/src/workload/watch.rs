@@ -123,8 +123,15 @@ pub struct WatcherLog {
 
 impl WatcherLog {
     fn new(keys: usize) -> Self {
+        // Room for one event per key up front: growing by doubling copies a
+        // watcher's events again and again, and leaves the freed copies with
+        // the allocator (45 MB more resident after 100 watchers of 100,000
+        // puts). Untouched, the room costs address space, not memory.
+        let mut samples = Vec::new();
+        let _ = samples.try_reserve_exact(keys);
         WatcherLog {
             seen: vec![0; keys.div_ceil(64)],
+            samples,
             ..WatcherLog::default()
         }
     }
