@@ -40,6 +40,10 @@ class WatchPlan(TypedDict):
     connections: int  # at most watchers
     drain_s: float  # how long after the last put every event may take
 
+class CheckPlan(TypedDict):
+    clients: int  # checked clients, each on a connection of its own
+    keys: int  # the keys they read and write ("c0", "c1", ...)
+
 class Plan(TypedDict):
     protocol: str  # the engine's: etcd, zookeeper, consul
     endpoints: list[str]
@@ -57,6 +61,7 @@ class Plan(TypedDict):
     seed: int
     write_id_base: int
     watch: WatchPlan | None  # watchers of the keys written (type: watch)
+    check: CheckPlan | None  # checked clients beside the load
 
 class WatchResult(TypedDict):
     watcher: npt.NDArray[np.uint16]
@@ -70,6 +75,19 @@ class WatchResult(TypedDict):
     foreign: npt.NDArray[np.uint64]
     origin_unix_ns: int
     acked: npt.NDArray[np.uint64]  # bit k: the put of key offset k was acknowledged
+    coalesced: npt.NDArray[np.uint64]
+    sent_ms: npt.NDArray[np.uint32]
+    duplicate_watcher: npt.NDArray[np.uint16]
+    duplicate_ms: npt.NDArray[np.uint32]
+
+class CheckResult(TypedDict):
+    client: npt.NDArray[np.uint16]
+    key: npt.NDArray[np.uint16]
+    write: npt.NDArray[np.uint8]
+    ended: npt.NDArray[np.uint8]  # 0 ok, 2 unknown
+    value: npt.NDArray[np.uint64]  # 0: absent; 2**64 - 1: bytes no checked client wrote
+    invoked_ns: npt.NDArray[np.int64]
+    completed_ns: npt.NDArray[np.int64]
 
 class Result(TypedDict):
     due_ns: npt.NDArray[np.int64]
@@ -81,6 +99,7 @@ class Result(TypedDict):
     codes: list[str]
     stopped: str
     watch: NotRequired[WatchResult]  # plans with watchers only
+    check: NotRequired[CheckResult]  # plans with checked clients only
 
 @final
 class Load:

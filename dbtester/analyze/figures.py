@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from dbtester.analyze.correctness import describe as describe_correctness
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.faults import (
     FAULT_ROWS,
@@ -27,6 +28,7 @@ from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import OPERATIONS, FaultSummary, Records, WatchEvents
 
 __all__ = [
+    "CHECK_ROWS",
     "CONFLICT_ROW",
     "CV_ROW",
     "HOST_ROWS",
@@ -95,6 +97,10 @@ ROWS = (
     "CLIENT-CPU-SECONDS-PER-10K-REQUESTS",
 )
 
+
+#: a workload with ``check:``: its checked clients' verdict, and how many of
+#: their serializable reads returned an overwritten value (after KEYS-VERIFIED)
+CHECK_ROWS = ("CORRECTNESS", "STALE-SERIALIZABLE-READS")
 
 #: repeated runs only: AVG-THROUGHPUT's coefficient of variation across trials, in %
 CV_ROW = "THROUGHPUT-CV"
@@ -192,6 +198,9 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
         rows[:0] = SEARCH_ROWS  # what the run was for comes first
     if any(WATCH_ROWS[0] in f.values for f in figures):
         rows[:0] = WATCH_ROWS
+    if any(CHECK_ROWS[0] in f.values for f in figures):
+        at = rows.index("KEYS-VERIFIED") + 1
+        rows[at:at] = CHECK_ROWS
     steps = {found for f in figures for row in f.values if (found := unstepped(row))}
     by_step = sorted(steps, key=lambda s: (s[0], STEP_ROWS.index(s[1])))
     numbers = (int(m[1]) for f in figures for r in f.values if (m := _PER_FAULT.match(r)))
@@ -217,7 +226,7 @@ ROW_GROUPS = (
     "By clients",
     "Checks",
 )
-_CHECKS = ("KEYS-VERIFIED", "CLIENT-ERROR-COUNT", CONFLICT_ROW)
+_CHECKS = ("KEYS-VERIFIED", "CLIENT-ERROR-COUNT", CONFLICT_ROW, *CHECK_ROWS)
 
 
 def row_group(row: str) -> str:
@@ -779,6 +788,32 @@ def _memory_by_key(data: DatabaseData, samples: pd.DataFrame, figures: Figures) 
     figures.series["AVG-VMRSS-MB-BY-KEY-ERROR-POINTS"] = series
 
 
+def _correctness(data: DatabaseData, figures: Figures) -> None:
+    """The checked clients' verdict, and their first violation in words."""
+    record = data.record.correctness
+    if record is None:
+        return
+    figures.values["CORRECTNESS"] = describe_correctness(record)
+    figures.values["STALE-SERIALIZABLE-READS"] = record.stale_serializable_reads
+    violation = record.violation
+    if violation is None:
+        return
+    said = "; ".join(
+        f"client {op.client} {op.kind} {op.value} from {op.invoked_unix - data.load_start:.3f} s"
+        + (
+            f" to {op.completed_unix - data.load_start:.3f} s"
+            if op.completed_unix is not None
+            else " (no reply)"
+        )
+        for op in violation.operations
+    )
+    where = f", during {violation.during_fault}" if violation.during_fault else ""
+    figures.notes.append(
+        f"{data.label}: NOT LINEARIZABLE: key {violation.key}: {violation.reason}{where}."
+        f" The operations (seconds since the load began): {said}"
+    )
+
+
 def _verification(data: DatabaseData, figures: Figures) -> None:
     verification = data.record.verification
     if verification is not None:
@@ -786,6 +821,7 @@ def _verification(data: DatabaseData, figures: Figures) -> None:
         figures.values["KEYS-VERIFIED"] = (
             f"{verification.found:,} / {verification.expected_min:,} {state}"
         )
+    _correctness(data, figures)
     figures.notes += [f"{data.label}: {note}" for note in data.record.notes]
     if note := client_bound(data):
         figures.notes.append(f"{data.label}: {note}")

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from dbtester.config.check import Check
 from dbtester.config.faults import (
     MAX_AT_S,
     Fault,
@@ -225,6 +226,11 @@ class Workload(_Model):
         le=10_000,
         description="watch: connections the watchers share (at most `watchers`)",
     )
+    check: Check | None = Field(
+        None,
+        description="checked clients beside the load, their history checked for"
+        " linearizability: {model: linearizability, clients: 8, keys: 8, on_violation: fail}",
+    )
 
     @field_validator("sequential_keys", "same_key")
     @classmethod
@@ -284,6 +290,11 @@ class Workload(_Model):
             )
         if self.type == "watch":
             self._check_watch()
+            if self.check is not None:
+                raise ValueError(
+                    "check cannot be used with type: watch yet (its keys would be"
+                    " events the watchers do not expect); remove it"
+                )
         writes = self.writes_keys
         random_order = writes and not (self.same_key or self.sequential_keys)
         if random_order and max(self.requests, self.warmup_requests) > MAX_RANDOM_ORDER:
@@ -373,6 +384,8 @@ class Workload(_Model):
     def as_raw(self) -> dict[str, Any]:
         """Every key that means something for this type of workload, for YAML."""
         raw = self.model_dump(mode="json")
+        if raw.get("check") is None:
+            raw.pop("check", None)
         return {k: v for k, v in raw.items() if k not in self.meaningless()}
 
     def meaningless(self) -> tuple[str, ...]:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient
+from dbtester.analyze.correctness import FaultSpan, judge
+from dbtester.analyze.faults import windows
 from dbtester.analyze.probes import Probe, ProbeRule
 from dbtester.config.faults import Fault
 from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec
@@ -45,6 +47,7 @@ from dbtester.load import (
 from dbtester.proto import agent_pb2 as pb
 from dbtester.results import (
     OPERATIONS,
+    CorrectnessRecord,
     DatabaseLayout,
     DatabaseRecord,
     Environment,
@@ -195,6 +198,8 @@ class DatabaseRun:
         #: the test case's search (None: one load at the workload's rate)
         self.search = search
         self.searched: SearchOutcome | None = None
+        #: the checked clients' verdict (with the workload's ``check:``)
+        self.correctness: CorrectnessRecord | None = None
         self.health = Health()
         self._clients: list[AgentClient] = []
         self._count_problem = ""
@@ -221,6 +226,7 @@ class DatabaseRun:
                     raise
                 self._account()
                 self._verify()
+                self._judge_check()
         except DbtesterError as exc:
             self.error = str(exc)
         except KeyboardInterrupt:
@@ -727,6 +733,7 @@ class DatabaseRun:
             faults=self.fault_records,
             trial=self.trial,
             search=self._search_record(),
+            correctness=self.correctness,
             notes=tuple(
                 n
                 for n in [
@@ -740,6 +747,39 @@ class DatabaseRun:
                 if n
             ),
         )
+
+    def _judge_check(self) -> None:
+        """The checked clients' history held to linearizability; a violation
+        fails the database's run unless the test case says to report only."""
+        check = self.db.workload.check
+        history = self.load.check if self.load is not None else None
+        if check is None or history is None:
+            return
+        workload = self.db.workload
+        serializable = workload.type in ("read", "mixed") and workload.consistency == "serializable"
+        start = self.load.started_unix if self.load is not None else 0.0
+        spans = [
+            FaultSpan(
+                f"fault {w.number} ({w.describe()})",
+                start + w.start_s,
+                None if w.end_s is None else start + w.end_s,
+            )
+            for w in windows(self.fault_records, start)
+        ]
+        self.correctness = judge(
+            history,
+            clients=check.clients,
+            keys=check.keys,
+            on_violation=check.on_violation,
+            serializable=serializable,
+            faults=spans,
+        )
+        violation = self.correctness.violation
+        if violation is not None and check.on_violation == "fail":
+            raise DbtesterError(
+                f"not linearizable: key {violation.key}: {violation.reason}"
+                " (run.json's correctness names the operations)"
+            )
 
     def _watch_note(self) -> str | None:
         """How this kind's watchers work, where it shapes the figures."""

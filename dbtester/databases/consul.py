@@ -21,6 +21,7 @@ from dbtester.databases.base import (
     reported_version,
 )
 from dbtester.install import ArchiveDownload, GoBuild, Installed, Source, SourceUnavailable
+from dbtester.util.keys import PREFIX
 
 __all__ = ["Consul", "ConsulClient", "ConsulFlags"]
 
@@ -110,7 +111,8 @@ class Consul(DatabaseKind):
         return LaunchPlan(argv, {path: json.dumps(config, indent=2) + "\n"})
 
     def count_keys(self, settings: LoadSettings) -> int:
-        url = f"http://{settings.endpoints[0]}/v1/kv/{ROOT}/?keys"
+        # the load's keys only ("k" and a number), not the checked clients'
+        url = f"http://{settings.endpoints[0]}/v1/kv/{ROOT}/{PREFIX.decode()}?keys"
         try:
             with urllib.request.urlopen(url, timeout=max(settings.timeout_s, 120)) as reply:
                 return len(json.loads(reply.read()))

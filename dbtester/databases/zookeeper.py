@@ -28,6 +28,7 @@ from dbtester.install import (
     Source,
     SourceUnavailable,
 )
+from dbtester.util.keys import checked_keys
 
 __all__ = ["ZooKeeper", "ZooKeeperClient", "ZooKeeperFlags"]
 
@@ -187,8 +188,10 @@ class ZooKeeper(DatabaseKind):
             if not zk.exists(ROOT):
                 return 0
             # The parent's stat counts its children; listing a million would
-            # exceed ZooKeeper's reply size limit.
-            return int(zk.exists(ROOT).numChildren)
+            # exceed ZooKeeper's reply size limit. The checked clients' keys
+            # share the parent and are no load's.
+            checked = sum(zk.exists(f"{ROOT}/{key}") is not None for key in checked_keys())
+            return int(zk.exists(ROOT).numChildren) - checked
         finally:
             zk.stop()
             zk.close()

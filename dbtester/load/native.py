@@ -20,10 +20,10 @@ from dbtester.config.model import Workload
 from dbtester.databases import get_kind
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
-from dbtester.results import OK, Records, WatchEvents
+from dbtester.results import OK, CheckedOperations, Records, WatchEvents
 
 if TYPE_CHECKING:
-    from dbtester._engine import KeysPlan, Load, MixPlan, Plan, WatchPlan
+    from dbtester._engine import CheckPlan, KeysPlan, Load, MixPlan, Plan, WatchPlan
 
 __all__ = [
     "EngineMissingError",
@@ -89,7 +89,15 @@ def plan(
         "seed": seed,
         "write_id_base": write_id_base,
         "watch": _watch(workload),
+        "check": _check(workload),
     }
+
+
+def _check(workload: Workload) -> CheckPlan | None:
+    """The checked clients beside the load (none without ``check:``)."""
+    if workload.check is None:
+        return None
+    return {"clients": workload.check.clients, "keys": workload.check.keys}
 
 
 def _watch(workload: Workload) -> WatchPlan | None:
@@ -131,6 +139,7 @@ def single_operation(
         kind, settings, workload, threads=threads, first_key=key, existing=0 if inserts else 1
     )
     built["mix"] = _only(operation)
+    built["check"] = None  # only the measured load has checked clients
     keys = built["keys"]
     keys["choose"] = "same"
     if not inserts:
@@ -221,6 +230,22 @@ def watch_events_of(result: Mapping[str, Any], keys: int) -> WatchEvents | None:
         np.asarray(watch["sent_ms"], dtype=np.uint32),
         np.asarray(watch["duplicate_watcher"], dtype=np.uint16),
         np.asarray(watch["duplicate_ms"], dtype=np.uint32),
+    )
+
+
+def checked_operations_of(result: Mapping[str, Any]) -> CheckedOperations | None:
+    """What the checked clients did (None without them)."""
+    check = result.get("check")
+    if check is None:
+        return None
+    return CheckedOperations(
+        np.asarray(check["client"], dtype=np.uint16),
+        np.asarray(check["key"], dtype=np.uint16),
+        np.asarray(check["write"], dtype=np.uint8),
+        np.asarray(check["ended"], dtype=np.uint8),
+        np.asarray(check["value"], dtype=np.uint64),
+        np.asarray(check["invoked_ns"], dtype=np.int64),
+        np.asarray(check["completed_ns"], dtype=np.int64),
     )
 
 

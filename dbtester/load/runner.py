@@ -24,7 +24,7 @@ from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
 from dbtester.load import native
 from dbtester.load.client_metrics import ClientSampler
-from dbtester.results import DatabaseLayout, Records, WatchEvents
+from dbtester.results import CheckedOperations, DatabaseLayout, Records, WatchEvents
 from dbtester.util.progress import Progress
 from dbtester.util.sched import SchedMeter
 
@@ -70,6 +70,8 @@ class LoadResult:
     engine_cpu_seconds: float | None = None
     #: what the watchers saw (type: watch only)
     watch: WatchEvents | None = None
+    #: what the checked clients did (with ``check:`` only)
+    check: CheckedOperations | None = None
 
     @property
     def ok(self) -> int:
@@ -144,13 +146,13 @@ def run_load(
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
-        records, watch = _collect(load, out)
+        records, watch, check = _collect(load, out)
     ended = time.time()
     sched.sample()
     bar.finish(_summary(records, started, label))
     cpu = _cpu_seconds() - cpu_before
     wait, run = sched.wait_seconds, sched.run_seconds
-    return LoadResult(records, started, ended, cpu, aborted, threads, wait, run, watch)
+    return LoadResult(records, started, ended, cpu, aborted, threads, wait, run, watch, check)
 
 
 def warm_up(
@@ -172,10 +174,16 @@ def warm_up(
     DbtesterError when the warm-up stops early (its errors count against the
     workload's ``max_error_rate`` like the load's)."""
     threads = workers or DEFAULT_WORKERS
-    # A watch load's warm-up writes without watchers: its events are in no figure.
+    # A watch load's warm-up writes without watchers, and no load's warm-up
+    # has checked clients: neither would be in any figure.
     kind_of = "write" if workload.type == "watch" else workload.type
     warm = workload.model_copy(
-        update={"requests": workload.warmup_requests, "client_steps": (), "type": kind_of}
+        update={
+            "requests": workload.warmup_requests,
+            "client_steps": (),
+            "type": kind_of,
+            "check": None,
+        }
     )
     limit, max_errors = _error_limit(workload.max_error_rate, warm.requests)
     mixed = workload.type == "mixed"
@@ -234,7 +242,7 @@ def _unmeasured(
     try:
         aborted = _watch(load, limit, bar, health)
     finally:
-        records, _ = _collect(load, None)
+        records, _, _ = _collect(load, None)
     bar.finish(_summary(records, started, name) + ", not counted")
     cpu = _cpu_seconds() - cpu_before
     return LoadResult(records, started, time.time(), cpu, aborted, load_plan["threads"])
@@ -328,9 +336,11 @@ def _drain(load: Load) -> None:
         load.stop()
 
 
-def _collect(load: Load, out: DatabaseLayout | None) -> tuple[Records, WatchEvents | None]:
-    """The engine's records and its watchers' events, saved to ``out``
-    (unless it is None); a failed engine's error."""
+def _collect(
+    load: Load, out: DatabaseLayout | None
+) -> tuple[Records, WatchEvents | None, CheckedOperations | None]:
+    """The engine's records, its watchers' events and its checked clients'
+    operations, saved to ``out`` (unless it is None); a failed engine's error."""
     if not load.wait(0):
         load.stop()
         _drain(load)
@@ -340,11 +350,14 @@ def _collect(load: Load, out: DatabaseLayout | None) -> tuple[Records, WatchEven
         raise DbtesterError(f"load generator failed: {exc}") from None
     records = native.records_of(result)
     watch = native.watch_events_of(result, len(records))
+    check = native.checked_operations_of(result)
     if out is not None:
         records.save(out.requests)
         if watch is not None:
             watch.save(out.watch_events)
-    return records, watch
+        if check is not None:
+            check.save(out.check_history)
+    return records, watch, check
 
 
 def _watch(

@@ -6,11 +6,14 @@ that reads them (analysis, publishing, comparisons) goes through this package;
 it imports nothing from dbtester above ``errors``.
 """
 
+from dbtester.results.checked import CheckedOperations
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, HOST_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.model import (
     KNOWN_REFUSALS,
+    CheckedOperationRecord,
     ComparisonRecord,
+    CorrectnessRecord,
     DatabaseRecord,
     DatabaseSummary,
     Environment,
@@ -26,6 +29,7 @@ from dbtester.results.model import (
     SearchRecord,
     SequentialRecord,
     Verification,
+    ViolationRecord,
     account,
 )
 from dbtester.results.requests import NOT_ERRORS, OK, OPERATIONS, Records
@@ -49,7 +53,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "SERVER_COLUMNS",
     "CaseInfo",
+    "CheckedOperationRecord",
+    "CheckedOperations",
     "ComparisonRecord",
+    "CorrectnessRecord",
     "DatabaseLayout",
     "DatabaseRecord",
     "DatabaseResults",
@@ -72,6 +79,7 @@ __all__ = [
     "SequentialRecord",
     "TrialResults",
     "Verification",
+    "ViolationRecord",
     "WatchEvents",
     "account",
     "read_metrics",

@@ -8,12 +8,22 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from dbtester.errors import ResultsError
 
-__all__ = ["check_regular_file", "check_unicode", "present", "read_regular_file"]
+__all__ = [
+    "check_regular_file",
+    "check_unicode",
+    "present",
+    "read_arrays",
+    "read_regular_file",
+]
 
 
 def present(path: Path) -> bool:
@@ -34,6 +44,29 @@ def check_regular_file(path: Path) -> int:
     if not stat.S_ISREG(info.st_mode):
         raise ResultsError(path, "not a regular file")
     return info.st_size
+
+
+def read_arrays(
+    path: Path, columns: Mapping[str, np.dtype[Any]], what: str
+) -> dict[str, npt.NDArray[Any]]:
+    """The equally long ``columns`` of the ``.npz`` file at ``path``, each of
+    its dtype; ResultsError naming the file (and ``what`` it should hold)
+    when it is not one, is damaged, or they do not match."""
+    check_regular_file(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            found = {name: data[name] for name in columns}
+    except KeyError as exc:
+        raise ResultsError(path, f"no {exc.args[0]} array: not dbtester's {what}") from None
+    except Exception as exc:  # numpy and zipfile fail in many ways on damaged bytes
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ResultsError(path, f"cannot read the {what}: {reason}") from None
+    if len({len(c) for c in found.values()}) > 1:
+        raise ResultsError(path, "the columns differ in length")
+    for name, dtype in columns.items():
+        if found[name].dtype != dtype:
+            raise ResultsError(path, f"{name} is {found[name].dtype}, expected {dtype}")
+    return found
 
 
 def read_regular_file(path: Path, limit: int) -> bytes:

@@ -14,6 +14,7 @@ here, and no other module spells a results file name.
     DIR/<db-id>/client-latency.npz   every request (Records)
     DIR/<db-id>/client-metrics.csv   the load generator's own resource use
     DIR/<db-id>/watch-events.npz     type: watch: every event each watcher received
+    DIR/<db-id>/check-history.npz    check: every checked client's operations
     DIR/<db-id>/server-<i>-metrics.csv, -database.log, -agent.log   per member
     DIR/parquet/<table>/database=<db-id>/date=<YYYY-MM-DD>/<run-id>.parquet
                                      figures, requests and per-second series as
@@ -56,6 +57,11 @@ class DatabaseLayout:
     @property
     def client_metrics(self) -> Path:
         return self.root / "client-metrics.csv"
+
+    @property
+    def check_history(self) -> Path:
+        """The checked clients' operations (CheckedOperations)."""
+        return self.root / "check-history.npz"
 
     @property
     def watch_events(self) -> Path:

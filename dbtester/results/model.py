@@ -18,7 +18,9 @@ from dbtester.results.schema import SCHEMA_VERSION
 
 __all__ = [
     "KNOWN_REFUSALS",
+    "CheckedOperationRecord",
     "ComparisonRecord",
+    "CorrectnessRecord",
     "DatabaseRecord",
     "DatabaseSummary",
     "Environment",
@@ -34,6 +36,7 @@ __all__ = [
     "SearchRecord",
     "SequentialRecord",
     "Verification",
+    "ViolationRecord",
     "account",
 ]
 
@@ -304,6 +307,50 @@ class SearchRecord(_Record):
     confirmed: bool | None = None
 
 
+class CheckedOperationRecord(_Record):
+    """One checked client's operation, as a violation names it."""
+
+    client: int
+    key: str  # "c0", "c1", ...
+    kind: str  # read, write
+    value: int  # written or read; 0: the key was absent
+    outcome: str  # ok, unknown
+    invoked_unix: float
+    completed_unix: float | None = None  # None: no reply (outcome unknown)
+
+
+class ViolationRecord(_Record):
+    """The first violation found: why, the operations involved, and whether
+    it fell inside a fault window."""
+
+    key: str
+    reason: str
+    operations: tuple[CheckedOperationRecord, ...]
+    #: the fault windows the operations overlap ("" when none)
+    during_fault: str = ""
+
+
+class CorrectnessRecord(_Record):
+    """The checked clients' history and its verdict (schema 10)."""
+
+    model: str  # linearizability
+    clients: int
+    keys: int
+    on_violation: str  # fail, report
+    operations: int  # recorded, every outcome
+    #: keys whose history held, broke, or could not be checked
+    linearizable_keys: int
+    violated_keys: int
+    not_checked: tuple[str, ...] = ()  # "c3: too large (...)"
+    #: serializable reads that returned a value already overwritten
+    stale_serializable_reads: int = 0
+    violation: ViolationRecord | None = None
+
+    @property
+    def linearizable(self) -> bool:
+        return self.violated_keys == 0 and not self.not_checked
+
+
 class DatabaseRecord(_Versioned):
     """``<db-id>/run.json``: one database's run, written once it is over."""
 
@@ -329,6 +376,8 @@ class DatabaseRecord(_Versioned):
     notes: tuple[str, ...] = ()
     #: a test case's ``search:``: its probes and what it found (schema 9)
     search: SearchRecord | None = None
+    #: the workload's ``check:``: its history's verdict (schema 10)
+    correctness: CorrectnessRecord | None = None
 
     @property
     def id(self) -> str:

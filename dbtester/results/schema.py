@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -90,6 +90,15 @@ HISTORY: tuple[str, ...] = (
         "``result.json``'s table gets ``MAX-SUSTAINABLE-THROUGHPUT`` for such runs. Only keys "
         "were added: a version 8 directory upgrades as it is."
     ),
+    (
+        "Watch and correctness. ``<db-id>/watch-events.npz`` holds a watch load's events (every "
+        "event each watcher received, the puts' send times, the duplicates' arrivals); "
+        "``result.json``'s fault summaries have ``watch_missed``, ``watch_duplicated`` and "
+        "``watch_p99_ms`` for such loads. ``<db-id>/check-history.npz`` holds the checked "
+        "clients' operations of a workload with ``check:``, and ``run.json`` has "
+        "``correctness`` (null, or their history's verdict and its first violation). Only keys "
+        "and files were added: a version 9 directory upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -133,6 +142,10 @@ def _v8_to_v9(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 9}
 
 
+def _v9_to_v10(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 10}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -143,6 +156,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }
 
 

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dbtester.errors import ResultsError
+from dbtester.results.checked import CheckedOperations
 from dbtester.results.files import check_unicode, present, read_regular_file
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
@@ -57,6 +58,8 @@ class TrialResults:
     servers: tuple[tuple[int, pd.DataFrame], ...]  # (member index, server metrics)
     #: what a watch load's watchers saw (watch-events.npz; None for others)
     watch: WatchEvents | None = None
+    #: what the checked clients did (check-history.npz; None without check)
+    check: CheckedOperations | None = None
 
     @property
     def trial(self) -> int:
@@ -235,6 +238,7 @@ class ResultsDir:
             read_metrics(layout.client_metrics, CLIENT_COLUMNS),
             tuple(servers),
             WatchEvents.load(layout.watch_events) if present(layout.watch_events) else None,
+            CheckedOperations.load(layout.check_history) if present(layout.check_history) else None,
         )
 
     def read_database(self, db_id: str, label: str) -> DatabaseResults | None:

@@ -9,9 +9,19 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PREFIX", "KeySpace"]
+__all__ = ["CHECKED_PREFIX", "MAX_CHECKED", "PREFIX", "KeySpace", "checked_keys"]
 
 PREFIX = b"k"
+#: the checked clients' keys (``check:``) are this and a number, apart from
+#: the load's; the load engine names them the same way
+CHECKED_PREFIX = "c"
+#: checked clients and keys at most
+MAX_CHECKED = 64
+
+
+def checked_keys() -> list[str]:
+    """Every key a checked client may write, so a count can leave them out."""
+    return [f"{CHECKED_PREFIX}{n}" for n in range(MAX_CHECKED)]
 
 
 class KeySpace:

@@ -12,6 +12,7 @@ use crate::outcome::EngineError;
 use crate::plan::Plan;
 use crate::protocols::Protocol;
 use crate::records::{Clock, Records};
+use crate::workload::check::Operation as CheckedOperation;
 use crate::workload::watch::Watched;
 use crate::workload::{Workload, pacing};
 
@@ -105,6 +106,8 @@ pub struct Finished {
     pub records: Records,
     /// What each watcher saw (runs with watchers only; boxed: most runs have none).
     pub watch: Option<Box<Watched>>,
+    /// Every checked client's operations (runs with checked clients only).
+    pub check: Option<Vec<CheckedOperation>>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -162,6 +165,7 @@ impl Engine {
                     Ok(recorded) => State::Finished(Finished {
                         records: recorded.records,
                         watch: recorded.watch.map(Box::new),
+                        check: recorded.check,
                         stopped: thread_control.stopped(),
                     }),
                     Err(error) => State::Failed(error),

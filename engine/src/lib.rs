@@ -23,6 +23,7 @@ use crate::engine::{Engine, Taken};
 use crate::plan::Value;
 use crate::records::Records;
 use crate::workload::Workload;
+use crate::workload::check::Operation as CheckedOperation;
 use crate::workload::watch::Watched;
 
 // h2 and hyper make many small allocations per request; with mimalloc instead
@@ -107,6 +108,10 @@ impl Load {
                 if let Some(watched) = finished.watch {
                     dict.bind(py).set_item("watch", watch_dict(py, *watched)?)?;
                 }
+                if let Some(operations) = finished.check {
+                    dict.bind(py)
+                        .set_item("check", check_dict(py, &operations)?)?;
+                }
                 *cached = Some(dict.clone_ref(py));
                 Ok(dict)
             }
@@ -145,6 +150,36 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
 /// What the watchers saw: every (event, watcher) pair as four columns
 /// (watcher, key offset, latency_us, arrival_ms), each watcher's counts, and
 /// which keys each saw (`seen`: `words` u64 bitset words per watcher).
+/// The checked clients' operations as columns: client, key, write (bool as
+/// u8), ended (0 ok, 2 unknown), value, invoked_ns, completed_ns.
+fn check_dict(py: Python<'_>, operations: &[CheckedOperation]) -> PyResult<Py<PyDict>> {
+    fn column<T>(operations: &[CheckedOperation], f: impl Fn(&CheckedOperation) -> T) -> Vec<T> {
+        operations.iter().map(f).collect()
+    }
+    let dict = PyDict::new(py);
+    let ops = operations;
+    dict.set_item("client", PyArray1::from_vec(py, column(ops, |o| o.client)))?;
+    dict.set_item("key", PyArray1::from_vec(py, column(ops, |o| o.key)))?;
+    dict.set_item(
+        "write",
+        PyArray1::from_vec(py, column(ops, |o| u8::from(o.write))),
+    )?;
+    dict.set_item(
+        "ended",
+        PyArray1::from_vec(py, column(ops, |o| o.ended as u8)),
+    )?;
+    dict.set_item("value", PyArray1::from_vec(py, column(ops, |o| o.value)))?;
+    dict.set_item(
+        "invoked_ns",
+        PyArray1::from_vec(py, column(ops, |o| o.invoked_ns)),
+    )?;
+    dict.set_item(
+        "completed_ns",
+        PyArray1::from_vec(py, column(ops, |o| o.completed_ns)),
+    )?;
+    Ok(dict.unbind())
+}
+
 fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     let Watched {
         logs,

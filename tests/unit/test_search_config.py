@@ -16,9 +16,10 @@ from dbtester.cli import describe_search, describe_workload
 from dbtester.config.load import load_test_case_text
 from dbtester.config.search import MIN_HOLD_S
 from dbtester.control.run import _with_repeat
-from dbtester.errors import BadInputError, ConfigError
+from dbtester.errors import BadInputError
 from dbtester.results import LoadWindow, ProbeRecord, Records, SearchRecord
 from dbtester.util.progress import Reporter
+from tests.unit.problems import problems_of
 from tests.unit.test_analysis import START, _data
 
 CASE = """\
@@ -32,12 +33,6 @@ databases:
 search:
   slo_ms: 10
 """
-
-
-def _problems(text: str) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load_test_case_text(text, "case.yaml")
-    return [f"{p.line}:{p.column}: {p.message}" for p in caught.value.problems]
 
 
 def test_a_search_with_its_defaults() -> None:
@@ -99,7 +94,7 @@ def test_what_a_search_sets_is_refused_at_its_line(extra: tuple[str, str], expec
         case = CASE.replace("  connections: 5\n", "  connections: 5\n" + text)
     else:
         case = CASE + text
-    problems = _problems(case)
+    problems = problems_of(case)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
@@ -108,7 +103,7 @@ def test_a_database_override_is_refused_where_it_is_written() -> None:
         "  - {id: a, kind: etcd, version: 3.5.17}",
         "  - {id: a, kind: etcd, version: 3.5.17, workload: {rate: 5}}",
     )
-    (problem,) = _problems(case)
+    (problem,) = problems_of(case)
     assert problem.startswith("7:53: rate is what the search varies"), problem
 
 
@@ -122,7 +117,7 @@ def test_a_database_override_is_refused_where_it_is_written() -> None:
     ],
 )
 def test_bad_search_keys(line: str, words: str) -> None:
-    (problem,) = _problems(CASE + line)
+    (problem,) = problems_of(CASE + line)
     assert words in problem, problem
 
 

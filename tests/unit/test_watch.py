@@ -10,8 +10,9 @@ import pytest
 
 from dbtester.config.load import load_test_case_text
 from dbtester.databases import KINDS
-from dbtester.errors import ConfigError, ResultsError
+from dbtester.errors import ResultsError
 from dbtester.results import WatchEvents
+from tests.unit.problems import problems_of
 
 CASE = """\
 title: t
@@ -24,12 +25,6 @@ workload:
 databases:
   - {id: a, kind: etcd, version: 3.5.17}
 """
-
-
-def _problems(text: str) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load_test_case_text(text, "case.yaml")
-    return [f"{p.line}:{p.column}: {p.message}" for p in caught.value.problems]
 
 
 def test_a_watch_case_and_its_defaults() -> None:
@@ -58,7 +53,7 @@ def test_what_a_watch_case_may_not_say(change: tuple[str, str], words: str) -> N
     if change == ("type: watch", "type: write"):
         text = text.replace("  rate: 50\n", "  rate: 50\n  watchers: 3\n")
         words = "watchers is for type: watch only, not write"
-    problems = _problems(text)
+    problems = problems_of(text)
     assert any(words in p for p in problems), problems
 
 
@@ -67,14 +62,14 @@ def test_a_kind_that_cannot_watch_is_refused_at_its_line(
 ) -> None:
     # Every kind shipped watches; a kind added without watchers must say so.
     monkeypatch.setattr(KINDS["consul"], "watches", False)
-    problems = _problems(CASE.replace("kind: etcd", "kind: consul"))
+    problems = problems_of(CASE.replace("kind: etcd", "kind: consul"))
     assert any("kind consul cannot run type: watch yet" in p for p in problems), problems
     assert any("etcd, zookeeper" in p for p in problems), problems
 
 
 def test_a_search_cannot_watch() -> None:
     case = CASE.replace("  requests: 100\n  rate: 50\n", "")
-    problems = _problems(case + "search: {slo_ms: 5}\n")
+    problems = problems_of(case + "search: {slo_ms: 5}\n")
     assert any("3:3: a search cannot run type: watch" in p for p in problems), problems
 
 

@@ -76,6 +76,18 @@ pub struct Plan {
     pub write_id_base: u64,
     /// Watchers of the keys the run writes (`type: watch`); None: no watch.
     pub watch: Option<WatchPlan>,
+    /// Checked clients beside the measured load; None: none.
+    pub check: Option<CheckPlan>,
+}
+
+/// Checked clients: `clients` of them, each on a connection of its own and
+/// one request at a time, reading and writing `keys` keys of their own
+/// (unique values) while the measured steps run, every operation recorded
+/// for a linearizability check.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CheckPlan {
+    pub clients: usize,
+    pub keys: usize,
 }
 
 /// Watchers of a write run's keys: `watchers` of them over `connections`
@@ -137,8 +149,12 @@ const TOP_KEYS: &[&str] = &[
     "seed",
     "write_id_base",
     "watch",
+    "check",
 ];
 const WATCH_KEYS: &[&str] = &["watchers", "connections", "drain_s"];
+const CHECK_KEYS: &[&str] = &["clients", "keys"];
+/// Checked clients and keys: a client's id and a key's number fit 16 bits.
+const MAX_CHECKED: i64 = 1_000;
 /// Watchers per run: each keeps a bit per key written.
 const MAX_WATCHERS: i64 = 10_000;
 const KEY_KEYS: &[&str] = &[
@@ -193,6 +209,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
     let seed = top.int("seed", i64::MIN, i64::MAX)? as u64;
     let write_id_base = top.int("write_id_base", 0, i64::MAX)? as u64;
     let watch = parse_watch(&top)?;
+    let check = parse_check(&top)?;
     let plan = Plan {
         protocol,
         endpoints,
@@ -209,6 +226,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
         seed,
         write_id_base,
         watch,
+        check,
     };
     check_capacity(&plan)?;
     check_watch(&plan)?;
@@ -235,6 +253,20 @@ fn parse_watch(top: &Fields<'_>) -> Result<Option<WatchPlan>> {
         watchers,
         connections,
         drain,
+    }))
+}
+
+/// `check`: absent or None for no checked clients, else their count and
+/// their keys'.
+fn parse_check(top: &Fields<'_>) -> Result<Option<CheckPlan>> {
+    match top.get("check") {
+        None | Some(Value::None) => return Ok(None),
+        Some(_) => {}
+    }
+    let check = top.dict("check", CHECK_KEYS, None)?;
+    Ok(Some(CheckPlan {
+        clients: check.int("clients", 1, MAX_CHECKED)? as usize,
+        keys: check.int("keys", 1, MAX_CHECKED)? as usize,
     }))
 }
 

@@ -129,6 +129,20 @@ impl Protocol for Consul {
         }
     }
 
+    async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
+        let conn = &self.conns[conn];
+        let key = std::str::from_utf8(key).unwrap_or_default();
+        match conn
+            .send(get(conn, key, self.raw), &mut Instant::now())
+            .await
+        {
+            Ok((StatusCode::OK, body)) => Ok(Some(body)),
+            Ok((StatusCode::NOT_FOUND, _)) => Ok(None),
+            Ok((status, _)) => Err(Outcome::Http(status.as_u16())),
+            Err(outcome) => Err(outcome),
+        }
+    }
+
     async fn close(self) {
         // Dropping each connection aborts its driver, closing the socket.
         drop(self.conns);

@@ -301,6 +301,14 @@ impl Protocol for Etcd {
         }
     }
 
+    async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
+        let key = Bytes::copy_from_slice(key);
+        let value = |kv: Option<(&[u8], i64)>| kv.map(|(v, _)| Bytes::copy_from_slice(v));
+        self.range(&self.targets[conn], key, value)
+            .await
+            .map_err(|failure| failure_outcome(&failure))
+    }
+
     async fn close(self) {
         // Dropping a connection closes its socket.
         drop(self.targets);

@@ -78,6 +78,8 @@ pub struct Request<'a> {
     workload: &'a Workload,
     /// With watchers: where a write's revision goes.
     watch: Option<&'a WatchLog>,
+    /// An update of a missing key creates it (a checked client's write).
+    pub create_missing: bool,
 }
 
 impl<'a> Request<'a> {
@@ -95,7 +97,14 @@ impl<'a> Request<'a> {
             number,
             workload,
             watch: None,
+            create_missing: false,
         }
+    }
+
+    /// A write that creates its key when it is missing, whatever the plan's keys.
+    pub fn creating(mut self) -> Self {
+        self.create_missing = true;
+        self
     }
 
     /// A request of a run with watchers, whose writes' revisions `log` keeps.
@@ -137,6 +146,18 @@ pub trait Protocol: Sized + Send + Sync + 'static {
 
     /// Closes every connection.
     fn close(self) -> impl Future<Output = ()> + Send;
+
+    /// Reads `key` over connection `conn`, with the plan's consistency: its
+    /// value (None: absent), or the outcome of the failure. What a checked
+    /// client reads; a protocol that cannot refuses.
+    fn read_value(
+        &self,
+        conn: usize,
+        key: &[u8],
+    ) -> impl Future<Output = Result<Option<Bytes>, Outcome>> + Send {
+        let _ = (conn, key);
+        async { Err(Outcome::Named("unsupported")) }
+    }
 
     /// Puts `plan.watch`'s watchers on the keys the run writes, each
     /// reporting what it receives into `log`; returns once every watch is in

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures_util::future::{join_all, try_join_all};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -16,7 +17,7 @@ use zookeeper_client::{
 };
 
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Fields, Plan, PlanError, Step};
+use crate::plan::{Consistency, Fields, Plan, PlanError, Step};
 use crate::protocols::{Protocol, Request, within};
 use crate::transport::failover::ordered;
 use crate::workload::watch::{WatchLog, key_number, unless_stopped};
@@ -51,6 +52,8 @@ pub struct ZooKeeper {
     /// An update of a missing key creates it (every client writing one
     /// key: the first write finds none).
     create_missing: bool,
+    /// Checked reads sync first (linearizable consistency).
+    sync_reads: bool,
 }
 
 impl Protocol for ZooKeeper {
@@ -60,6 +63,7 @@ impl Protocol for ZooKeeper {
         Ok(ZooKeeper {
             clients,
             create_missing: plan.keys.choose == Choose::Same,
+            sync_reads: plan.consistency == Consistency::Linearizable,
         })
     }
 
@@ -101,11 +105,7 @@ impl Protocol for ZooKeeper {
 
     async fn request(&self, conn: usize, request: &Request<'_>, _sent: &mut Instant) -> Outcome {
         let client = &self.clients[conn];
-        let mut path = String::with_capacity(ROOT.len() + 1 + request.key.len());
-        path.push_str(ROOT);
-        path.push('/');
-        // Keys are "k" and ASCII digits.
-        path.push_str(std::str::from_utf8(request.key).unwrap_or_default());
+        let path = znode(request.key);
         let value = &request.value[..];
         match request.kind {
             OpKind::Read => match client.get_data(&path).await {
@@ -120,7 +120,10 @@ impl Protocol for ZooKeeper {
                 }
                 Err(e) => outcome(&e),
             },
-            OpKind::Update => self.update(client, &path, value).await,
+            OpKind::Update => {
+                let create = self.create_missing || request.create_missing;
+                update(client, &path, value, create).await
+            }
             OpKind::ReadModifyWrite => {
                 let version = match client.get_data(&path).await {
                     Ok((data, stat)) if request.accepts(&data) => stat.version,
@@ -133,6 +136,23 @@ impl Protocol for ZooKeeper {
                     Err(e) => outcome(&e),
                 }
             }
+        }
+    }
+
+    /// A read is served by whichever server the session is on, and may be
+    /// stale (ZooKeeper promises sequential consistency, not more): with
+    /// linearizable consistency, a checked read first syncs that server
+    /// with the leader, as ZooKeeper's documentation says to.
+    async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
+        let client = &self.clients[conn];
+        let path = znode(key);
+        if self.sync_reads {
+            client.sync(&path).await.map_err(|e| outcome(&e))?;
+        }
+        match client.get_data(&path).await {
+            Ok((data, _)) => Ok(Some(Bytes::from(data))),
+            Err(Error::NoNode) => Ok(None),
+            Err(e) => Err(outcome(&e)),
         }
     }
 
@@ -153,24 +173,32 @@ impl Protocol for ZooKeeper {
     }
 }
 
-impl ZooKeeper {
-    async fn update(&self, client: &Client, path: &str, value: &[u8]) -> Outcome {
-        match client.set_data(path, value, None).await {
-            Ok(_) => return Outcome::Ok,
-            Err(Error::NoNode) if self.create_missing => {}
-            Err(e) => return outcome(&e),
-        }
-        // One key for everyone: overwrite it, creating it the first time. Two
-        // clients may both find it missing; the one whose create loses then
-        // overwrites what the other created.
-        match client.create(path, value, &create_options()).await {
+/// The znode of `key` (keys are ASCII: "k" and digits, or a checked key).
+fn znode(key: &[u8]) -> String {
+    let mut path = String::with_capacity(ROOT.len() + 1 + key.len());
+    path.push_str(ROOT);
+    path.push('/');
+    path.push_str(std::str::from_utf8(key).unwrap_or_default());
+    path
+}
+
+/// Overwrites `path`; with `create_missing`, creates it when it is missing.
+async fn update(client: &Client, path: &str, value: &[u8], create_missing: bool) -> Outcome {
+    match client.set_data(path, value, None).await {
+        Ok(_) => return Outcome::Ok,
+        Err(Error::NoNode) if create_missing => {}
+        Err(e) => return outcome(&e),
+    }
+    // A key several clients write: overwrite it, creating it the first
+    // time. Two clients may both find it missing; the one whose create
+    // loses then overwrites what the other created.
+    match client.create(path, value, &create_options()).await {
+        Ok(_) => Outcome::Ok,
+        Err(Error::NodeExists) => match client.set_data(path, value, None).await {
             Ok(_) => Outcome::Ok,
-            Err(Error::NodeExists) => match client.set_data(path, value, None).await {
-                Ok(_) => Outcome::Ok,
-                Err(e) => outcome(&e),
-            },
             Err(e) => outcome(&e),
-        }
+        },
+        Err(e) => outcome(&e),
     }
 }
 

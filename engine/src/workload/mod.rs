@@ -2,6 +2,7 @@
 //! steps), which operation each request makes (the mix), which key it uses
 //! (keys and their distributions), and what it writes and accepts (values).
 
+pub mod check;
 pub mod distribution;
 pub mod keys;
 pub mod mix;

@@ -16,6 +16,7 @@ use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Plan, Step, WatchPlan};
 use crate::protocols::{Protocol, Request};
 use crate::records::{Clock, Record, Records, between};
+use crate::workload::check::{Checking, Operation as CheckedOperation};
 use crate::workload::watch::{SentTimes, WatchLog, Watched};
 use crate::workload::{OpKind, Workload};
 
@@ -28,6 +29,8 @@ pub const GRACE: Duration = Duration::from_millis(500);
 pub struct Recorded {
     pub records: Records,
     pub watch: Option<Watched>,
+    /// With `plan.check`: every checked client's operations.
+    pub check: Option<Vec<CheckedOperation>>,
 }
 
 /// Runs every step of `plan` (its watchers in place first, with
@@ -62,6 +65,11 @@ pub async fn run<P: Protocol>(
         }
         None => None,
     };
+    // The checked clients start before the measured steps and stop after.
+    let checking = match plan.check {
+        Some(check) => Some(Checking::<P>::start(&plan, check, workload.clone(), clock).await?),
+        None => None,
+    };
     let shared = Shared {
         plan,
         control,
@@ -74,6 +82,10 @@ pub async fn run<P: Protocol>(
     let result = match (&watch, shared.plan.watch) {
         (Some(log), Some(watch_plan)) => watched::<P>(&shared, log.clone(), watch_plan).await,
         _ => steps::<P>(&shared).await,
+    };
+    let check = match checking {
+        Some(checking) => Some(checking.finish().await),
+        None => None,
     };
     grace.abort();
     drop(shared);
@@ -88,7 +100,11 @@ pub async fn run<P: Protocol>(
             origin_unix_ns,
         }
     });
-    result.map(|()| Recorded { records, watch })
+    result.map(|()| Recorded {
+        records,
+        watch,
+        check,
+    })
 }
 
 /// The steps with watchers: every watch in place before the first write,

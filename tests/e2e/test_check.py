@@ -1,0 +1,60 @@
+"""`check:` end to end: checked clients beside a write load on a real
+3-member cluster of each kind; each history checks linearizable, the table
+says so, run.json keeps the verdict, and the load's figures hold only the
+load's requests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dbtester.results import CheckedOperations
+from tests.e2e.test_run import _dbtester
+from tests.integration.test_agent_cluster import VERSIONS
+
+pytestmark = pytest.mark.integration
+
+PUTS = 2000
+
+
+def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_home) -> None:
+    for kind, version in VERSIONS.items():
+        home = Path(installed_home(kind, version))
+    case = {
+        "title": "e2e check",
+        "workload": {
+            "type": "write",
+            "requests": PUTS,
+            "rate": 1000,
+            "clients": 20,
+            "connections": 4,
+            "check": {"clients": 4, "keys": 4},
+        },
+        "databases": [
+            {"id": kind, "kind": kind, "version": version, "members": 3}
+            for kind, version in VERSIONS.items()
+        ],
+    }
+    config = tmp_path / "case.yaml"
+    config.write_text(yaml.safe_dump(case))
+    out = tmp_path / "results"
+    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "result.json").read_text())
+    for db in summary["databases"]:
+        kind, figures = db["id"], db["figures"]
+        run = json.loads((out / kind / "run.json").read_text())
+        correctness = run["correctness"]
+        assert correctness["violated_keys"] == 0 and correctness["violation"] is None, kind
+        assert correctness["linearizable_keys"] == 4, kind
+        history = CheckedOperations.load(out / kind / "check-history.npz")
+        assert correctness["operations"] == len(history) > 50, kind
+        assert history.write.any() and (history.write == 0).any(), kind
+        assert str(figures["CORRECTNESS"]).startswith("linearizable"), kind
+        assert figures["TOTAL-REQUEST-NUMBER"] == PUTS, kind
+        assert figures["KEYS-VERIFIED"].endswith("OK"), (kind, figures["KEYS-VERIFIED"])
+    table = (out / "summary.txt").read_text()
+    assert "CORRECTNESS" in table and "STALE-SERIALIZABLE-READS" in table

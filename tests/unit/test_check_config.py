@@ -1,0 +1,53 @@
+"""`check:` in a test case: its defaults, and what it may not say, refused
+at its line."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbtester.config.load import load_test_case_text
+from dbtester.util.keys import MAX_CHECKED
+from tests.unit.problems import problems_of
+
+CASE = """\
+title: t
+workload:
+  type: write
+  requests: 100
+  check: {clients: 4}
+databases:
+  - {id: a, kind: etcd, version: 3.5.17}
+"""
+
+
+def test_defaults_and_round_trip() -> None:
+    workload = load_test_case_text(CASE, "case.yaml").case.workload
+    assert workload.check is not None
+    assert (workload.check.clients, workload.check.keys) == (4, 8)
+    assert (workload.check.model, workload.check.on_violation) == ("linearizability", "fail")
+    assert workload.as_raw()["check"]["clients"] == 4
+    plain = CASE.replace("  check: {clients: 4}\n", "")
+    assert "check" not in load_test_case_text(plain, "case.yaml").case.workload.as_raw()
+
+
+@pytest.mark.parametrize(
+    ("check", "words"),
+    [
+        ("{model: serializability}", "linearizability"),
+        ("{clients: 0}", "greater than or equal to 1"),
+        (f"{{keys: {MAX_CHECKED + 1}}}", f"less than or equal to {MAX_CHECKED}"),
+        ("{on_violation: ignore}", "allowed: 'fail', 'report'"),
+        ("{client: 4}", "client"),
+    ],
+)
+def test_what_check_may_not_say(check: str, words: str) -> None:
+    problems = problems_of(CASE.replace("{clients: 4}", check))
+    assert any(p.startswith("5:") and words in p for p in problems), problems
+
+
+def test_a_watch_load_cannot_be_checked_yet() -> None:
+    text = CASE.replace("type: write", "type: watch").replace(
+        "  requests: 100\n", "  requests: 100\n  rate: 50\n"
+    )
+    problems = problems_of(text)
+    assert any("check cannot be used with type: watch" in p for p in problems), problems
