@@ -122,7 +122,15 @@ def search_conflicts(raw: dict[str, Any]) -> list[tuple[tuple[str | int, ...], s
         for key, why in SEARCH_SETS.items():
             if key in workload:
                 found.append(((*where, key), why))
+        if "check" in workload:
+            found.append(((*where, "check"), _CHECK_REFUSED))
     return found
+
+
+_CHECK_REFUSED = (
+    "check cannot run during a search yet: its checked clients would add to every"
+    " probe's load; check at the rate the search found, in a test case of its own"
+)
 
 
 #: workload keys a search sets itself, and why they are refused

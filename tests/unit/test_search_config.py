@@ -81,6 +81,7 @@ def test_durations_and_the_resolved_case_round_trip() -> None:
         ),
         (("workload", "  rate: 50\n"), "6:3: rate is what the search varies"),
         (("workload", "  client_steps: [1, 2]\n"), "6:3: client_steps cannot run during a search"),
+        (("workload", "  check: {clients: 2}\n"), "6:3: check cannot run during a search"),
         (("top", "faults:\n  - {at: 1s, action: kill, member: 0}\n"), "10:1: faults cannot run"),
         (
             ("top", "repeat: auto\n"),
