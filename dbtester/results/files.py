@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +47,25 @@ def check_regular_file(path: Path) -> int:
 
 
 def read_arrays(
-    path: Path, columns: Mapping[str, np.dtype[Any]], what: str
+    path: Path,
+    columns: Mapping[str, np.dtype[Any]],
+    what: str,
+    others: Sequence[str] = (),
 ) -> dict[str, npt.NDArray[Any]]:
     """The equally long ``columns`` of the ``.npz`` file at ``path``, each of
-    its dtype; ResultsError naming the file (and ``what`` it should hold)
-    when it is not one, is damaged, or they do not match."""
+    its dtype, and its ``others`` as they are (their caller checks them);
+    ResultsError naming the file (and ``what`` it should hold) when it is
+    not one, is damaged, or the columns do not match."""
     check_regular_file(path)
     try:
         with np.load(path, allow_pickle=False) as data:
-            found = {name: data[name] for name in columns}
+            found = {name: data[name] for name in (*columns, *others)}
     except KeyError as exc:
         raise ResultsError(path, f"no {exc.args[0]} array: not dbtester's {what}") from None
     except Exception as exc:  # numpy and zipfile fail in many ways on damaged bytes
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise ResultsError(path, f"cannot read the {what}: {reason}") from None
-    if len({len(c) for c in found.values()}) > 1:
+    if len({len(found[name]) for name in columns}) > 1:
         raise ResultsError(path, "the columns differ in length")
     for name, dtype in columns.items():
         if found[name].dtype != dtype:

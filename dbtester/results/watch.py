@@ -13,22 +13,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dbtester.errors import ResultsError
-from dbtester.results.files import check_regular_file
+from dbtester.results.files import read_arrays
 
 __all__ = ["WatchEvents"]
 
-_COLUMNS = {
+_COLUMNS: dict[str, np.dtype[Any]] = {
     "watcher": np.dtype(np.uint16),
     "key": np.dtype(np.uint32),
     "latency_us": np.dtype(np.uint32),
     "arrival_ms": np.dtype(np.uint32),
 }
 _PER_WATCHER = ("duplicates", "out_of_order", "foreign", "coalesced")
+#: the rest of the file, each checked on its own
+_OTHERS = (
+    "seen",
+    "origin_unix_ns",
+    "acked",
+    "keys",
+    "sent_ms",
+    "duplicate_watcher",
+    "duplicate_ms",
+)
 #: sent_ms of a put never sent
 _UNSENT = 2**32 - 1
 
@@ -134,32 +145,13 @@ class WatchEvents:
     @classmethod
     def load(cls, path: Path) -> WatchEvents:
         """The events saved at ``path``; ResultsError (naming it) if they cannot be."""
-        check_regular_file(path)
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                columns = {name: data[name] for name in _COLUMNS}
-                counts = {name: data[name] for name in _PER_WATCHER}
-                seen = data["seen"]
-                origin = data["origin_unix_ns"]
-                acked = data["acked"]
-                keys = data["keys"]
-                sent_ms = data["sent_ms"]
-                duplicate_watcher = data["duplicate_watcher"]
-                duplicate_ms = data["duplicate_ms"]
-        except KeyError as exc:
-            raise ResultsError(
-                path, f"no {exc.args[0]} array: not dbtester's watch events"
-            ) from None
-        except Exception as exc:  # numpy and zipfile fail in many ways on damaged bytes
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise ResultsError(path, f"cannot read the watch events: {reason}") from None
+        columns = read_arrays(path, _COLUMNS, "watch events", others=(*_PER_WATCHER, *_OTHERS))
+        counts = {name: columns[name] for name in _PER_WATCHER}
+        seen, origin, acked, keys, sent_ms, duplicate_watcher, duplicate_ms = (
+            columns[name] for name in _OTHERS
+        )
         if acked.dtype != np.uint64 or len(keys) != 1 or not 0 <= int(keys[0]) <= 64 * len(acked):
             raise ResultsError(path, "the acknowledged puts do not match")
-        if len({len(c) for c in columns.values()}) > 1:
-            raise ResultsError(path, "the event columns differ in length")
-        for name, dtype in _COLUMNS.items():
-            if columns[name].dtype != dtype:
-                raise ResultsError(path, f"{name} is {columns[name].dtype}, expected {dtype}")
         watchers = len(counts["duplicates"])
         if any(len(c) != watchers for c in counts.values()) or seen.dtype != np.uint64:
             raise ResultsError(path, "the per-watcher counts do not match")

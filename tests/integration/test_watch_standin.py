@@ -30,7 +30,8 @@ def _watched(
     rate: float = 1000.0,
     streams: int = 1,
     drain_s: float = 1.0,
-) -> WatchEvents:
+) -> tuple[WatchEvents, dict[str, int]]:
+    """What the watchers saw, and what the stand-in did wrong, by switch."""
     with EtcdStandIn(misbehave) as etcd:
         settings = LoadSettings(
             (etcd.endpoint,), {"balancer": "pick_first"}, 16, 32, "linearizable", 1.5
@@ -52,33 +53,30 @@ def _watched(
         result = run_load(
             "etcd", settings, workload, DatabaseLayout(tmp_path / "db"), progress=None
         )
-        misdeeds.clear()
-        misdeeds.update(etcd.misdeeds)
+        misdeeds = dict(etcd.misdeeds)
     assert result.watch is not None
     assert result.records.counts().get("ok") == PUTS
     assert int(result.watch.acknowledged().sum()) == PUTS
-    return result.watch
-
-
-misdeeds: dict[str, int] = {}
+    return result.watch, misdeeds
 
 
 def test_an_honest_stand_in_delivers_everything_once_in_order(tmp_path: Path) -> None:
-    events = _watched(tmp_path, Misbehave())
+    events, misdeeds = _watched(tmp_path, Misbehave())
+    assert misdeeds == {}
     assert events.received().tolist() == [PUTS] * WATCHERS
     assert int(events.missed().sum()) == 0
     assert int(events.duplicates.sum()) == 0 and int(events.out_of_order.sum()) == 0
 
 
 def test_dropped_events_are_missed_exactly(tmp_path: Path) -> None:
-    events = _watched(tmp_path, Misbehave(drop_events=0.05))
+    events, misdeeds = _watched(tmp_path, Misbehave(drop_events=0.05))
     assert misdeeds["drop_events"] > 0
     assert int(events.missed().sum()) == misdeeds["drop_events"]
     assert int(events.received().sum()) == WATCHERS * PUTS - misdeeds["drop_events"]
 
 
 def test_events_sent_twice_are_duplicates_exactly(tmp_path: Path) -> None:
-    events = _watched(tmp_path, Misbehave(duplicate_events=0.05))
+    events, misdeeds = _watched(tmp_path, Misbehave(duplicate_events=0.05))
     assert misdeeds["duplicate_events"] > 0
     assert int(events.duplicates.sum()) == misdeeds["duplicate_events"]
     assert int(events.missed().sum()) == 0 and int(events.out_of_order.sum()) == 0
@@ -89,7 +87,9 @@ def test_events_sent_twice_are_duplicates_exactly(tmp_path: Path) -> None:
 def test_events_out_of_order_are_counted_exactly(tmp_path: Path) -> None:
     # fast puts, so events wait together and go out newest first (a stream
     # per watcher: reordering swaps events of one watch only)
-    events = _watched(tmp_path, Misbehave(reorder_events=True), rate=4000.0, streams=WATCHERS)
+    events, misdeeds = _watched(
+        tmp_path, Misbehave(reorder_events=True), rate=4000.0, streams=WATCHERS
+    )
     assert misdeeds.get("reorder_events", 0) > 0
     assert int(events.out_of_order.sum()) == misdeeds["reorder_events"]
     assert int(events.missed().sum()) == 0 and int(events.duplicates.sum()) == 0
@@ -97,7 +97,7 @@ def test_events_out_of_order_are_counted_exactly(tmp_path: Path) -> None:
 
 def test_a_watcher_stopped_mid_run_misses_exactly_what_came_after(tmp_path: Path) -> None:
     after = 150
-    events = _watched(tmp_path, Misbehave(cancel_watch_after=after))
+    events, misdeeds = _watched(tmp_path, Misbehave(cancel_watch_after=after))
     assert misdeeds["cancel_watch_after"] == 1
     # the first watch created is watcher 0's; it saw the first 150 puts' events
     assert events.missed().tolist() == [PUTS - after] + [0] * (WATCHERS - 1)
@@ -109,7 +109,7 @@ def test_a_watcher_stopped_mid_run_misses_exactly_what_came_after(tmp_path: Path
 
 def test_a_stream_that_ends_is_resumed_from_the_last_revision(tmp_path: Path) -> None:
     # the drain ends as soon as every watcher has everything
-    events = _watched(tmp_path, Misbehave(end_streams_after=100), drain_s=10.0)
+    events, misdeeds = _watched(tmp_path, Misbehave(end_streams_after=100), drain_s=10.0)
     assert misdeeds["end_streams_after"] >= 2
     assert events.received().tolist() == [PUTS] * WATCHERS
     assert int(events.missed().sum()) == 0

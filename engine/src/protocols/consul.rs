@@ -201,12 +201,7 @@ async fn listing(conn: &Arc<Conn>, index: u64, wait: Duration) -> Result<Listing
     } else {
         format!("&wait={}s", wait.as_secs())
     };
-    let request = http::Request::builder()
-        .method(Method::GET)
-        .uri(format!("{ROOT}?keys&index={index}{wait}"))
-        .header(HOST, conn.host.clone())
-        .body(Full::new(Bytes::new()))
-        .expect("a fixed prefix and numbers: a valid URI");
+    let request = get(conn, "", &format!("?keys&index={index}{wait}"));
     let (head, body) = conn.exchange(request, &mut Instant::now()).await?;
     match head.status {
         // No key under the prefix yet.

@@ -389,8 +389,6 @@ fn range_outcome(reply: Result<bool, Failure>) -> Outcome {
     }
 }
 
-/// gRPC calls a server it cannot reach UNAVAILABLE, and so do etcd's own
-/// tools: a call that got no reply is named the same way here.
 /// The range of keys a run writes: its first key up to the one after its
 /// last (keys are fixed-width, so their order is their numbers' order).
 fn run_range(plan: &Plan) -> WatchCreateRequest {
@@ -595,13 +593,14 @@ async fn next_reply(
 }
 
 fn watch_error(authority: &str, failure: &Failure) -> EngineError {
-    let why = match failure {
-        Failure::Transport(error) => chain(error.as_ref()),
-        Failure::Status(code) => code.name().to_string(),
-    };
-    EngineError(format!("etcd at {authority}: Watch failed: {why}"))
+    EngineError(format!(
+        "etcd at {authority}: Watch failed: {}",
+        describe(failure)
+    ))
 }
 
+/// gRPC calls a server it cannot reach UNAVAILABLE, and so do etcd's own
+/// tools: a call that got no reply is named the same way here.
 fn failure_outcome(failure: &Failure) -> Outcome {
     match failure {
         Failure::Transport(_) => Outcome::Named("UNAVAILABLE"),

@@ -456,18 +456,24 @@ impl Stream {
 
 /// The first whole length-prefixed message in `buffer`, taken out of it.
 fn take_message(buffer: &mut BytesMut) -> Result<Option<Bytes>, Failure> {
-    let Some(&[flag, a, b, c, d]) = buffer.first_chunk::<5>() else {
+    let Some(len) = message_len(buffer)? else {
+        return Ok(None);
+    };
+    let _ = buffer.split_to(5);
+    Ok(Some(buffer.split_to(len).freeze()))
+}
+
+/// The length of the first length-prefixed message in `bytes` (after its
+/// 5-byte prefix); None while it is not whole. A compressed one is INTERNAL.
+fn message_len(bytes: &[u8]) -> Result<Option<usize>, Failure> {
+    let Some((&[flag, a, b, c, d], after)) = bytes.split_first_chunk::<5>() else {
         return Ok(None);
     };
     if flag != 0 {
         return Err(Failure::Status(Code::INTERNAL));
     }
     let len = u32::from_be_bytes([a, b, c, d]) as usize;
-    if buffer.len() < 5 + len {
-        return Ok(None);
-    }
-    let _ = buffer.split_to(5);
-    Ok(Some(buffer.split_to(len).freeze()))
+    Ok((after.len() >= len).then_some(len))
 }
 
 /// The reply's status, checked in the order tonic checked it: a status in
@@ -539,14 +545,11 @@ fn messages<T>(body: &[u8], decode: impl Fn(&[u8]) -> Option<T>) -> Result<Optio
     let mut first = None;
     let mut rest = body;
     while !rest.is_empty() {
-        let Some((&[flag, a, b, c, d], after)) = rest.split_first_chunk::<5>() else {
+        // a message cut short is as malformed as a compressed one
+        let Some(len) = message_len(rest)? else {
             return Err(malformed);
         };
-        let len = u32::from_be_bytes([a, b, c, d]) as usize;
-        if flag != 0 || after.len() < len {
-            return Err(malformed);
-        }
-        let (message, after) = after.split_at(len);
+        let (message, after) = rest[5..].split_at(len);
         let Some(decoded) = decode(message) else {
             return Err(malformed);
         };
