@@ -76,6 +76,7 @@ class WatchResult(TypedDict):
     origin_unix_ns: int
     acked: npt.NDArray[np.uint64]  # bit k: the put of key offset k was acknowledged
     coalesced: npt.NDArray[np.uint64]
+    split: npt.NDArray[np.uint64]
     sent_ms: npt.NDArray[np.uint32]
     duplicate_watcher: npt.NDArray[np.uint16]
     duplicate_ms: npt.NDArray[np.uint32]

@@ -1,10 +1,21 @@
-"""The checked clients' verdict: their operations (``check-history.npz``)
-held to linearizability key by key (:mod:`dbtester.analyze.linearizable`),
-as the record ``run.json`` keeps. Pure.
+"""The verdict on a workload's ``check:``, as the record ``run.json`` keeps.
+Pure.
 
-A read with the workload's serializable consistency may be stale by
-definition: such reads are counted, not judged. The first violation is
-written out with its operations and the fault windows they overlap.
+Model linearizability: the checked clients' operations
+(``check-history.npz``) held to linearizability key by key
+(:mod:`dbtester.analyze.linearizable`). A read with the workload's
+serializable consistency may be stale by definition: such reads are
+counted, not judged. The first violation is written out with its
+operations and the fault windows they overlap.
+
+Model watch: each watcher of a watch load held to what a watch promises,
+from the counts the engine kept (:class:`dbtester.results.WatchEvents`):
+no acknowledged put's event missed, none received twice, none out of order
+(etcd: by revision; ZooKeeper: by the zxid of the write each event is
+matched to; Consul: by reply index), no revision split across replies.
+Consul's coalesced changes arrive in one reply with others: seen, not
+missed. Events of puts whose reply was lost are not expected, and not
+judged.
 """
 
 from __future__ import annotations
@@ -20,10 +31,12 @@ from dbtester.results import (
     CheckedOperations,
     CorrectnessRecord,
     ViolationRecord,
+    WatchCheckRecord,
+    WatchEvents,
 )
 from dbtester.results.checked import ENDED_OK
 
-__all__ = ["FaultSpan", "describe", "judge"]
+__all__ = ["FaultSpan", "describe", "judge", "judge_watch"]
 
 #: a read of bytes no checked client wrote (the engine's GARBLED)
 _GARBLED = 2**64 - 1
@@ -97,16 +110,20 @@ def _violation(found: KeyCheck, faults: Sequence[FaultSpan]) -> ViolationRecord:
     operations = tuple(_record(op) for op in found.violation.operations)
     start = min(op.invoked_unix for op in operations)
     end = max((op.completed_unix or np.inf) for op in operations)
-    overlapping = [
-        f.label
-        for f in faults
-        if f.start_unix <= end and (f.end_unix is None or f.end_unix >= start)
-    ]
     return ViolationRecord(
         key=f"c{found.key}",
         reason=found.violation.reason,
         operations=operations,
-        during_fault="; ".join(overlapping),
+        during_fault=_overlapping(faults, start, end),
+    )
+
+
+def _overlapping(faults: Sequence[FaultSpan], start: float, end: float) -> str:
+    """The fault windows that overlap ``start`` .. ``end`` ("" when none)."""
+    return "; ".join(
+        f.label
+        for f in faults
+        if f.start_unix <= end and (f.end_unix is None or f.end_unix >= start)
     )
 
 
@@ -122,8 +139,87 @@ def _record(op: Operation) -> CheckedOperationRecord:
     )
 
 
+def judge_watch(
+    watch: WatchEvents, *, on_violation: str, faults: Sequence[FaultSpan] = ()
+) -> CorrectnessRecord:
+    """The verdict on a watch load's watchers (model watch)."""
+    missed = watch.missed()
+    per_watcher = (
+        missed + watch.duplicates.astype(np.int64) + watch.out_of_order.astype(np.int64)
+    ) + watch.split.astype(np.int64)
+    counts = WatchCheckRecord(
+        watchers=watch.watchers,
+        events_expected=watch.watchers * int(watch.acknowledged().sum()),
+        missed=int(missed.sum()),
+        duplicated=int(watch.duplicates.sum()),
+        out_of_order=int(watch.out_of_order.sum()),
+        split=int(watch.split.sum()),
+        violated_watchers=tuple(int(w) for w in np.flatnonzero(per_watcher)),
+    )
+    return CorrectnessRecord(
+        model="watch",
+        clients=watch.watchers,
+        keys=0,
+        on_violation=on_violation,
+        operations=counts.events_expected,
+        linearizable_keys=0,
+        violated_keys=0,
+        violation=_watch_violation(watch, faults) if counts.violated_watchers else None,
+        watch=counts,
+    )
+
+
+def _watch_violation(watch: WatchEvents, faults: Sequence[FaultSpan]) -> ViolationRecord:
+    """The first violation in time: a missed event (when its put was sent) or
+    a duplicate (when it arrived); else the first watcher that received
+    events out of order or a split revision, which carry no time."""
+    timed: list[tuple[float, int, str]] = []
+    if (first := watch.first_missed()) is not None:
+        watcher, offset = first
+        sent = float(watch.sent_unix_s()[offset])
+        timed.append(
+            (
+                sent,
+                watcher,
+                f"never received the event of put {offset} of the load, which was acknowledged",
+            )
+        )
+    if len(watch.duplicate_ms):
+        at = int(np.argmin(watch.duplicate_ms))
+        timed.append(
+            (
+                float(watch.duplicate_unix_s()[at]),
+                int(watch.duplicate_watcher[at]),
+                "received an event it had received already",
+            )
+        )
+    if timed:
+        when, watcher, reason = min(timed)
+        return ViolationRecord(
+            key=f"watcher {watcher}",
+            reason=reason,
+            operations=(),
+            during_fault=_overlapping(faults, when, when),
+        )
+    disorder = watch.out_of_order.astype(np.int64) + watch.split.astype(np.int64)
+    watcher = int(np.flatnonzero(disorder)[0])
+    said = []
+    if n := int(watch.out_of_order[watcher]):
+        said.append(f"{n:,} event{'s' if n != 1 else ''} out of order")
+    if n := int(watch.split[watcher]):
+        said.append(f"{n:,} repl{'ies' if n != 1 else 'y'} that split a revision")
+    return ViolationRecord(
+        key=f"watcher {watcher}", reason="received " + " and ".join(said), operations=()
+    )
+
+
 def describe(record: CorrectnessRecord) -> str:
     """One line for the table's CORRECTNESS row."""
+    if record.watch is not None:
+        watch = record.watch
+        if watch.violated_watchers:
+            return f"VIOLATED ({len(watch.violated_watchers)} of {watch.watchers} watchers)"
+        return f"watch guarantees held ({watch.events_expected:,} events)"
     if record.violation is not None:
         return f"VIOLATED ({record.violated_keys} of {record.keys} keys)"
     if record.not_checked:

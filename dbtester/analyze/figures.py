@@ -794,8 +794,19 @@ def _correctness(data: DatabaseData, figures: Figures) -> None:
     if record is None:
         return
     figures.values["CORRECTNESS"] = describe_correctness(record)
-    figures.values["STALE-SERIALIZABLE-READS"] = record.stale_serializable_reads
     violation = record.violation
+    if record.watch is not None:
+        if violation is not None:
+            where = f", during {violation.during_fault}" if violation.during_fault else ""
+            counts = record.watch
+            figures.notes.append(
+                f"{data.label}: WATCH GUARANTEES BROKEN: {violation.key} {violation.reason}"
+                f"{where}. Over all watchers: {counts.missed:,} missed,"
+                f" {counts.duplicated:,} duplicated, {counts.out_of_order:,} out of order,"
+                f" {counts.split:,} split revisions"
+            )
+        return
+    figures.values["STALE-SERIALIZABLE-READS"] = record.stale_serializable_reads
     if violation is None:
         return
     said = "; ".join(

@@ -5,13 +5,18 @@ The clients run on connections of their own, one request at a time, reading
 and writing ``keys`` keys of their own ("c0", "c1", ...) with unique values
 while the load runs; their requests are in none of the load's figures.
 Their history is checked per key (:mod:`dbtester.analyze.linearizable`).
+
+``check: {model: watch, on_violation: fail}`` (``type: watch`` only) judges
+the watchers themselves: an event missed, received twice or out of order,
+or a revision split across replies, is a violation
+(:func:`dbtester.analyze.correctness.judge_watch`); no checked clients run.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dbtester.util.keys import MAX_CHECKED
 
@@ -21,9 +26,10 @@ __all__ = ["MAX_CHECKED", "Check"]
 class Check(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    model: Literal["linearizability"] = Field(
+    model: Literal["linearizability", "watch"] = Field(
         "linearizability",
-        description="what the checked clients' history is held to: each key a register",
+        description="linearizability: checked clients' history, each key a register;"
+        " watch (type: watch only): the watchers' events, in order, none missed or twice",
     )
     clients: int = Field(
         8, ge=1, le=MAX_CHECKED, description="checked clients, one connection each"
@@ -34,3 +40,19 @@ class Check(BaseModel):
         description="fail: a violation fails the run (exit 1); report: it is reported,"
         " and the run's exit status does not change",
     )
+
+    @model_validator(mode="after")
+    def _clients_only_for_registers(self) -> Check:
+        given = sorted({"clients", "keys"} & self.model_fields_set)
+        if self.model == "watch" and given:
+            raise ValueError(
+                f"{' and '.join(given)} set the checked clients of model: linearizability;"
+                " model: watch judges the watchers themselves: remove"
+                f" {'them' if len(given) > 1 else 'it'}"
+            )
+        return self
+
+    @property
+    def runs_clients(self) -> bool:
+        """Whether checked clients run beside the load (model: linearizability)."""
+        return self.model == "linearizability"

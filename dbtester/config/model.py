@@ -229,8 +229,28 @@ class Workload(_Model):
     check: Check | None = Field(
         None,
         description="checked clients beside the load, their history checked for"
-        " linearizability: {model: linearizability, clients: 8, keys: 8, on_violation: fail}",
+        " linearizability: {model: linearizability, clients: 8, keys: 8, on_violation: fail};"
+        " with type: watch, {model: watch} judges the watchers' events",
     )
+
+    @field_validator("check")
+    @classmethod
+    def _check_fits_the_type(cls, check: Check | None, info: ValidationInfo) -> Check | None:
+        kind = info.data.get("type")
+        if check is None or kind is None:
+            return check
+        if kind == "watch" and check.runs_clients:
+            raise ValueError(
+                "check with type: watch takes model: watch, which judges the"
+                " watchers' events (checked clients' keys would be events the"
+                " watchers do not expect)"
+            )
+        if kind != "watch" and not check.runs_clients:
+            raise ValueError(
+                f"check's model: watch judges a watch load's watchers, and this is"
+                f" type: {kind}: use model: linearizability"
+            )
+        return check
 
     @field_validator("sequential_keys", "same_key")
     @classmethod
@@ -290,11 +310,6 @@ class Workload(_Model):
             )
         if self.type == "watch":
             self._check_watch()
-            if self.check is not None:
-                raise ValueError(
-                    "check cannot be used with type: watch yet (its keys would be"
-                    " events the watchers do not expect); remove it"
-                )
         writes = self.writes_keys
         random_order = writes and not (self.same_key or self.sequential_keys)
         if random_order and max(self.requests, self.warmup_requests) > MAX_RANDOM_ORDER:

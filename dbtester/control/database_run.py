@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient
-from dbtester.analyze.correctness import FaultSpan, judge
+from dbtester.analyze.correctness import FaultSpan, judge, judge_watch
 from dbtester.analyze.faults import windows
 from dbtester.analyze.probes import Probe, ProbeRule
 from dbtester.config.faults import Fault
@@ -749,36 +749,45 @@ class DatabaseRun:
         )
 
     def _judge_check(self) -> None:
-        """The checked clients' history held to linearizability; a violation
-        fails the database's run unless the test case says to report only."""
-        check = self.db.workload.check
-        history = self.load.check if self.load is not None else None
-        if check is None or history is None:
+        """The workload's ``check:``: the checked clients' history held to
+        linearizability, or the watchers' events to the watch guarantees; a
+        violation fails the database's run unless the test case says to
+        report only."""
+        check, load = self.db.workload.check, self.load
+        if check is None or load is None:
             return
-        workload = self.db.workload
-        serializable = workload.type in ("read", "mixed") and workload.consistency == "serializable"
-        start = self.load.started_unix if self.load is not None else 0.0
         spans = [
             FaultSpan(
                 f"fault {w.number} ({w.describe()})",
-                start + w.start_s,
-                None if w.end_s is None else start + w.end_s,
+                load.started_unix + w.start_s,
+                None if w.end_s is None else load.started_unix + w.end_s,
             )
-            for w in windows(self.fault_records, start)
+            for w in windows(self.fault_records, load.started_unix)
         ]
-        self.correctness = judge(
-            history,
-            clients=check.clients,
-            keys=check.keys,
-            on_violation=check.on_violation,
-            serializable=serializable,
-            faults=spans,
-        )
-        violation = self.correctness.violation
+        if not check.runs_clients:
+            if load.watch is not None:
+                self.correctness = judge_watch(
+                    load.watch, on_violation=check.on_violation, faults=spans
+                )
+        elif load.check is not None:
+            workload = self.db.workload
+            serializable = (
+                workload.type in ("read", "mixed") and workload.consistency == "serializable"
+            )
+            self.correctness = judge(
+                load.check,
+                clients=check.clients,
+                keys=check.keys,
+                on_violation=check.on_violation,
+                serializable=serializable,
+                faults=spans,
+            )
+        violation = self.correctness.violation if self.correctness is not None else None
         if violation is not None and check.on_violation == "fail":
+            what = "not linearizable: key" if check.runs_clients else "watch guarantees broken:"
             raise DbtesterError(
-                f"not linearizable: key {violation.key}: {violation.reason}"
-                " (run.json's correctness names the operations)"
+                f"{what} {violation.key}: {violation.reason}"
+                " (run.json's correctness has the details)"
             )
 
     def _watch_note(self) -> str | None:

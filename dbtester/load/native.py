@@ -95,7 +95,7 @@ def plan(
 
 def _check(workload: Workload) -> CheckPlan | None:
     """The checked clients beside the load (none without ``check:``)."""
-    if workload.check is None:
+    if workload.check is None or not workload.check.runs_clients:
         return None
     return {"clients": workload.check.clients, "keys": workload.check.keys}
 
@@ -224,6 +224,7 @@ def watch_events_of(result: Mapping[str, Any], keys: int) -> WatchEvents | None:
         np.asarray(watch["out_of_order"], dtype=np.uint64),
         np.asarray(watch["foreign"], dtype=np.uint64),
         np.asarray(watch["coalesced"], dtype=np.uint64),
+        np.asarray(watch["split"], dtype=np.uint64),
         int(watch["origin_unix_ns"]),
         np.asarray(watch["acked"], dtype=np.uint64),
         keys,

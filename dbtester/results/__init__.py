@@ -30,6 +30,7 @@ from dbtester.results.model import (
     SequentialRecord,
     Verification,
     ViolationRecord,
+    WatchCheckRecord,
     account,
 )
 from dbtester.results.requests import NOT_ERRORS, OK, OPERATIONS, Records
@@ -80,6 +81,7 @@ __all__ = [
     "TrialResults",
     "Verification",
     "ViolationRecord",
+    "WatchCheckRecord",
     "WatchEvents",
     "account",
     "read_metrics",

@@ -37,6 +37,7 @@ __all__ = [
     "SequentialRecord",
     "Verification",
     "ViolationRecord",
+    "WatchCheckRecord",
     "account",
 ]
 
@@ -330,12 +331,29 @@ class ViolationRecord(_Record):
     during_fault: str = ""
 
 
-class CorrectnessRecord(_Record):
-    """The checked clients' history and its verdict (schema 10)."""
+class WatchCheckRecord(_Record):
+    """A watch load's watchers held to the watch guarantees (schema 10)."""
 
-    model: str  # linearizability
-    clients: int
-    keys: int
+    watchers: int
+    #: acknowledged puts' events, every watcher's
+    events_expected: int
+    missed: int
+    duplicated: int
+    out_of_order: int
+    #: replies that split a revision (etcd)
+    split: int
+    #: the watchers with any of the four (numbered from 0)
+    violated_watchers: tuple[int, ...] = ()
+
+
+class CorrectnessRecord(_Record):
+    """The verdict on the workload's ``check:`` (schema 10): the checked
+    clients' history (model linearizability), or the watchers' events
+    (model watch, whose counts are in ``watch``)."""
+
+    model: str  # linearizability, watch
+    clients: int  # checked clients; the watchers for model watch
+    keys: int  # checked keys; 0 for model watch
     on_violation: str  # fail, report
     operations: int  # recorded, every outcome
     #: keys whose history held, broke, or could not be checked
@@ -345,10 +363,16 @@ class CorrectnessRecord(_Record):
     #: serializable reads that returned a value already overwritten
     stale_serializable_reads: int = 0
     violation: ViolationRecord | None = None
+    watch: WatchCheckRecord | None = None
 
     @property
     def linearizable(self) -> bool:
         return self.violated_keys == 0 and not self.not_checked
+
+    @property
+    def held(self) -> bool:
+        """Whether what was checked held, whichever the model."""
+        return self.violation is None and not self.not_checked
 
 
 class DatabaseRecord(_Versioned):

@@ -96,7 +96,9 @@ HISTORY: tuple[str, ...] = (
         "``result.json``'s fault summaries have ``watch_missed``, ``watch_duplicated`` and "
         "``watch_p99_ms`` for such loads. ``<db-id>/check-history.npz`` holds the checked "
         "clients' operations of a workload with ``check:``, and ``run.json`` has "
-        "``correctness`` (null, or their history's verdict and its first violation). Only keys "
+        "``correctness`` (null, or their history's verdict and its first violation; for "
+        "``check: {model: watch}``, the watchers' verdict, with its counts in "
+        "``correctness.watch``). Only keys "
         "and files were added: a version 9 directory upgrades as it is."
     ),
 )

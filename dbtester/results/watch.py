@@ -29,7 +29,7 @@ _COLUMNS: dict[str, np.dtype[Any]] = {
     "latency_us": np.dtype(np.uint32),
     "arrival_ms": np.dtype(np.uint32),
 }
-_PER_WATCHER = ("duplicates", "out_of_order", "foreign", "coalesced")
+_PER_WATCHER = ("duplicates", "out_of_order", "foreign", "coalesced", "split")
 #: the rest of the file, each checked on its own
 _OTHERS = (
     "seen",
@@ -60,6 +60,9 @@ class WatchEvents:
     out_of_order: npt.NDArray[np.uint64]
     foreign: npt.NDArray[np.uint64]
     coalesced: npt.NDArray[np.uint64]
+    #: per watcher: replies that began with another key of the revision the
+    #: reply before ended with (an etcd revision split across replies)
+    split: npt.NDArray[np.uint64]
     #: arrival_ms counts from this moment (unix ns)
     origin_unix_ns: int
     #: bit k: the put of the key at offset k was acknowledged
@@ -122,6 +125,16 @@ class WatchEvents:
         missing = self.acknowledged()[np.newaxis, :] & ~self._seen()
         return np.asarray(missing.sum(axis=0), dtype=np.int64)
 
+    def first_missed(self) -> tuple[int, int] | None:
+        """The watcher and key offset of the missed event whose put was sent
+        first (None: no watcher missed an acknowledged put)."""
+        missing = self.acknowledged()[np.newaxis, :] & ~self._seen()
+        watchers, offsets = np.nonzero(missing)
+        if not len(offsets):
+            return None
+        first = int(np.argmin(self.sent_ms[offsets]))
+        return int(watchers[first]), int(offsets[first])
+
     def save(self, path: Path) -> None:
         np.savez(
             path,
@@ -134,6 +147,7 @@ class WatchEvents:
             out_of_order=self.out_of_order,
             foreign=self.foreign,
             coalesced=self.coalesced,
+            split=self.split,
             origin_unix_ns=np.array([self.origin_unix_ns], dtype=np.int64),
             acked=self.acked,
             keys=np.array([self.keys], dtype=np.int64),
@@ -173,6 +187,7 @@ class WatchEvents:
             counts["out_of_order"].astype(np.uint64),
             counts["foreign"].astype(np.uint64),
             counts["coalesced"].astype(np.uint64),
+            counts["split"].astype(np.uint64),
             int(origin[0]) if len(origin) else 0,
             acked,
             int(keys[0]),

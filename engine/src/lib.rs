@@ -195,7 +195,7 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     let words = logs.first().map_or(0, |l| l.seen.len());
     let mut seen = Vec::with_capacity(words * logs.len());
     let (mut duplicates, mut out_of_order) = (Vec::new(), Vec::new());
-    let (mut foreign, mut coalesced) = (Vec::new(), Vec::new());
+    let (mut foreign, mut coalesced, mut split) = (Vec::new(), Vec::new(), Vec::new());
     let (mut duplicate_watcher, mut duplicate_ms) = (Vec::new(), Vec::new());
     for (index, log) in logs.into_iter().enumerate() {
         let index = u16::try_from(index).unwrap_or(u16::MAX);
@@ -212,6 +212,7 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
         out_of_order.push(log.out_of_order);
         foreign.push(log.foreign);
         coalesced.push(log.coalesced);
+        split.push(log.split);
     }
     let dict = PyDict::new(py);
     dict.set_item("watcher", PyArray1::from_vec(py, watcher))?;
@@ -224,6 +225,7 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     dict.set_item("out_of_order", PyArray1::from_vec(py, out_of_order))?;
     dict.set_item("foreign", PyArray1::from_vec(py, foreign))?;
     dict.set_item("coalesced", PyArray1::from_vec(py, coalesced))?;
+    dict.set_item("split", PyArray1::from_vec(py, split))?;
     dict.set_item("origin_unix_ns", origin_unix_ns)?;
     dict.set_item("acked", PyArray1::from_vec(py, acked))?;
     dict.set_item("sent_ms", PyArray1::from_vec(py, sent_ms))?;

@@ -1,6 +1,7 @@
 """`type: watch` end to end on a real 3-member etcd, ZooKeeper and Consul:
 20 watchers (over 4 connections where the kind multiplexes them) see every
-one of 1,000 puts, and the table has the events' latency beside the puts'."""
+one of 1,000 puts, the table has the events' latency beside the puts', and
+`check: {model: watch}` holds every watcher to it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def _run(
     watchers: int,
     connections: int,
     faults: list[dict[str, str]] | None = None,
+    on_violation: str = "fail",
 ) -> Path:
     """A run of ``watchers`` watching ``puts`` puts at 500/s from 20 clients
     on a 3-member cluster of each kind; the results directory."""
@@ -44,6 +46,7 @@ def _run(
     workload = {"type": "watch", "requests": puts, "rate": 500, "key_size": 64}
     workload |= {"value_size": 256, "clients": 20, "connections": connections}
     workload |= {"watchers": watchers, "watch_connections": connections}
+    workload |= {"check": {"model": "watch", "on_violation": on_violation}}
     case: dict[str, object] = {"title": "e2e watch", "workload": workload}
     case["databases"] = [
         {"id": kind, "kind": kind, "version": version, "members": 3}
@@ -95,6 +98,11 @@ def test_every_watcher_sees_every_put(watched: Path, kind: str) -> None:
     assert "by watcher" in svg
     report = (out / "report.html").read_text()
     assert "WATCH-P99-LATENCY-BY-WATCHER" in report and "WATCH-EVENTS-COALESCED" in report
+    # check: {model: watch} (on_violation: fail, and the run passed)
+    correctness = json.loads((out / kind / "run.json").read_text())["correctness"]
+    assert correctness["model"] == "watch" and correctness["violation"] is None
+    assert correctness["watch"]["violated_watchers"] == []
+    assert figures["CORRECTNESS"] == f"watch guarantees held ({WATCHERS * PUTS:,} events)"
 
 
 FAULT_PUTS = 3000
@@ -116,6 +124,7 @@ def test_watchers_across_a_leader_kill(tmp_path: Path, installed_home) -> None:
         watchers=10,
         connections=3,
         faults=kill_and_restart,
+        on_violation="report",
     )
     summary = json.loads((out / "result.json").read_text())
     for db in summary["databases"]:
@@ -139,5 +148,18 @@ def test_watchers_across_a_leader_kill(tmp_path: Path, installed_home) -> None:
         expected = seen - events.unexpected() + figures["WATCH-EVENTS-MISSED"]
         assert expected == figures["WATCH-EVENTS-EXPECTED"], kind
         assert load_start < kill["unix"]
+        # the verdict counts what the figures count
+        watch = run["correctness"]["watch"]
+        assert watch["missed"] == figures["WATCH-EVENTS-MISSED"], kind
+        assert watch["duplicated"] == figures["WATCH-EVENTS-DUPLICATED"], kind
+        assert watch["out_of_order"] == figures["WATCH-EVENTS-OUT-OF-ORDER"], kind
+        held = not watch["violated_watchers"]
+        assert figures["CORRECTNESS"].startswith("watch guarantees held" if held else "VIOLATED")
+        if not held:  # the first missed event, named with its fault window
+            violation = run["correctness"]["violation"]
+            assert violation["key"].startswith("watcher "), violation
+            if watch["missed"] and not watch["duplicated"]:
+                assert violation["during_fault"].startswith("fault 1 (kill leader"), violation
     etcd = next(d for d in summary["databases"] if d["id"] == "etcd")["figures"]
     assert etcd["WATCH-EVENTS-MISSED"] == 0 and etcd["WATCH-EVENTS-DUPLICATED"] == 0
+    assert etcd["CORRECTNESS"].startswith("watch guarantees held")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dbtester.analyze.correctness import judge_watch
 from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import run_load
@@ -73,6 +74,13 @@ def test_dropped_events_are_missed_exactly(tmp_path: Path) -> None:
     assert misdeeds["drop_events"] > 0
     assert int(events.missed().sum()) == misdeeds["drop_events"]
     assert int(events.received().sum()) == WATCHERS * PUTS - misdeeds["drop_events"]
+    # check: {model: watch} names the first: its watcher and its put
+    record = judge_watch(events, on_violation="fail")
+    assert record.watch is not None and record.watch.missed == misdeeds["drop_events"]
+    first = events.first_missed()
+    assert first is not None and record.violation is not None
+    assert record.violation.key == f"watcher {first[0]}"
+    assert f"put {first[1]} of the load" in record.violation.reason
 
 
 def test_events_sent_twice_are_duplicates_exactly(tmp_path: Path) -> None:
@@ -114,3 +122,14 @@ def test_a_stream_that_ends_is_resumed_from_the_last_revision(tmp_path: Path) ->
     assert events.received().tolist() == [PUTS] * WATCHERS
     assert int(events.missed().sum()) == 0
     assert int(events.duplicates.sum()) == 0 and int(events.out_of_order.sum()) == 0
+
+
+def test_a_revision_split_across_responses_is_counted_exactly(tmp_path: Path) -> None:
+    # every second put shares the revision of the one before, and each is a
+    # response of its own: two keys of one revision, in two responses
+    events, misdeeds = _watched(tmp_path, Misbehave(split_revisions=True))
+    assert misdeeds["split_revisions"] == WATCHERS * PUTS // 2
+    assert int(events.split.sum()) == misdeeds["split_revisions"]
+    # events of one revision are in order, and none is missed or twice
+    assert int(events.out_of_order.sum()) == 0 and int(events.missed().sum()) == 0
+    assert int(events.duplicates.sum()) == 0

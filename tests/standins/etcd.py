@@ -52,6 +52,10 @@ class Misbehave:
     #: every Watch stream ends (the member went away) once it sent this many
     #: events; 0: never
     end_streams_after: int = 0
+    #: every second put takes the revision of the put before (as two puts of
+    #: one transaction do), and each goes to watchers in a response of its
+    #: own: that revision split across two responses
+    split_revisions: bool = False
 
 
 @dataclass
@@ -173,7 +177,8 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
         if self._random.random() < self.misbehave.lose_writes:
             self._did("lose_writes")
             return pb.PutResponse(header=self._header())
-        self._revision += 1
+        shared = self.misbehave.split_revisions and len(self._history) % 2 == 1
+        self._revision += 0 if shared else 1
         entry = self._store.get(request.key)
         kv = pb.KeyValue(
             key=request.key,
@@ -184,7 +189,7 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
         )
         self._store[request.key] = _Entry(kv, entry.first if entry else request.value)
         self._history.append(kv)
-        self._notify(kv)
+        self._notify(kv, split=shared)
         return pb.PutResponse(header=self._header())
 
     def _holds(self, compare: pb.Compare) -> bool:
@@ -208,7 +213,7 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
 
     # ------------------------------------------------------------ Watch
 
-    def _notify(self, kv: pb.KeyValue) -> None:
+    def _notify(self, kv: pb.KeyValue, split: bool = False) -> None:
         for watcher in list(self._watchers):
             if not watcher.wants(kv.key):
                 continue
@@ -216,6 +221,8 @@ class EtcdStandIn(rpc.KVServicer, rpc.WatchServicer, rpc.MaintenanceServicer):
                 self._did("drop_events")
                 continue
             self._send(watcher, kv)
+            if split:
+                self._did("split_revisions")
             if self._random.random() < self.misbehave.duplicate_events:
                 self._did("duplicate_events")
                 self._send(watcher, kv)

@@ -45,9 +45,28 @@ def test_what_check_may_not_say(check: str, words: str) -> None:
     assert any(p.startswith("5:") and words in p for p in problems), problems
 
 
-def test_a_watch_load_cannot_be_checked_yet() -> None:
-    text = CASE.replace("type: write", "type: watch").replace(
-        "  requests: 100\n", "  requests: 100\n  rate: 50\n"
-    )
-    problems = problems_of(text)
-    assert any("check cannot be used with type: watch" in p for p in problems), problems
+WATCH = CASE.replace("type: write", "type: watch").replace(
+    "  requests: 100\n", "  requests: 100\n  rate: 50\n"
+)
+
+
+def test_a_watch_load_takes_the_watch_model() -> None:
+    problems = problems_of(WATCH)
+    assert any("check with type: watch takes model: watch" in p for p in problems), problems
+    text = WATCH.replace("{clients: 4}", "{model: watch, on_violation: report}")
+    check = load_test_case_text(text, "case.yaml").case.workload.check
+    assert check is not None and not check.runs_clients
+    assert (check.model, check.on_violation) == ("watch", "report")
+
+
+@pytest.mark.parametrize(
+    ("case", "check", "words"),
+    [
+        (WATCH, "{model: watch, clients: 4}", "clients set the checked clients"),
+        (WATCH, "{model: watch, keys: 2, clients: 2}", "clients and keys set"),
+        (CASE, "{model: watch}", "use model: linearizability"),
+    ],
+)
+def test_the_watch_model_only_where_it_means_something(case: str, check: str, words: str) -> None:
+    problems = problems_of(case.replace("{clients: 4}", check))
+    assert any(words in p for p in problems), problems

@@ -94,6 +94,7 @@ def _events(tmp_path: Path) -> WatchEvents:
         np.array([1, 0], np.uint64),
         np.array([0, 0], np.uint64),
         np.array([0, 8], np.uint64),
+        np.array([0, 1], np.uint64),
         1_800_000_000_000_000_000,
         acked_bits.view(np.uint64),
         70,
@@ -113,6 +114,9 @@ def test_missed_counts_only_acknowledged_puts(tmp_path: Path) -> None:
     assert events.received().tolist() == [70, 60]
     assert events.coalesced.tolist() == [0, 8]
     assert events.missed().tolist() == [0, 2]
+    # of watcher 1's two, key 3's put was sent before key 69's
+    assert events.first_missed() == (1, 3)
+    assert events.split.tolist() == [0, 1]
     assert events.duplicates.tolist() == [0, 2] and events.out_of_order.tolist() == [1, 0]
     assert events.arrival_unix_s()[1] == pytest.approx(1_800_000_000.020)
     # per key: watcher 1 missed puts 3 and 69; put 5 was never acknowledged

@@ -264,7 +264,11 @@ impl Protocol for Etcd {
                 range: run_range(plan),
                 watchers: (c..watch.watchers)
                     .step_by(watch.connections)
-                    .map(|index| Watcher { index, next: 0 })
+                    .map(|index| Watcher {
+                        index,
+                        next: 0,
+                        ended: None,
+                    })
                     .collect(),
                 log: log.clone(),
                 timeout: plan.timeout,
@@ -415,6 +419,8 @@ struct Watcher {
     index: usize,
     /// The revision its watch resumes from: one past the last it saw.
     next: i64,
+    /// The last event of its last reply: revision and key.
+    ended: Option<(i64, u64)>,
 }
 
 /// One Watch stream's watchers, kept across the streams it takes.
@@ -549,11 +555,17 @@ impl Watching {
             return;
         }
         let watcher = &mut self.watchers[at];
+        let mut first = true;
         for kv in reply.events.into_iter().filter_map(|e| e.kv) {
             let key = key_number(&kv.key).unwrap_or(u64::MAX);
+            if first && splits(watcher.ended, kv.mod_revision, key) {
+                self.log.split(watcher.index);
+            }
+            first = false;
             self.log
                 .event(watcher.index, key, Some(kv.mod_revision), arrived);
             watcher.next = watcher.next.max(kv.mod_revision + 1);
+            watcher.ended = Some((kv.mod_revision, key));
         }
     }
 
@@ -590,6 +602,13 @@ async fn next_reply(
             "etcd at {authority}: a WatchResponse that does not decode: {e}"
         ))
     })
+}
+
+/// Whether a reply whose first event is `key` at `revision` split a
+/// revision: the reply before ended with another key of that revision (the
+/// same key again is a duplicate, counted as one).
+fn splits(ended: Option<(i64, u64)>, revision: i64, key: u64) -> bool {
+    ended.is_some_and(|(last, last_key)| last == revision && last_key != key)
 }
 
 fn watch_error(authority: &str, failure: &Failure) -> EngineError {
@@ -992,5 +1011,13 @@ mod tests {
         let quota = Failure::Status(Code::parse(b"8"));
         assert_eq!(failure_outcome(&quota).name(), "RESOURCE_EXHAUSTED");
         assert_eq!(describe(&quota), "RESOURCE_EXHAUSTED");
+    }
+
+    #[test]
+    fn a_revision_in_two_replies_is_split_and_a_key_again_is_not() {
+        assert!(splits(Some((7, 1)), 7, 2));
+        assert!(!splits(Some((7, 1)), 7, 1)); // a duplicate
+        assert!(!splits(Some((7, 1)), 8, 2));
+        assert!(!splits(None, 7, 2));
     }
 }

@@ -107,7 +107,7 @@ pub struct WatcherLog {
     /// Each of those duplicates' arrival, in milliseconds since the origin
     /// (so a fault window can count its own).
     pub duplicate_ms: Vec<u32>,
-    /// Events whose revision was not above the last one this watcher saw.
+    /// Events whose revision was below the last one this watcher saw.
     pub out_of_order: u64,
     /// Events of keys no put of this run wrote.
     pub foreign: u64,
@@ -115,6 +115,10 @@ pub struct WatcherLog {
     /// Consul blocking query answers every change since the last with one
     /// reply): received, but not as an event of their own.
     pub coalesced: u64,
+    /// Replies that began with an event of the revision the one before
+    /// ended with, of another key: a revision split across replies (etcd
+    /// sends each revision's events whole).
+    pub split: u64,
     last_revision: i64,
     /// Its events carried no revision (ZooKeeper before 3.9): order is
     /// judged when the run ends, by the revisions the writes' replies gave.
@@ -277,6 +281,11 @@ impl WatchLog {
         log.coalesced += new.saturating_sub(1);
     }
 
+    /// Watcher `watcher` received a reply that split a revision.
+    pub fn split(&self, watcher: usize) {
+        self.lock(watcher).split += 1;
+    }
+
     /// Watcher `watcher` received `count` events of keys no put of this run
     /// wrote.
     pub fn foreign(&self, watcher: usize, count: u64) {
@@ -308,7 +317,9 @@ impl WatchLog {
         match order {
             Order::AtEnd => log.unrevised = true,
             Order::WithLast => {}
-            Order::At(revision) if revision <= log.last_revision => log.out_of_order += 1,
+            // Events of one revision are one transaction's writes (etcd's
+            // revision, ZooKeeper's zxid): equal is in order.
+            Order::At(revision) if revision < log.last_revision => log.out_of_order += 1,
             Order::At(revision) => log.last_revision = revision,
         }
         let arrived_ns = arrived
@@ -438,14 +449,15 @@ mod tests {
         log.event(0, 101, Some(6), origin);
         log.event(0, 101, Some(6), origin + Duration::from_millis(9)); // twice
         log.event(0, 102, Some(4), origin); // a revision behind
+        log.event(0, 103, Some(6), origin); // one write's, with 101
         log.event(0, 7, Some(9), origin); // not a key of this run
         log.event(0, 110, Some(9), origin); // past its keys
         assert!(!log.complete(10));
         let (logs, _, _) = log.into_parts();
         let one = &logs[0];
-        assert_eq!(one.received(), 3);
+        assert_eq!(one.received(), 4);
         assert_eq!((one.duplicates, one.out_of_order, one.foreign), (1, 1, 2));
-        assert_eq!(one.samples.len(), 3);
+        assert_eq!(one.samples.len(), 4);
         assert_eq!(one.duplicate_ms, [9]);
     }
 
