@@ -1,7 +1,7 @@
 """`check:` end to end: checked clients beside a write load on a real
-3-member cluster of each kind; each history checks linearizable, the table
-says so, run.json keeps the verdict, and the load's figures hold only the
-load's requests."""
+3-member cluster of each kind, whose leader is killed 1 s in and restarted
+at 3 s; each history checks linearizable, the table says so, run.json keeps
+the verdict, and the load's figures hold only the load's requests."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.integration.test_agent_cluster import VERSIONS
 
 pytestmark = pytest.mark.integration
 
-PUTS = 2000
+PUTS = 4000
 
 
 def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_home) -> None:
@@ -33,6 +33,10 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
             "connections": 4,
             "check": {"clients": 4, "keys": 4},
         },
+        "faults": [
+            {"at": "1s", "action": "kill", "member": "leader"},
+            {"at": "3s", "action": "restart"},
+        ],
         "databases": [
             {"id": kind, "kind": kind, "version": version, "members": 3}
             for kind, version in VERSIONS.items()
@@ -53,6 +57,8 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         history = CheckedOperations.load(out / kind / "check-history.npz")
         assert correctness["operations"] == len(history) > 50, kind
         assert history.write.any() and (history.write == 0).any(), kind
+        kill = run["faults"][0]
+        assert kill["action"] == "kill" and not kill["error"], kill
         assert str(figures["CORRECTNESS"]).startswith("linearizable"), kind
         assert figures["TOTAL-REQUEST-NUMBER"] == PUTS, kind
         assert figures["KEYS-VERIFIED"].endswith("OK"), (kind, figures["KEYS-VERIFIED"])
