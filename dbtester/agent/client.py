@@ -162,14 +162,26 @@ class AgentClient:
         return self._call("Stop", request, timeout=max(60.0, grace_s + 30))  # type: ignore[no-any-return]
 
     def fault(
-        self, action: str, run_id: str, database_id: str, member_index: int
+        self,
+        action: str,
+        run_id: str,
+        database_id: str,
+        member_index: int,
+        *,
+        keep_clients: bool = False,
     ) -> pb.FaultResponse:
         """A scheduled fault on one member: ``action`` is a key of FAULT_ACTIONS
         ("kill", "restart", "pause", "resume", "isolate", "heal"), carried by
-        the agent's RPC of that name."""
+        the agent's RPC of that name; an isolation with ``keep_clients`` cuts
+        the member off its peers only."""
         if action not in FAULT_ACTIONS:
             raise ValueError(f"unknown fault action {action!r}")
-        request = pb.FaultRequest(run_id=run_id, database_id=database_id, member_index=member_index)
+        request = pb.FaultRequest(
+            run_id=run_id,
+            database_id=database_id,
+            member_index=member_index,
+            keep_clients=keep_clients,
+        )
         # A restart waits for the member to settle; a kill for it to be gone.
         return self._call(FAULT_ACTIONS[action], request, timeout=60.0)  # type: ignore[no-any-return]
 

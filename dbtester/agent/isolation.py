@@ -1,6 +1,8 @@
 """Cutting this host off the network, as a scheduled fault (``isolate``), and
 letting it back (``heal``): an nftables table that drops every packet in and
-out except loopback, the agent's own port and ssh.
+out except loopback, the agent's own port and ssh (and, for an isolation
+that keeps its clients, the member's client port: its peers are cut off,
+its clients still reach it).
 
 Why a firewall rule and not a link down: the agent shares the host's network,
 so a link down would cut the controller off from the agent too (no heal, no
@@ -16,6 +18,7 @@ import hashlib
 import logging
 import shutil
 import subprocess
+from collections.abc import Sequence
 
 from dbtester.errors import MemberError
 
@@ -80,10 +83,12 @@ class Isolation:
     """One member's isolation of this host: ``apply`` adds the table, ``remove``
     deletes it (both idempotent on this object)."""
 
-    def __init__(self, key: str, agent_port: int) -> None:
+    def __init__(self, key: str, agent_port: int, kept: Sequence[int] = ()) -> None:
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
         self.table = f"{TABLE_PREFIX}{agent_port}_{digest}"
-        self.ports = sorted({agent_port, SSH_PORT})
+        # Connections to these ports stay open both ways; the member's own
+        # connections to its peers leave from other ports, and are dropped.
+        self.ports = sorted({agent_port, SSH_PORT, *kept})
         self.active = False
 
     def apply(self) -> None:

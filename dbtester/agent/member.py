@@ -261,12 +261,15 @@ class Member:
             self.state = "running"
             self.log.info("resumed (scheduled fault): SIGCONT to group %d", self.pid)
 
-    def isolate(self, agent_port: int) -> None:
+    def isolate(self, agent_port: int, *, keep_clients: bool = False) -> None:
         """Cut this member's host off the network (an nftables table; see
-        agent/isolation.py), keeping the agent reachable on ``agent_port``. The
-        process state stays as it is: an isolated member runs (the heartbeat
-        must not count it dead, and a real death is still seen), it only hears
-        nothing. Kill, restart, pause and resume work on it as on any other."""
+        agent/isolation.py), keeping the agent reachable on ``agent_port``, and
+        with ``keep_clients`` the member's client port too: then only its peers
+        are cut off, and it answers what it can alone (a serializable read).
+        The process state stays as it is: an isolated member runs (the
+        heartbeat must not count it dead, and a real death is still seen), it
+        only hears nothing. Kill, restart, pause and resume work on it as on
+        any other."""
         with self._lock:
             self._expect("isolate", ("running", "paused", "killed"))
             if is_loopback(self.spec.me.host):
@@ -282,7 +285,8 @@ class Member:
                     f"cannot isolate {self.kind.name} member {self.spec.index}: it is isolated"
                     " already"
                 )
-            isolation = Isolation(f"{self.dir}", agent_port)
+            kept = (self.spec.me.ports["client"],) if keep_clients else ()
+            isolation = Isolation(f"{self.dir}", agent_port, kept)
             isolation.apply()
             self._isolation = isolation
             self.log.info(

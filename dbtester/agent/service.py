@@ -336,7 +336,11 @@ class AgentService(pb_grpc.AgentServicer):
         return self._fault(request, context, Member.resume)
 
     def Isolate(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
-        return self._fault(request, context, lambda member: member.isolate(self.agent_port))
+        return self._fault(
+            request,
+            context,
+            lambda member: member.isolate(self.agent_port, keep_clients=request.keep_clients),
+        )
 
     def Heal(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
         return self._fault(request, context, Member.heal)

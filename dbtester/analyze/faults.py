@@ -114,7 +114,8 @@ class Window:
         effect are in the record)."""
         f = self.fault
         who = f"member {f.target}" if f.target.isdigit() else f.target
-        text = f"{f.action} {who} at {f.at_s:g} s"
+        peers = " from its peers" if f.keep_clients else ""
+        text = f"{f.action} {who}{peers} at {f.at_s:g} s"
         if self.undo is not None:
             text += f", {self.undo.action} at {self.undo.at_s:g} s"
         return text

@@ -8,7 +8,10 @@ kind at the moment of the fault). ``restart``, ``resume`` and ``heal`` undo
 the latest ``kill`` / ``pause`` / ``isolate`` that is still in effect and name
 no member of their own (they reach the member it hit, which may no longer be
 the leader). ``isolate`` cuts a member's host off the network, so it needs
-members on hosts of their own (:func:`check_isolation`).
+members on hosts of their own (:func:`check_isolation`); with
+``keep_clients: true`` it cuts the member off its peers only, and its
+clients still reach it (what it answers alone, a serializable read, may
+then be stale).
 """
 
 from __future__ import annotations
@@ -76,6 +79,11 @@ class Fault(BaseModel):
         " actions take none",
     )
 
+    keep_clients: bool = Field(
+        False,
+        description="isolate: the member's clients still reach it; only its peers are cut off",
+    )
+
     _at = field_validator("at", mode="before")(parse_duration)
 
     @field_validator("member")
@@ -95,12 +103,17 @@ class Fault(BaseModel):
             )
         if not undoes and self.member is None:
             raise ValueError(f"{self.action} needs a member: an index, leader or follower")
+        if self.keep_clients and self.action != "isolate":
+            raise ValueError(
+                f"keep_clients is for isolate (which clients may still reach), not {self.action}"
+            )
         return self
 
     def describe(self) -> str:
         """e.g. ``kill leader at 10 s``."""
         who = f" member {self.member}" if isinstance(self.member, int) else f" {self.member}"
-        return f"{self.action}{who if self.member is not None else ''} at {self.at:g} s"
+        peers = " from its peers" if self.keep_clients else ""
+        return f"{self.action}{who if self.member is not None else ''}{peers} at {self.at:g} s"
 
 
 def _where(number: int, fault: Fault) -> str:

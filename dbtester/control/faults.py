@@ -111,14 +111,18 @@ class FaultRunner:
         """The fault's record, and when it took the leader out (time.monotonic()
         as it was asked for) or None if it did not."""
         target = "" if fault.member is None else str(fault.member)
-        base = FaultRecord(at_s=fault.at, action=fault.action, target=target)
+        base = FaultRecord(
+            at_s=fault.at, action=fault.action, target=target, keep_clients=fault.keep_clients
+        )
         try:
             member, was_leader = self._resolve(fault)
         except LookupError as exc:
             return base.model_copy(update={"error": str(exc)}), None
         asked = time.monotonic()
         try:
-            reply = self.clients[member].fault(fault.action, self.run_id, self.db_id, member)
+            reply = self.clients[member].fault(
+                fault.action, self.run_id, self.db_id, member, keep_clients=fault.keep_clients
+            )
         except AgentError as exc:
             return base.model_copy(update={"member": member, "error": str(exc)}), None
         self._track(fault.action, member)

@@ -192,14 +192,16 @@ class FileChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class FaultRequest(_message.Message):
-    __slots__ = ("run_id", "database_id", "member_index")
+    __slots__ = ("run_id", "database_id", "member_index", "keep_clients")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    KEEP_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     member_index: int
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ...) -> None: ...
+    keep_clients: bool
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., keep_clients: _Optional[bool] = ...) -> None: ...
 
 class FaultResponse(_message.Message):
     __slots__ = ("at_unix", "pid", "state", "isolated")

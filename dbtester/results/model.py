@@ -245,6 +245,8 @@ class FaultRecord(_Record):
     #: reported as leader (None when none was within the bound, or not the leader)
     new_leader_s: float | None = None
     error: str = ""  # why it could not be applied ("" when it was)
+    #: an isolate whose member's clients still reached it (schema 10)
+    keep_clients: bool = False
 
 
 class ProbeRecord(_Record):

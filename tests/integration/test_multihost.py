@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -149,28 +150,40 @@ def agents_up(lab: Lab) -> Done:
     return lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args(), "--no-systemd")
 
 
+def _run_case(lab: Lab, case: dict[str, Any], name: str) -> Path:
+    """``dbtester run`` of ``case`` (saved as NAME.yaml), which must pass; its
+    results directory."""
+    config = lab.root / f"{name}.yaml"
+    config.write_text(yaml.safe_dump(case, sort_keys=False))
+    out = lab.root / f"{name}-results"
+    run = lab.dbtester("run", str(config), "--out", str(out))
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    return out
+
+
 def test_isolating_the_leader_and_healing_it(lab: Lab, agents_up: Done) -> None:
     """``isolate`` cuts the leader's host off (an nftables table its agent adds,
     which keeps the agent reachable); the other two elect a new leader, writes
-    stall meanwhile, none acknowledged is lost; ``heal`` lets it back, and no
-    table is left on any host."""
+    stall meanwhile, none acknowledged is lost, and 8 checked clients'
+    history stays linearizable; ``heal`` lets it back, and no table is left
+    on any host."""
     assert agents_up.returncode == 0, agents_up.stderr + agents_up.stdout
     case = yaml.safe_load(lab.config.read_text())
     # Open loop: requests stay due while the cluster has no leader, so the
     # stall shows in the records rather than slowing the load down.
     case["workload"].update(requests=12_000, rate=1_500, clients=200, connections=6)
+    case["workload"]["check"] = {"clients": 8, "keys": 8}
     case["faults"] = [
         {"at": "2s", "action": "isolate", "member": "leader"},
         {"at": "5s", "action": "heal"},
     ]
-    config = lab.root / "isolate.yaml"
-    config.write_text(yaml.safe_dump(case, sort_keys=False))
-    out = lab.root / "isolate-results"
-    run = lab.dbtester("run", str(config), "--out", str(out))
-    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    out = _run_case(lab, case, "isolate")
 
     record = json.loads((out / "etcd-3hosts" / "run.json").read_text())
     assert record["verification"]["lost"] == 0, record["verification"]
+    correctness = record["correctness"]
+    assert correctness["violation"] is None and correctness["linearizable_keys"] == 8
+    print(f"isolate: {correctness['operations']:,} checked operations, linearizable")
     isolated, healed = record["faults"]
     assert (isolated["action"], isolated["target"], healed["action"]) == (
         "isolate",
@@ -217,6 +230,50 @@ def test_isolating_the_leader_and_healing_it(lab: Lab, agents_up: Done) -> None:
     for host in lab.topology.server_hosts:
         tables = host.run(["nft", "list", "tables"], check=True).stdout
         assert "dbtester_isolate" not in tables, (host.name, tables)
+
+
+def test_serializable_reads_of_a_member_cut_off_from_its_peers(lab: Lab, agents_up: Done) -> None:
+    """``isolate`` with ``keep_clients`` cuts a follower off its peers only:
+    its clients still reach it, and it answers serializable reads from what
+    it had, while the other two go on writing. Checked clients reading
+    serializably there are counted stale, not as violations: the history
+    checks clean."""
+    assert agents_up.returncode == 0, agents_up.stderr + agents_up.stdout
+    case = yaml.safe_load(lab.config.read_text())
+    case["workload"].update(
+        type="read",
+        consistency="serializable",
+        requests=8_000,
+        rate=1_000,
+        clients=30,
+        connections=6,
+        # a checked write through the cut-off member waits this long, not 30 s
+        request_timeout_s=1.0,
+        check={"clients": 8, "keys": 4, "on_violation": "report"},
+    )
+    case["faults"] = [
+        {"at": "2s", "action": "isolate", "member": "follower", "keep_clients": True},
+        {"at": "6s", "action": "heal"},
+    ]
+    out = _run_case(lab, case, "partition")
+
+    record = json.loads((out / "etcd-3hosts" / "run.json").read_text())
+    cut, healed = record["faults"]
+    assert cut["keep_clients"] and not cut["error"] + healed["error"]
+    correctness = record["correctness"]
+    print(
+        f"partition: {correctness['operations']:,} checked operations,"
+        f" {correctness['stale_serializable_reads']} stale serializable reads,"
+        f" violation: {correctness['violation']}"
+    )
+    assert correctness["violation"] is None and correctness["violated_keys"] == 0
+    assert correctness["stale_serializable_reads"] >= 1
+    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    assert figures["STALE-SERIALIZABLE-READS"] == correctness["stale_serializable_reads"]
+    table = (out / "summary.txt").read_text()
+    assert "isolate follower from its peers at 2 s, heal at 6 s" in table
+    said = (out / "etcd-3hosts" / f"server-{cut['member']}-agent.log").read_text()
+    assert "tcp ports 22, 2379, 3500" in said, said[-2000:]
 
 
 def test_agents_up_run_and_down(lab: Lab, agents_up: Done) -> None:

@@ -31,10 +31,15 @@ class Agent:
     index: int
     calls: list[tuple[str, int]]
     pid: int = 100
+    #: keep_clients, per call
+    kept: list[bool] = field(default_factory=list)
 
-    def fault(self, action: str, run_id: str, database_id: str, member: int) -> Reply:
+    def fault(
+        self, action: str, run_id: str, database_id: str, member: int, *, keep_clients: bool = False
+    ) -> Reply:
         assert (run_id, database_id, member) == ("run", "db", self.index)
         self.calls.append((action, member))
+        self.kept.append(keep_clients)
         self.pid += 1
         return Reply(at_unix=1000.0 + len(self.calls), pid=self.pid, state="x")
 
@@ -69,8 +74,8 @@ def _runner(faults: list[Fault], kind: Kind, calls: list[tuple[str, int]]) -> Fa
     )
 
 
-def _fault(at: float, action: str, member: Any = None) -> Fault:
-    return Fault.model_validate({"at": at, "action": action, "member": member})
+def _fault(at: float, action: str, member: Any = None, **more: Any) -> Fault:
+    return Fault.model_validate({"at": at, "action": action, "member": member, **more})
 
 
 def test_targets_order_and_clocks() -> None:
@@ -168,7 +173,7 @@ def test_an_isolation_the_agent_refuses_fails_the_run() -> None:
     reason is the fault's error and the run's problem; the heal never runs."""
 
     class NoFirewall(Agent):
-        def fault(self, action: str, run_id: str, database_id: str, member: int) -> Reply:
+        def fault(self, action: str, run_id: str, database_id: str, member: int, **_: Any) -> Reply:
             if action == "isolate":
                 raise AgentError(
                     f"10.0.0.{member}:3500",
@@ -207,7 +212,7 @@ def test_a_restart_due_before_a_new_leader_is_named_is_not_held_up() -> None:
     moments: list[float] = []
 
     class Timed(Agent):
-        def fault(self, action: str, run_id: str, database_id: str, member: int) -> Reply:
+        def fault(self, action: str, run_id: str, database_id: str, member: int, **_: Any) -> Reply:
             moments.append(time.monotonic())
             if action == "kill":
                 killed_at.append(time.monotonic())
@@ -224,3 +229,16 @@ def test_a_restart_due_before_a_new_leader_is_named_is_not_held_up() -> None:
     assert moments[1] - moments[0] < 0.3  # not after the election
     assert kill.new_leader_s is not None and 0.4 <= kill.new_leader_s < 0.8
     assert restart.new_leader_s is None
+
+
+def test_an_isolation_that_keeps_its_clients_says_so_to_the_agent() -> None:
+    calls: list[tuple[str, int]] = []
+    runner = _runner(
+        [_fault(0.01, "isolate", 0, keep_clients=True), _fault(0.05, "heal")], Kind(), calls
+    )
+    agents = cast(list[Agent], runner.clients)
+    runner.start(time.time())
+    time.sleep(0.3)
+    isolated, healed = runner.stop()
+    assert calls == [("isolate", 0), ("heal", 0)] and agents[0].kept == [True, False]
+    assert isolated.keep_clients and not healed.keep_clients

@@ -45,6 +45,8 @@ def test_a_schedule_that_kills_restarts_pauses_and_resumes() -> None:
         (5.5, "resume", None),
     ]
     assert faults[0].describe() == "kill leader at 2 s"
+    kept = Fault.model_validate({"at": 1, "action": "isolate", "member": 0, "keep_clients": True})
+    assert kept.describe() == "isolate member 0 from its peers at 1 s"
     # written back by `convert` and loaded again: the same schedule
     raw = load_test_case_text(CASE + "  - {at: 1, action: kill, member: 2}\n", "c.yaml").case
     assert raw.to_raw()["faults"] == [{"at": 1.0, "action": "kill", "member": 2}]
@@ -84,6 +86,11 @@ def test_a_schedule_that_kills_restarts_pauses_and_resumes() -> None:
         ("  - {at: 1s, action: kill, member: 0, when: now}\n", "7:39", "unknown key 'when'"),
         ("  - {at: 1s, action: heal}\n", "7:3", "no isolate in effect"),
         ("  - {at: 1s, action: isolate}\n", "7:5", "isolate needs a member"),
+        (
+            "  - {at: 1s, action: kill, member: 0, keep_clients: true}\n",
+            "7:5",
+            "keep_clients is for isolate",
+        ),
         (
             "  - {at: 1s, action: kill, member: 0}\n  - {at: 2s, action: heal}\n",
             "7:3",
