@@ -89,6 +89,7 @@ class CheckResult(TypedDict):
     value: npt.NDArray[np.uint64]  # 0: absent; 2**64 - 1: bytes no checked client wrote
     invoked_ns: npt.NDArray[np.int64]
     completed_ns: npt.NDArray[np.int64]
+    member: npt.NDArray[np.uint16]  # the endpoint's index; 2**16 - 1: unknown
 
 class Result(TypedDict):
     due_ns: npt.NDArray[np.int64]

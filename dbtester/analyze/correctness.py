@@ -34,7 +34,7 @@ from dbtester.results import (
     WatchCheckRecord,
     WatchEvents,
 )
-from dbtester.results.checked import ENDED_OK
+from dbtester.results.checked import ENDED_OK, NO_MEMBER
 
 __all__ = ["FaultSpan", "describe", "judge", "judge_watch"]
 
@@ -95,6 +95,7 @@ def _operations(history: CheckedOperations, serializable: bool) -> list[Operatio
                 completed_ns=int(history.completed_ns[i]) if ok else None,
                 outcome="ok" if ok else "unknown",
                 serializable=serializable and not write,
+                member=None if int(history.member[i]) == NO_MEMBER else int(history.member[i]),
             )
         )
     return ops
@@ -136,6 +137,7 @@ def _record(op: Operation) -> CheckedOperationRecord:
         outcome=op.outcome,
         invoked_unix=op.invoked_ns / 1e9,
         completed_unix=None if op.completed_ns is None else op.completed_ns / 1e9,
+        member=op.member,
     )
 
 

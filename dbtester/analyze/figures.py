@@ -810,7 +810,9 @@ def _correctness(data: DatabaseData, figures: Figures) -> None:
     if violation is None:
         return
     said = "; ".join(
-        f"client {op.client} {op.kind} {op.value} from {op.invoked_unix - data.load_start:.3f} s"
+        f"client {op.client}"
+        + (f" (member {op.member})" if op.member is not None else "")
+        + f" {op.kind} {op.value} from {op.invoked_unix - data.load_start:.3f} s"
         + (
             f" to {op.completed_unix - data.load_start:.3f} s"
             if op.completed_unix is not None

@@ -74,6 +74,9 @@ class Operation:
     outcome: Outcome = "ok"
     #: a serializable read: may be stale, counted rather than judged
     serializable: bool = False
+    #: the member that served it, as far as is known (None: unknown); said,
+    #: not judged
+    member: int | None = None
 
 
 @dataclass(frozen=True)

@@ -247,6 +247,7 @@ def checked_operations_of(result: Mapping[str, Any]) -> CheckedOperations | None
         np.asarray(check["value"], dtype=np.uint64),
         np.asarray(check["invoked_ns"], dtype=np.int64),
         np.asarray(check["completed_ns"], dtype=np.int64),
+        np.asarray(check["member"], dtype=np.uint16),
     )
 
 

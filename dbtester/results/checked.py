@@ -1,6 +1,8 @@
 """What the checked clients did, saved as ``<db-id>/check-history.npz``: one
 row per operation (client, key, read or write, how it ended, the value
-written or read, invoked and completed in unix ns on the engine's clock).
+written or read, invoked and completed in unix ns on the engine's clock, and
+the member its connection was on when it ended: an index into the
+database's endpoints, NO_MEMBER when the protocol cannot tell).
 Values: 0 is a key's absence; 2**64 - 1 a read of bytes no checked client
 wrote. Ended: 0 ok, 2 unknown (a write that may have been applied; a read
 that returned nothing to check).
@@ -18,10 +20,12 @@ import numpy.typing as npt
 from dbtester.errors import ResultsError
 from dbtester.results.files import read_arrays
 
-__all__ = ["ENDED_OK", "ENDED_UNKNOWN", "CheckedOperations"]
+__all__ = ["ENDED_OK", "ENDED_UNKNOWN", "NO_MEMBER", "CheckedOperations"]
 
 ENDED_OK = 0
 ENDED_UNKNOWN = 2
+#: an operation's member when the protocol cannot tell (ZooKeeper's sessions)
+NO_MEMBER = 2**16 - 1
 
 _COLUMNS: dict[str, np.dtype[Any]] = {
     "client": np.dtype(np.uint16),
@@ -31,6 +35,7 @@ _COLUMNS: dict[str, np.dtype[Any]] = {
     "value": np.dtype(np.uint64),
     "invoked_ns": np.dtype(np.int64),
     "completed_ns": np.dtype(np.int64),
+    "member": np.dtype(np.uint16),
 }
 
 
@@ -43,6 +48,7 @@ class CheckedOperations:
     value: npt.NDArray[np.uint64]
     invoked_ns: npt.NDArray[np.int64]
     completed_ns: npt.NDArray[np.int64]
+    member: npt.NDArray[np.uint16]
 
     def __len__(self) -> int:
         return len(self.client)

@@ -320,6 +320,9 @@ class CheckedOperationRecord(_Record):
     outcome: str  # ok, unknown
     invoked_unix: float
     completed_unix: float | None = None  # None: no reply (outcome unknown)
+    #: the member its client's connection was on when it ended (an index into
+    #: the database's endpoints; None: the protocol cannot tell)
+    member: int | None = None
 
 
 class ViolationRecord(_Record):

@@ -147,11 +147,9 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
     Ok(dict.unbind())
 }
 
-/// What the watchers saw: every (event, watcher) pair as four columns
-/// (watcher, key offset, latency_us, arrival_ms), each watcher's counts, and
-/// which keys each saw (`seen`: `words` u64 bitset words per watcher).
 /// The checked clients' operations as columns: client, key, write (bool as
-/// u8), ended (0 ok, 2 unknown), value, invoked_ns, completed_ns.
+/// u8), ended (0 ok, 2 unknown), value, invoked_ns, completed_ns, member
+/// (the plan's endpoint index; u16::MAX: unknown).
 fn check_dict(py: Python<'_>, operations: &[CheckedOperation]) -> PyResult<Py<PyDict>> {
     fn column<T>(operations: &[CheckedOperation], f: impl Fn(&CheckedOperation) -> T) -> Vec<T> {
         operations.iter().map(f).collect()
@@ -177,9 +175,13 @@ fn check_dict(py: Python<'_>, operations: &[CheckedOperation]) -> PyResult<Py<Py
         "completed_ns",
         PyArray1::from_vec(py, column(ops, |o| o.completed_ns)),
     )?;
+    dict.set_item("member", PyArray1::from_vec(py, column(ops, |o| o.member)))?;
     Ok(dict.unbind())
 }
 
+/// What the watchers saw: every (event, watcher) pair as four columns
+/// (watcher, key offset, latency_us, arrival_ms), each watcher's counts, and
+/// which keys each saw (`seen`: `words` u64 bitset words per watcher).
 fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
     let Watched {
         logs,

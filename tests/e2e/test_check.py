@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from dbtester.results import CheckedOperations
+from dbtester.results.checked import NO_MEMBER
 from tests.e2e.test_run import _dbtester
 from tests.integration.test_agent_cluster import VERSIONS
 
@@ -57,6 +58,12 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         history = CheckedOperations.load(out / kind / "check-history.npz")
         assert correctness["operations"] == len(history) > 50, kind
         assert history.write.any() and (history.write == 0).any(), kind
+        # each operation names the member it ended on, where the kind can tell
+        members = set(history.member.tolist())
+        if kind == "zookeeper":  # its sessions move among servers unseen
+            assert members == {NO_MEMBER}
+        else:  # four checked clients' connections, round robin over three
+            assert members == {0, 1, 2}, (kind, members)
         kill = run["faults"][0]
         assert kill["action"] == "kill" and not kill["error"], kill
         assert str(figures["CORRECTNESS"]).startswith("linearizable"), kind

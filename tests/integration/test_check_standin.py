@@ -53,6 +53,8 @@ def test_stale_reads_are_caught_with_their_operations(tmp_path: Path) -> None:
     involved = record.violation.operations
     assert {op.kind for op in involved} == {"read", "write"}
     assert len({op.value for op in involved}) >= 2  # the value read, the one it missed
+    # each named with the member that served it: the stand-in is member 0
+    assert {op.member for op in involved} == {0}
     assert record.violation.key in ("c0", "c1")
 
 

@@ -17,7 +17,7 @@ use http::{HeaderValue, Method, StatusCode};
 use http_body_util::Full;
 
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Consistency, Fields, Plan, PlanError, Step};
+use crate::plan::{Consistency, Endpoint, Fields, Plan, PlanError, Step};
 use crate::protocols::{Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered};
 use crate::transport::http1::Conn;
@@ -127,6 +127,10 @@ impl Protocol for Consul {
                 written(conn.send(put, &mut Instant::now()).await, Outcome::Conflict)
             }
         }
+    }
+
+    async fn endpoint(&self, conn: usize) -> Option<Endpoint> {
+        Some(self.conns[conn].endpoint().await)
     }
 
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {

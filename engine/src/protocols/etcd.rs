@@ -305,6 +305,10 @@ impl Protocol for Etcd {
         }
     }
 
+    async fn endpoint(&self, conn: usize) -> Option<Endpoint> {
+        Some(self.targets[conn].conn.endpoint())
+    }
+
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
         let key = Bytes::copy_from_slice(key);
         let value = |kv: Option<(&[u8], i64)>| kv.map(|(v, _)| Bytes::copy_from_slice(v));

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Fields, Plan, PlanError, Step};
+use crate::plan::{Endpoint, Fields, Plan, PlanError, Step};
 use crate::records::Records;
 use crate::workload::watch::WatchLog;
 use crate::workload::{OpKind, Workload};
@@ -157,6 +157,14 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Bytes>, Outcome>> + Send {
         let _ = (conn, key);
         async { Err(Outcome::Named("unsupported")) }
+    }
+
+    /// The endpoint connection `conn` is on now (after failover, not
+    /// necessarily its own); None when the protocol cannot tell. What a
+    /// checked operation names as its member.
+    fn endpoint(&self, conn: usize) -> impl Future<Output = Option<Endpoint>> + Send {
+        let _ = conn;
+        async { None }
     }
 
     /// Puts `plan.watch`'s watchers on the keys the run writes, each

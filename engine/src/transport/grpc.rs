@@ -171,6 +171,12 @@ impl Conn {
         Ok(Conn { shared })
     }
 
+    /// The endpoint the connection is on now (or was on when it was lost).
+    pub fn endpoint(&self) -> Endpoint {
+        let at = self.shared.lock().at;
+        self.shared.endpoints[at].clone()
+    }
+
     /// The URI of method `path` ("/package.Service/Method") on this server.
     pub fn uri(&self, path: &'static str) -> Uri {
         let mut parts = http::uri::Parts::default();

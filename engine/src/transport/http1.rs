@@ -210,6 +210,12 @@ impl Conn {
         Ok((head, body))
     }
 
+    /// The endpoint the connection is on now (or was last on).
+    pub async fn endpoint(&self) -> Endpoint {
+        let at = self.state.lock().await.at;
+        self.endpoints[at].clone()
+    }
+
     /// Which endpoint (index into its list) the connection is on now.
     #[cfg(test)]
     pub async fn at(&self) -> usize {

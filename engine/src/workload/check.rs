@@ -49,7 +49,13 @@ pub struct Operation {
     pub invoked_ns: i64,
     /// Unix ns; meaningful for Ended::Ok only.
     pub completed_ns: i64,
+    /// The member (the plan's endpoint index) its connection was on when it
+    /// ended (NO_MEMBER: the protocol cannot tell).
+    pub member: u16,
 }
+
+/// An operation's member when the protocol cannot tell.
+pub const NO_MEMBER: u16 = u16::MAX;
 
 /// The checked clients while they run.
 pub struct Checking<P: Protocol> {
@@ -75,9 +81,11 @@ impl<P: Protocol> Checking<P> {
         let proto = Arc::new(P::open(plan, &step).await?);
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        let members: Arc<[String]> = plan.endpoints.iter().map(|e| e.authority.clone()).collect();
         for client in 0..check.clients {
             let checked = Client {
                 proto: proto.clone(),
+                members: members.clone(),
                 number: client,
                 keys: check.keys,
                 workload: workload.clone(),
@@ -108,6 +116,8 @@ impl<P: Protocol> Checking<P> {
 /// One checked client.
 struct Client<P: Protocol> {
     proto: Arc<P>,
+    /// The plan's endpoints' authorities, in member order.
+    members: Arc<[String]>,
     number: usize,
     keys: usize,
     workload: Arc<Workload>,
@@ -136,6 +146,7 @@ impl<P: Protocol> Client<P> {
                 self.read(&name).await
             };
             let (write, ended, value) = operation;
+            let completed = Instant::now();
             operations.push(Operation {
                 client: u16::try_from(self.number).unwrap_or(u16::MAX),
                 key: u16::try_from(key).unwrap_or(u16::MAX),
@@ -143,7 +154,8 @@ impl<P: Protocol> Client<P> {
                 ended,
                 value,
                 invoked_ns: self.clock.unix_ns(invoked),
-                completed_ns: self.clock.unix_ns(Instant::now()),
+                completed_ns: self.clock.unix_ns(completed),
+                member: self.member().await,
             });
             if ended != Ended::Ok {
                 // A cluster without a leader refuses at once: without a pause
@@ -157,6 +169,18 @@ impl<P: Protocol> Client<P> {
             }
         }
         operations
+    }
+
+    /// Which member this client's connection is on now.
+    async fn member(&self) -> u16 {
+        let Some(endpoint) = self.proto.endpoint(self.number).await else {
+            return NO_MEMBER;
+        };
+        self.members
+            .iter()
+            .position(|m| *m == endpoint.authority)
+            .and_then(|i| u16::try_from(i).ok())
+            .unwrap_or(NO_MEMBER)
     }
 
     async fn write(&self, key: &[u8], value: u64) -> (bool, Ended, u64) {
