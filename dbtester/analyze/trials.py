@@ -6,6 +6,7 @@ as before. Pure."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -71,7 +72,8 @@ def _notes(trials: Sequence[Figures], numbers: Sequence[int]) -> list[str]:
 
 def _words(values: Sequence[object]) -> str | None:
     """A text row across trials: the one value all share, how many say OK
-    (a check's row), or else each trial's, in order."""
+    (a check's row), how many give each verdict (a verdict and its counts:
+    "linearizable (2,512 operations)"), or else each trial's, in order."""
     texts = [str(v) for v in values if v is not None]
     if not texts:
         return None
@@ -80,6 +82,14 @@ def _words(values: Sequence[object]) -> str | None:
     if any(t.endswith((" OK", " FAILED")) for t in texts):
         ok = sum(t.endswith(" OK") for t in texts)
         return f"OK in {ok} of {len(values)} trials"
+    verdicts = [t.split(" (", 1)[0] for t in texts]
+    if len(texts) == len(values) and all(
+        " (" in t and v[:1].isalpha() for t, v in zip(texts, verdicts, strict=True)
+    ):
+        counted = Counter(verdicts)
+        if len(counted) == 1:
+            return f"{verdicts[0]} in all {len(values)} trials"
+        return "; ".join(f"{v} in {n} of {len(values)} trials" for v, n in counted.items())
     return "; ".join(_word(v) for v in values)
 
 
