@@ -14,9 +14,16 @@ or a revision split across replies, is a violation
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from dbtester.util.keys import MAX_CHECKED
 
@@ -52,7 +59,26 @@ class Check(BaseModel):
             )
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_clients_for_watch(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # model: watch refuses clients and keys: written out, they would make
+        # the results' config.yaml a test case that does not load
+        data = handler(self)
+        if not self.runs_clients and isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in ("clients", "keys")}
+        return data
+
     @property
     def runs_clients(self) -> bool:
         """Whether checked clients run beside the load (model: linearizability)."""
         return self.model == "linearizability"
+
+    def describe(self) -> str:
+        """One line for ``validate``."""
+        then = "fails the run" if self.on_violation == "fail" else "is reported"
+        if not self.runs_clients:
+            return f"every watcher held to the watch guarantees (a violation {then})"
+        return (
+            f"{self.clients} checked clients on {self.keys} keys held to linearizability"
+            f" (a violation {then})"
+        )

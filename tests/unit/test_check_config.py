@@ -4,6 +4,7 @@ at its line."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from dbtester.config.load import load_test_case_text
 from dbtester.util.keys import MAX_CHECKED
@@ -25,6 +26,9 @@ def test_defaults_and_round_trip() -> None:
     assert workload.check is not None
     assert (workload.check.clients, workload.check.keys) == (4, 8)
     assert (workload.check.model, workload.check.on_violation) == ("linearizability", "fail")
+    assert workload.check.describe() == (
+        "4 checked clients on 8 keys held to linearizability (a violation fails the run)"
+    )
     assert workload.as_raw()["check"]["clients"] == 4
     plain = CASE.replace("  check: {clients: 4}\n", "")
     assert "check" not in load_test_case_text(plain, "case.yaml").case.workload.as_raw()
@@ -57,6 +61,16 @@ def test_a_watch_load_takes_the_watch_model() -> None:
     check = load_test_case_text(text, "case.yaml").case.workload.check
     assert check is not None and not check.runs_clients
     assert (check.model, check.on_violation) == ("watch", "report")
+    assert check.describe() == (
+        "every watcher held to the watch guarantees (a violation is reported)"
+    )
+    # written back (the results' config.yaml) without the checked clients'
+    # keys, which model: watch refuses: it loads again
+    case = load_test_case_text(text, "case.yaml").case
+    raw = case.to_raw()
+    assert raw["workload"]["check"] == {"model": "watch", "on_violation": "report"}
+    again = load_test_case_text(yaml.safe_dump(raw), "again.yaml").case
+    assert again.workload.check == check
 
 
 @pytest.mark.parametrize(
