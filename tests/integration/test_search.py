@@ -89,10 +89,13 @@ def test_a_loose_target_finds_the_servers_capacity(tmp_path: Path, slow_server) 
     print("\n".join(lines))
     assert outcome.stopped == "precision"
     assert outcome.maximum is not None and outcome.failing is not None
-    # within 10% of what the server serves on this machine now (200/s at
-    # best; a busy machine's sleeps overshoot more)
+    # near what the server serves on this machine: its capacity is measured
+    # beside the search, not during it, and on a busy machine it moves
+    # between the two (a CI run measured 167/s, then passed a probe at
+    # 187.5/s), so the measurement bounds the maximum from below only; from
+    # above, no rate past what a serial 5 ms server can answer passes
     print(f"measured capacity {capacity:.0f}/s")
-    assert 0.9 * capacity <= outcome.maximum <= 1.1 * capacity, (capacity, lines)
+    assert 0.85 * capacity <= outcome.maximum <= 1.01 * CAPACITY, (capacity, lines)
     assert (outcome.failing - outcome.maximum) / outcome.maximum <= 0.05
     # the maximum was probed once more at the end, and said so
     assert outcome.confirmed is not None and outcome.probes[-1].offered == outcome.maximum
@@ -103,7 +106,7 @@ def test_a_loose_target_finds_the_servers_capacity(tmp_path: Path, slow_server) 
     assert lines[0].startswith("probe 1: offered 50/s, answered ")
     # the probes above capacity failed for falling behind or for their queue
     for probe in outcome.probes:
-        if probe.offered > 1.1 * capacity:
+        if probe.offered > 1.05 * CAPACITY:
             assert not probe.passed
     assert (tmp_path / "probe-1" / "client-latency.npz").is_file()
 

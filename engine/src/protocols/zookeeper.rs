@@ -79,8 +79,20 @@ impl Protocol for ZooKeeper {
     ) -> Result<JoinSet<()>, EngineError> {
         let watch = plan.watch.expect("watchers are planned");
         let clients = try_join_all((0..watch.connections).map(|c| session(plan, c))).await?;
-        // The parent exists before the watches, so its own creation is no event.
+        // The parent exists before the watches, so its own creation is no
+        // event: each session's server syncs with the leader first, or one
+        // that has not applied the creation yet would report it.
         create_root(plan, &clients[0]).await?;
+        for client in &clients {
+            let what = || format!("ZooKeeper did not sync {ROOT} before the watches");
+            within(plan.timeout, what, async {
+                client
+                    .sync(ROOT)
+                    .await
+                    .map_err(|e| EngineError(format!("{}: {e}", what())))
+            })
+            .await?;
+        }
         let mut tasks = JoinSet::new();
         for watcher in 0..watch.watchers {
             let client = clients[watcher % watch.connections].clone();
@@ -267,6 +279,11 @@ async fn read_events(
         };
         let arrived = Instant::now();
         if event.event_type != EventType::Session {
+            if event.path == ROOT {
+                // The parent itself, not a key: a server that had not yet
+                // applied its creation when the watch was added reports it.
+                continue;
+            }
             let name = event.path.rsplit('/').next().unwrap_or_default();
             let key = key_number(name.as_bytes()).unwrap_or(u64::MAX);
             let revision = (event.zxid != WatchedEvent::NO_ZXID).then_some(event.zxid);
