@@ -174,8 +174,10 @@ def judge_watch(
 def _watch_violation(watch: WatchEvents, faults: Sequence[FaultSpan]) -> ViolationRecord:
     """The first violation in time: a missed event (when its put was sent) or
     a duplicate (when it arrived); else the first watcher that received
-    events out of order or a split revision, which carry no time."""
-    timed: list[tuple[float, int, str]] = []
+    events out of order or a split revision, which carry no time. A missed
+    event was due from its put on and never came: every fault window not
+    over before the put was sent is one it fell in."""
+    timed: list[tuple[float, int, str, float]] = []  # (when, watcher, why, until)
     if (first := watch.first_missed()) is not None:
         watcher, offset = first
         sent = float(watch.sent_unix_s()[offset])
@@ -184,24 +186,27 @@ def _watch_violation(watch: WatchEvents, faults: Sequence[FaultSpan]) -> Violati
                 sent,
                 watcher,
                 f"never received the event of put {offset} of the load, which was acknowledged",
+                np.inf,
             )
         )
     if len(watch.duplicate_ms):
         at = int(np.argmin(watch.duplicate_ms))
+        arrived = float(watch.duplicate_unix_s()[at])
         timed.append(
             (
-                float(watch.duplicate_unix_s()[at]),
+                arrived,
                 int(watch.duplicate_watcher[at]),
                 "received an event it had received already",
+                arrived,
             )
         )
     if timed:
-        when, watcher, reason = min(timed)
+        when, watcher, reason, until = min(timed)
         return ViolationRecord(
             key=f"watcher {watcher}",
             reason=reason,
             operations=(),
-            during_fault=_overlapping(faults, when, when),
+            during_fault=_overlapping(faults, when, until),
         )
     disorder = watch.out_of_order.astype(np.int64) + watch.split.astype(np.int64)
     watcher = int(np.flatnonzero(disorder)[0])

@@ -37,6 +37,12 @@ def test_the_first_breach_in_time_is_written_out(tmp_path: Path) -> None:
     assert violation is not None
     assert violation.key == "watcher 1" and "put 3 of the load" in violation.reason
     assert violation.during_fault == "fault 1 (kill leader)"
+    # an event that never came was due from its put on: a fault after the
+    # put was sent is one it fell in, one over before it is not
+    later = FaultSpan("fault 2 (pause leader)", ORIGIN_S + 0.6, ORIGIN_S + 0.7)
+    over = FaultSpan("fault 0 (kill follower)", ORIGIN_S - 1.0, ORIGIN_S + 0.01)
+    violation = judge_watch(events, on_violation="fail", faults=[over, later]).violation
+    assert violation is not None and violation.during_fault == "fault 2 (pause leader)"
     # a duplicate that came first is the first breach, outside the fault
     events = replace(events, duplicate_ms=np.array([5, 800], np.uint32))
     violation = judge_watch(events, on_violation="fail", faults=[fault]).violation
