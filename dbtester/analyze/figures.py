@@ -795,9 +795,9 @@ def _correctness(data: DatabaseData, figures: Figures) -> None:
         return
     figures.values["CORRECTNESS"] = describe_correctness(record)
     violation = record.violation
+    where = f", during {violation.during_fault}" if violation and violation.during_fault else ""
     if record.watch is not None:
         if violation is not None:
-            where = f", during {violation.during_fault}" if violation.during_fault else ""
             counts = record.watch
             figures.notes.append(
                 f"{data.label}: WATCH GUARANTEES BROKEN: {violation.key} {violation.reason}"
@@ -820,7 +820,6 @@ def _correctness(data: DatabaseData, figures: Figures) -> None:
         )
         for op in violation.operations
     )
-    where = f", during {violation.during_fault}" if violation.during_fault else ""
     figures.notes.append(
         f"{data.label}: NOT LINEARIZABLE: key {violation.key}: {violation.reason}{where}."
         f" The operations (seconds since the load began): {said}"

@@ -239,16 +239,7 @@ def checked_operations_of(result: Mapping[str, Any]) -> CheckedOperations | None
     check = result.get("check")
     if check is None:
         return None
-    return CheckedOperations(
-        np.asarray(check["client"], dtype=np.uint16),
-        np.asarray(check["key"], dtype=np.uint16),
-        np.asarray(check["write"], dtype=np.uint8),
-        np.asarray(check["ended"], dtype=np.uint8),
-        np.asarray(check["value"], dtype=np.uint64),
-        np.asarray(check["invoked_ns"], dtype=np.int64),
-        np.asarray(check["completed_ns"], dtype=np.int64),
-        np.asarray(check["member"], dtype=np.uint16),
-    )
+    return CheckedOperations.of(check)
 
 
 def records_of(result: Mapping[str, Any]) -> Records:

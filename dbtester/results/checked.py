@@ -10,6 +10,7 @@ that returned nothing to check).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,12 @@ class CheckedOperations:
 
     def save(self, path: Path) -> None:
         np.savez(path, **{name: getattr(self, name) for name in _COLUMNS})
+
+    @classmethod
+    def of(cls, columns: Mapping[str, Any]) -> CheckedOperations:
+        """The operations in ``columns`` (the engine's: array-likes by name),
+        each column as its type."""
+        return cls(**{name: np.asarray(columns[name], dtype=t) for name, t in _COLUMNS.items()})
 
     @classmethod
     def load(cls, path: Path) -> CheckedOperations:

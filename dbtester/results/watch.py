@@ -96,8 +96,12 @@ class WatchEvents:
 
     def missed(self) -> npt.NDArray[np.int64]:
         """Per watcher: how many acknowledged puts' events it never received."""
-        missed = (self.acknowledged()[np.newaxis, :] & ~self._seen()).sum(axis=1)
-        return np.asarray(missed, dtype=np.int64)
+        return np.asarray(self._unreceived().sum(axis=1), dtype=np.int64)
+
+    def _unreceived(self) -> npt.NDArray[np.bool_]:
+        """Watchers x key offsets: an acknowledged put's event the watcher
+        never received."""
+        return self.acknowledged()[np.newaxis, :] & ~self._seen()
 
     def _seen(self) -> npt.NDArray[np.bool_]:
         bits = np.unpackbits(self.seen.view(np.uint8), bitorder="little")
@@ -122,14 +126,12 @@ class WatchEvents:
     def missing(self) -> npt.NDArray[np.int64]:
         """Per key offset: how many watchers never received its acknowledged
         put's event."""
-        missing = self.acknowledged()[np.newaxis, :] & ~self._seen()
-        return np.asarray(missing.sum(axis=0), dtype=np.int64)
+        return np.asarray(self._unreceived().sum(axis=0), dtype=np.int64)
 
     def first_missed(self) -> tuple[int, int] | None:
         """The watcher and key offset of the missed event whose put was sent
         first (None: no watcher missed an acknowledged put)."""
-        missing = self.acknowledged()[np.newaxis, :] & ~self._seen()
-        watchers, offsets = np.nonzero(missing)
+        watchers, offsets = np.nonzero(self._unreceived())
         if not len(offsets):
             return None
         first = int(np.argmin(self.sent_ms[offsets]))
