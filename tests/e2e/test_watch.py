@@ -155,11 +155,12 @@ def test_watchers_across_a_leader_kill(tmp_path: Path, installed_home) -> None:
         assert watch["out_of_order"] == figures["WATCH-EVENTS-OUT-OF-ORDER"], kind
         held = not watch["violated_watchers"]
         assert figures["CORRECTNESS"].startswith("watch guarantees held" if held else "VIOLATED")
-        if not held:  # the first missed event, named with its fault window
+        if not held:  # the first breach, named with its watcher
             violation = run["correctness"]["violation"]
             assert violation["key"].startswith("watcher "), violation
-            if watch["missed"] and not watch["duplicated"]:
-                assert violation["during_fault"].startswith("fault 1 (kill leader"), violation
+            # and with the fault, when it fell in one: a put sent after the
+            # restart can be missed too (a CI run missed put 2995 at 6 s)
+            assert violation["during_fault"] in ("", "fault 1 (kill leader at 1 s, restart at 4 s)")
     etcd = next(d for d in summary["databases"] if d["id"] == "etcd")["figures"]
     assert etcd["WATCH-EVENTS-MISSED"] == 0 and etcd["WATCH-EVENTS-DUPLICATED"] == 0
     assert etcd["CORRECTNESS"].startswith("watch guarantees held")
