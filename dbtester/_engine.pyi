@@ -62,6 +62,8 @@ class Plan(TypedDict):
     write_id_base: int
     watch: WatchPlan | None  # watchers of the keys written (type: watch)
     check: CheckPlan | None  # checked clients beside the load
+    # unix ns the first request is due, once connected (0: at once); load hosts
+    start_unix_ns: NotRequired[int]
 
 class WatchResult(TypedDict):
     watcher: npt.NDArray[np.uint16]

@@ -37,6 +37,7 @@ from dbtester.errors import (
     RunFailedError,
 )
 from dbtester.install import list_installed
+from dbtester.util.net import join_host_port
 from dbtester.util.paths import dbtester_home, ensure_writable
 from dbtester.util.progress import Reporter
 
@@ -171,6 +172,9 @@ def validate(config: str, as_json: bool) -> None:
             f"  a load fails when no request succeeds for {case.fault_recovery:g} s"
             " (fault_recovery)"
         )
+    if case.load_hosts:
+        named = ", ".join(join_host_port(h.address, h.agent_port) for h in case.load_hosts)
+        click.echo(f"  load from {len(case.load_hosts)} load hosts, sharing it: {named}")
     click.echo(f"  publish: {case.publish.url if case.publish else 'no (results stay local)'}")
 
 

@@ -196,6 +196,24 @@ class AgentClient:
         received = time.time()
         return ClockOffset(reply.wall_time_unix - (sent + received) / 2, received - sent)
 
+    def load(self, run_id: str, database_id: str, plan_json: str, start_unix: float) -> Any:
+        """The Load call's stream of replies (its ``cancel()`` stops the
+        agent's engine); iterating raises grpc.RpcError, which
+        :meth:`failed` turns into an AgentError naming this agent."""
+        request = pb.LoadRequest(
+            run_id=run_id, database_id=database_id, plan_json=plan_json, start_unix=start_unix
+        )
+        return self._stub.Load(request, metadata=self._metadata)
+
+    def failed(self, error: grpc.RpcError) -> AgentError:
+        """An AgentError naming this agent for a failed streaming call."""
+        return _failed(self.address, error)
+
+    def stop_load(self, run_id: str, database_id: str) -> bool:
+        """Ask the agent's running load to stop early; False when none ran."""
+        request = pb.StopLoadRequest(run_id=run_id, database_id=database_id)
+        return bool(self._call("StopLoad", request, timeout=5.0).stopped)
+
     def list_files(self, run_id: str, database_id: str, member_index: int) -> dict[str, int]:
         request = pb.ListFilesRequest(
             run_id=run_id, database_id=database_id, member_index=member_index

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from dbtester import __version__
 from dbtester.agent.config import AgentConfig
+from dbtester.agent.load import LoadRefused, LoadRunner, clock_shift_s
 from dbtester.agent.member import FILE_NAMES, Member
 from dbtester.config.model import HOST_PATTERN, VERSION_PATTERN
 from dbtester.databases import KINDS, DatabaseKind
@@ -74,6 +75,9 @@ class AgentService(pb_grpc.AgentServicer):
         #: (kind, version, root) -> the installed files' digest, computed once:
         #: an etcd binary takes tens of milliseconds to hash
         self._digests: dict[tuple[str, str, str], str] = {}
+        #: the load this agent runs as a load host (one at a time)
+        self.loads = LoadRunner(config.data_root, host.cores or 0)
+        self._shift_s = clock_shift_s()
         self._watchdog = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._watchdog.start()
 
@@ -388,10 +392,30 @@ class AgentService(pb_grpc.AgentServicer):
             )
         return pb.StatusResponse(
             agent_version=__version__,
-            wall_time_unix=time.time(),
+            wall_time_unix=time.time() + self._shift_s,
             members=statuses,
             hostname=socket.gethostname(),
         )
+
+    # ------------------------------------------------------------------ load
+
+    def Load(
+        self, request: pb.LoadRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.LoadReply]:
+        if self._closing.is_set():
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
+        replies = self.loads.run(
+            request, lambda: context.is_active() and not self._closing.is_set()
+        )
+        try:
+            yield from replies
+        except LoadRefused as exc:
+            context.abort(getattr(grpc.StatusCode, exc.status), _show(str(exc), 2000))
+
+    def StopLoad(
+        self, request: pb.StopLoadRequest, context: grpc.ServicerContext
+    ) -> pb.StopLoadResponse:
+        return pb.StopLoadResponse(stopped=self.loads.stop())
 
     # ------------------------------------------------------------------ files
 

@@ -219,7 +219,7 @@ def _section(parent: KeyPath) -> str:
     last = names[-1]
     if last == "databases":
         return "database"
-    if last == "hosts":
+    if last in ("hosts", "load_hosts"):
         return "host"
     return last
 

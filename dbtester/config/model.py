@@ -37,12 +37,14 @@ from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
 from dbtester.util.keys import KeySpace
+from dbtester.util.net import is_loopback
 
 __all__ = [
     "DEFAULT_FAULT_RECOVERY_S",
     "ENDPOINT_PATTERN",
     "HOST_PATTERN",
     "ID_PATTERN",
+    "MAX_LOAD_HOSTS",
     "MIN_MIXED_VALUE_SIZE",
     "MIXED_ONLY",
     "READ_ONLY",
@@ -55,12 +57,15 @@ __all__ = [
     "Publish",
     "TestCase",
     "Workload",
+    "spread_problem",
 ]
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # Letters, digits and . _ + ~ - only: a version reaches command lines and paths,
 # so shell metacharacters and slashes are refused here already.
 VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z._+~-]{0,63}$"
+#: at most this many load hosts share a load
+MAX_LOAD_HOSTS = 64
 ENDPOINT_PATTERN = r"^[A-Za-z0-9.\[\]:-]+:[0-9]{1,5}$"
 HOST_PATTERN = r"^[A-Za-z0-9.:\[\]-]+$"
 USER_PATTERN = r"^[a-z_][a-z0-9_.-]{0,31}$"
@@ -634,6 +639,11 @@ class TestCase(_Model):
         description="Find the highest rate each database sustains within a latency target"
         " instead of loading it at one rate (the search keys)",
     )
+    load_hosts: Annotated[tuple[Host, ...], Field(strict=False, max_length=MAX_LOAD_HOSTS)] = Field(
+        (),
+        description="Client machines running agents that share the measured load (the host"
+        " keys; unset: this machine alone)",
+    )
     publish: Publish | None = Field(
         None, description="Upload the results here when every database passed (the publish keys)"
     )
@@ -707,6 +717,30 @@ class TestCase(_Model):
             check_isolation(faults, db.id, [h.address for h in db.hosts])
         return faults
 
+    @field_validator("load_hosts")
+    @classmethod
+    def _spreadable(cls, hosts: tuple[Host, ...], info: ValidationInfo) -> tuple[Host, ...]:
+        # After databases and search, so the error points at `load_hosts:`.
+        if not hosts:
+            return hosts
+        seen = [(h.address, h.agent_port) for h in hosts]
+        if len(set(seen)) != len(seen):
+            raise ValueError("a load host is listed twice (same address and agent_port)")
+        if info.data.get("search") is not None:
+            raise ValueError(
+                "search probes run on this machine: give load_hosts or search, not both"
+            )
+        remote = [h.address for h in hosts if not is_loopback(h.address)]
+        for db in info.data.get("databases", ()):
+            if problem := spread_problem(db.workload, len(hosts)):
+                raise ValueError(f"database {db.id}: {problem}")
+            if db.embedded and remote:
+                raise ValueError(
+                    f"database {db.id} runs on this machine's loopback, which load host"
+                    f" {remote[0]} cannot reach: give the database hosts or endpoints"
+                )
+        return hosts
+
     def _workload_raw(self, workload: Workload) -> dict[str, Any]:
         raw = workload.as_raw()
         if self.search is not None:  # the search sets these itself
@@ -733,6 +767,29 @@ class TestCase(_Model):
             if override:
                 db_raw["workload"] = override
         return raw
+
+
+def spread_problem(workload: Workload, hosts: int) -> str | None:
+    """Why ``workload`` cannot be shared among ``hosts`` load hosts (None: it can)."""
+    if workload.type == "watch":
+        return (
+            "a watch load keeps its writers and watchers on one host (an event's delay is"
+            " measured on one clock): remove load_hosts"
+        )
+    if workload.type == "mixed" and workload.insert_proportion > 0:
+        return (
+            "a mixed load's inserts number new keys on one host: with load_hosts, set"
+            " insert_proportion to 0"
+        )
+    for number, (clients, connections, _) in enumerate(workload.step_plan()):
+        if min(clients, connections) < hosts:
+            what = "clients" if clients < hosts else "connections"
+            step = f" in client step {number + 1}" if len(workload.step_plan()) > 1 else ""
+            return (
+                f"{hosts} load hosts need at least {hosts} {what}{step}, one each; there"
+                f" are {min(clients, connections)}"
+            )
+    return None
 
 
 def version_hint(value: Any) -> str | None:

@@ -22,16 +22,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dbtester.agent.client import AgentClient
+from dbtester.agent.client import AgentClient, ClockOffset
 from dbtester.analyze.correctness import FaultSpan, judge, judge_watch
 from dbtester.analyze.faults import windows
 from dbtester.analyze.probes import Probe, ProbeRule
 from dbtester.config.faults import Fault
-from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec
+from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec, Host
 from dbtester.config.search import Search
 from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.control.faults import FaultRunner
 from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
+from dbtester.control.spread import run_spread
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
@@ -52,6 +53,7 @@ from dbtester.results import (
     DatabaseRecord,
     Environment,
     FaultRecord,
+    LoadHostRecord,
     LoadWindow,
     MemberRecord,
     ProbeRecord,
@@ -134,12 +136,14 @@ def run_database(
     faults: Sequence[Fault] = (),
     fault_recovery_s: float = DEFAULT_FAULT_RECOVERY_S,
     search: Search | None = None,
+    load_hosts: Sequence[Host] = (),
 ) -> DatabaseRecord:
     """Run ``db`` (``trial`` k of a repeated run: a fresh cluster of its own)
     and return the record written into ``store``; a failure is in its
     ``error``. ``faults`` are applied during the load, which fails when no
     request succeeds for ``fault_recovery_s``. With ``search`` the load is a
     search for the highest rate that meets its target, on this one cluster.
+    With ``load_hosts`` their agents share the measured load.
     KeyboardInterrupt propagates once the partial record is written."""
     run = DatabaseRun(
         db,
@@ -152,6 +156,7 @@ def run_database(
         faults,
         fault_recovery_s,
         search,
+        load_hosts,
     )
     return run.run()
 
@@ -171,8 +176,12 @@ class DatabaseRun:
         faults: Sequence[Fault] = (),
         fault_recovery_s: float = DEFAULT_FAULT_RECOVERY_S,
         search: Search | None = None,
+        load_hosts: Sequence[Host] = (),
     ) -> None:
         self.db = db
+        #: the agents that share the measured load (none: this process runs it)
+        self.load_hosts = tuple(load_hosts)
+        self.load_host_records: tuple[LoadHostRecord, ...] = ()
         self.faults = tuple(faults)
         self.fault_recovery_s = fault_recovery_s
         self.fault_records: tuple[FaultRecord, ...] = ()
@@ -280,23 +289,9 @@ class DatabaseRun:
                 for i in range(count)
             ]
         else:
-            token = remote_token()
-            tls = remote_tls()
-            if token and not tls and any(not is_loopback(h.address) for h in self.db.hosts):
-                self.reporter.say(
-                    "warning: sending the agent token without TLS; set"
-                    " $DBTESTER_AGENT_TLS_CA to encrypt it"
-                )
-            self._clients = [
-                AgentClient(
-                    join_host_port(h.address, h.agent_port),
-                    token,
-                    tls_ca=tls.get("tls_ca"),
-                    tls_cert=tls.get("tls_cert"),
-                    tls_key=tls.get("tls_key"),
-                )
-                for h in self.db.hosts
-            ]
+            if any(not is_loopback(h.address) for h in self.db.hosts):
+                _warn_plain_token(self.reporter)
+            self._clients = [_remote_client(h) for h in self.db.hosts]
             peers = [
                 Peer(f"m{i}", h.address, dict(kind.default_ports))
                 for i, h in enumerate(self.db.hosts)
@@ -305,7 +300,7 @@ class DatabaseRun:
             stack.callback(client.close)
         for i, client in enumerate(self._clients):
             client.wait_ready(timeout=30.0)
-            offset = min((client.clock_offset() for _ in range(5)), key=lambda o: o.round_trip_s)
+            offset = _clock_offset(client)
             self.members.append(
                 MemberRecord(
                     index=i,
@@ -491,30 +486,74 @@ class DatabaseRun:
             self._search(self.search)
             return
         w = self.db.workload
-        self.reporter.say(f"{self.db.id}: {w.type} load, {w.requests:,} requests")
-        runner = self._fault_runner()
-        runner.start(time.time())
-        try:
-            self.load = run_load(
-                self.db.kind,
-                self._settings(),
-                w,
-                self.out,
-                workers=self.workers,
-                # Errors are what a scheduled fault is for: counted, never a limit.
-                max_error_rate=1.0 if self.faults else w.max_error_rate,
-                # ... but a cluster that never recovers must not be loaded forever
-                stall_s=self.fault_recovery_s if self.faults else None,
-                progress=self.reporter.stream,
-                label=self.db.id,
-                health=lambda: self.health.problem or runner.problem,
-                warm_inserts=self._warm_inserts(),
-            )
-        finally:
-            self.fault_records = runner.stop()
+        with ExitStack() as stack:
+            drive = self._spread(stack) if self.load_hosts else self._here
+            runner = self._fault_runner()
+            runner.start(time.time())
+            try:
+                self.load = drive(
+                    workers=self.workers,
+                    # Errors are what a scheduled fault is for: counted, never a limit.
+                    max_error_rate=1.0 if self.faults else w.max_error_rate,
+                    # ... but a cluster that never recovers must not be loaded forever
+                    stall_s=self.fault_recovery_s if self.faults else None,
+                    progress=self.reporter.stream,
+                    label=self.db.id,
+                    health=lambda: self.health.problem or runner.problem,
+                    warm_inserts=self._warm_inserts(),
+                )
+            finally:
+                self.fault_records = runner.stop()
         if self.load.aborted.startswith(STALLED):
             raise DbtesterError(f"{self.db.id}: {self._not_recovered()}")
         self._check_loads("load", (self.load,))
+
+    def _here(self, **options: Any) -> LoadResult:
+        """The measured load from this process's engine."""
+        w = self.db.workload
+        self.reporter.say(f"{self.db.id}: {w.type} load, {w.requests:,} requests")
+        return run_load(self.db.kind, self._settings(), w, self.out, **options)
+
+    def _spread(self, stack: ExitStack) -> Callable[..., LoadResult]:
+        """The measured load from the load hosts' agents, merged here: their
+        clients (closed with ``stack``) and clock offsets first."""
+        if any(not is_loopback(h.address) for h in self.load_hosts):
+            _warn_plain_token(self.reporter)
+        clients = [_remote_client(h) for h in self.load_hosts]
+        for client in clients:
+            stack.callback(client.close)
+        offsets = []
+        for client in clients:
+            try:
+                client.wait_ready(timeout=30.0)
+                offsets.append(_clock_offset(client))
+            except AgentError as exc:
+                raise DbtesterError(f"{self.db.id}: load host {exc}") from None
+
+        def drive(**options: Any) -> LoadResult:
+            w = self.db.workload
+            self.reporter.say(
+                f"{self.db.id}: {w.type} load, {w.requests:,} requests from"
+                f" {len(clients)} load hosts"
+            )
+            try:
+                spread = run_spread(
+                    self.db.kind,
+                    self._settings(),
+                    w,
+                    self.out,
+                    clients,
+                    offsets,
+                    run_id=self.agent_run_id,
+                    database_id=self.db.id,
+                    **options,
+                )
+            except DbtesterError as exc:
+                raise DbtesterError(f"{self.db.id}: {exc}") from None
+            self.load_host_records = spread.hosts
+            return spread.result
+
+        return drive
 
     def _search(self, search: Search) -> None:
         """Probe rates on this cluster until the search ends; the highest
@@ -734,10 +773,12 @@ class DatabaseRun:
             trial=self.trial,
             search=self._search_record(),
             correctness=self.correctness,
+            load_hosts=self.load_host_records,
             notes=tuple(
                 n
                 for n in [
                     self._load_note(),
+                    self._load_hosts_note(),
                     self._load_phase_note(),
                     self._warmup_note(),
                     self._faults_note(),
@@ -858,6 +899,9 @@ class DatabaseRun:
             " load; it is in no figure"
         )
 
+    def _load_hosts_note(self) -> str | None:
+        return load_hosts_note(self.load_host_records)
+
     def _load_note(self) -> str | None:
         w = self.db.workload
         return self.kind.load_note(w.clients, min(w.connections, w.clients))
@@ -866,6 +910,62 @@ class DatabaseRun:
         record = self._record()
         self.store.write_record(record)
         return record
+
+
+def _remote_client(host: Host) -> AgentClient:
+    """A client of the agent on ``host``, with the remote token and TLS."""
+    tls = remote_tls()
+    return AgentClient(
+        join_host_port(host.address, host.agent_port),
+        remote_token(),
+        tls_ca=tls.get("tls_ca"),
+        tls_cert=tls.get("tls_cert"),
+        tls_key=tls.get("tls_key"),
+    )
+
+
+def _warn_plain_token(reporter: Reporter) -> None:
+    if remote_token() and not remote_tls():
+        reporter.say(
+            "warning: sending the agent token without TLS; set $DBTESTER_AGENT_TLS_CA to encrypt it"
+        )
+
+
+def _clock_offset(client: AgentClient) -> ClockOffset:
+    """The agent's clock offset, from the fastest of five round trips."""
+    return min((client.clock_offset() for _ in range(5)), key=lambda o: o.round_trip_s)
+
+
+def load_hosts_note(hosts: Sequence[LoadHostRecord]) -> str | None:
+    """The load hosts' shares, throughput, CPU and start skew in one note;
+    a host whose engine was at its CPU limit is named first."""
+    if not hosts:
+        return None
+    busy = [h for h in hosts if h.cpu_limited]
+    parts = []
+    for h in hosts:
+        cpu = ""
+        if h.engine_cpu_seconds is not None and h.ended_unix > h.started_unix:
+            used = h.engine_cpu_seconds / (h.workers * (h.ended_unix - h.started_unix))
+            cpu = f", engine CPU {used:.0%}"
+        parts.append(
+            f"host {h.index} ({h.agent}) {sum(h.counts.values()):,} requests,"
+            f" {h.throughput:,.0f} req/s{cpu}"
+        )
+    skews = [abs(h.start_skew_ms) for h in hosts if h.start_skew_ms is not None]
+    offsets = max(abs(h.clock_offset_s) for h in hosts) * 1000.0
+    text = (
+        f"Load from {len(hosts)} hosts: {'; '.join(parts)}. Clock offsets up to"
+        f" {offsets:,.1f} ms, corrected"
+    )
+    text += f"; worst start skew {max(skews):,.1f} ms." if skews else "."
+    if busy:
+        named = ", ".join(f"host {h.index} ({h.agent})" for h in busy)
+        text = (
+            f"{named} ran its engine at its CPU limit: the figures measure that client"
+            f" as much as the database. " + text
+        )
+    return text
 
 
 def _window(load: LoadResult | None) -> LoadWindow | None:

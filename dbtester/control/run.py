@@ -145,6 +145,7 @@ class _Trials:
                 case.faults,
                 case.fault_recovery,
                 case.search,
+                case.load_hosts,
             )
             self.records.append(record)
             if not record.passed:

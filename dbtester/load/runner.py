@@ -36,7 +36,9 @@ __all__ = [
     "READABLE_WAIT_S",
     "STALLED",
     "LoadResult",
+    "error_limit",
     "load_keys",
+    "load_summary",
     "run_load",
     "seed_key",
     "wait_readable",
@@ -116,7 +118,7 @@ def run_load(
     write load's keys and a mixed load's write ids past earlier loads'
     (default: past the warm-up's write ids)."""
     threads = workers or DEFAULT_WORKERS
-    limit, max_errors = _error_limit(max_error_rate, workload.requests)
+    limit, max_errors = error_limit(max_error_rate, workload.requests)
     out.root.mkdir(parents=True, exist_ok=True)
     load_plan = native.plan(
         kind,
@@ -149,7 +151,7 @@ def run_load(
         records, watch, check = _collect(load, out)
     ended = time.time()
     sched.sample()
-    bar.finish(_summary(records, started, label))
+    bar.finish(load_summary(records, started, label))
     cpu = _cpu_seconds() - cpu_before
     wait, run = sched.wait_seconds, sched.run_seconds
     return LoadResult(records, started, ended, cpu, aborted, threads, wait, run, watch, check)
@@ -185,7 +187,7 @@ def warm_up(
             "check": None,
         }
     )
-    limit, max_errors = _error_limit(workload.max_error_rate, warm.requests)
+    limit, max_errors = error_limit(workload.max_error_rate, warm.requests)
     mixed = workload.type == "mixed"
     load_plan = native.plan(
         kind,
@@ -243,7 +245,7 @@ def _unmeasured(
         aborted = _watch(load, limit, bar, health)
     finally:
         records, _, _ = _collect(load, None)
-    bar.finish(_summary(records, started, name) + ", not counted")
+    bar.finish(load_summary(records, started, name) + ", not counted")
     cpu = _cpu_seconds() - cpu_before
     return LoadResult(records, started, time.time(), cpu, aborted, load_plan["threads"])
 
@@ -318,7 +320,7 @@ def seed_key(kind: str, settings: LoadSettings) -> None:
         raise DbtesterError(f"seeding the read key failed: {records.counts()}")
 
 
-def _error_limit(rate: float, requests: int) -> tuple[float, int | None]:
+def error_limit(rate: float, requests: int) -> tuple[float, int | None]:
     """How many of ``requests`` may fail at ``rate``, and the engine's own stop
     (None: no limit, at a rate of 1)."""
     limit = rate * requests
@@ -399,7 +401,7 @@ def _watch(
     return aborted
 
 
-def _summary(records: Records, started: float, label: str) -> str:
+def load_summary(records: Records, started: float, label: str) -> str:
     """The load in one line, in the table's terms: TOTAL-SECONDS and AVG-THROUGHPUT."""
     errors = records.errors()
     seconds, rate = records.span_s(started), records.throughput(started)

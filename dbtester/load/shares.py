@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dbtester.config.model import Workload
+from dbtester.config.model import Workload, spread_problem
 from dbtester.errors import DbtesterError
 from dbtester.results import OK, Records
 
@@ -58,19 +58,13 @@ def split(
     workload: Workload, hosts: int, *, first_key: int = 0, write_id_base: int = 0
 ) -> tuple[Share, ...]:
     """Each of ``hosts`` load hosts' share of ``workload``; DbtesterError
-    when a step has fewer clients or connections than there are hosts (a
-    host would get none)."""
+    when it cannot be shared (:func:`spread_problem`: a step with fewer
+    clients or connections than there are hosts, a watch load...)."""
     if hosts < 1:
         raise ValueError(f"hosts must be at least 1, got {hosts}")
+    if problem := spread_problem(workload, hosts):
+        raise DbtesterError(problem)
     whole = workload.step_plan()
-    for number, (clients, connections, _) in enumerate(whole):
-        if min(clients, connections) < hosts:
-            what = "clients" if clients < hosts else "connections"
-            step = f" in client step {number + 1}" if len(whole) > 1 else ""
-            raise DbtesterError(
-                f"{hosts} load hosts need at least {hosts} {what}{step}, one each;"
-                f" there are {min(clients, connections)}"
-            )
     per_host = [
         tuple(
             (_part(clients, hosts, i), _part(connections, hosts, i), _part(requests, hosts, i))

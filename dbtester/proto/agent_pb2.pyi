@@ -214,3 +214,77 @@ class FaultResponse(_message.Message):
     state: str
     isolated: bool
     def __init__(self, at_unix: _Optional[float] = ..., pid: _Optional[int] = ..., state: _Optional[str] = ..., isolated: _Optional[bool] = ...) -> None: ...
+
+class LoadRequest(_message.Message):
+    __slots__ = ("run_id", "database_id", "plan_json", "start_unix")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    PLAN_JSON_FIELD_NUMBER: _ClassVar[int]
+    START_UNIX_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    plan_json: str
+    start_unix: float
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., plan_json: _Optional[str] = ..., start_unix: _Optional[float] = ...) -> None: ...
+
+class LoadProgress(_message.Message):
+    __slots__ = ("done", "errors")
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    done: int
+    errors: int
+    def __init__(self, done: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
+
+class LoadFile(_message.Message):
+    __slots__ = ("name", "data", "offset")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    data: bytes
+    offset: int
+    def __init__(self, name: _Optional[str] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class LoadSummary(_message.Message):
+    __slots__ = ("started_unix", "ended_unix", "cpu_seconds", "engine_cpu_seconds", "cpu_wait_seconds", "workers", "cores", "error")
+    STARTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    ENDED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    CORES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    started_unix: float
+    ended_unix: float
+    cpu_seconds: float
+    engine_cpu_seconds: float
+    cpu_wait_seconds: float
+    workers: int
+    cores: int
+    error: str
+    def __init__(self, started_unix: _Optional[float] = ..., ended_unix: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., engine_cpu_seconds: _Optional[float] = ..., cpu_wait_seconds: _Optional[float] = ..., workers: _Optional[int] = ..., cores: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class LoadReply(_message.Message):
+    __slots__ = ("progress", "file", "summary")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    progress: LoadProgress
+    file: LoadFile
+    summary: LoadSummary
+    def __init__(self, progress: _Optional[_Union[LoadProgress, _Mapping]] = ..., file: _Optional[_Union[LoadFile, _Mapping]] = ..., summary: _Optional[_Union[LoadSummary, _Mapping]] = ...) -> None: ...
+
+class StopLoadRequest(_message.Message):
+    __slots__ = ("run_id", "database_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    database_id: str
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ...) -> None: ...
+
+class StopLoadResponse(_message.Message):
+    __slots__ = ("stopped",)
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
+    stopped: bool
+    def __init__(self, stopped: _Optional[bool] = ...) -> None: ...

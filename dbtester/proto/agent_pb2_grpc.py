@@ -89,6 +89,16 @@ class AgentStub:
                 request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
                 response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
                 _registered_method=True)
+        self.Load = channel.unary_stream(
+                '/dbtester.agent.v1.Agent/Load',
+                request_serializer=dbtester_dot_proto_dot_agent__pb2.LoadRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_agent__pb2.LoadReply.FromString,
+                _registered_method=True)
+        self.StopLoad = channel.unary_unary(
+                '/dbtester.agent.v1.Agent/StopLoad',
+                request_serializer=dbtester_dot_proto_dot_agent__pb2.StopLoadRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_agent__pb2.StopLoadResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServicer:
@@ -175,6 +185,23 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Load(self, request, context):
+        """A load host's share of the measured load: the engine runs here from
+        start_unix on against the database's members; progress streams back
+        four times a second, then the records (in chunks), then a summary.
+        Cancelling the call stops the engine. One load at a time per agent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StopLoad(self, request, context):
+        """Ask the running load to stop early; its records still stream back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -232,6 +259,16 @@ def add_AgentServicer_to_server(servicer, server):
                     servicer.Heal,
                     request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
                     response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
+            ),
+            'Load': grpc.unary_stream_rpc_method_handler(
+                    servicer.Load,
+                    request_deserializer=dbtester_dot_proto_dot_agent__pb2.LoadRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_agent__pb2.LoadReply.SerializeToString,
+            ),
+            'StopLoad': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopLoad,
+                    request_deserializer=dbtester_dot_proto_dot_agent__pb2.StopLoadRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_agent__pb2.StopLoadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -531,6 +568,60 @@ class Agent:
             '/dbtester.agent.v1.Agent/Heal',
             dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
             dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Load(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dbtester.agent.v1.Agent/Load',
+            dbtester_dot_proto_dot_agent__pb2.LoadRequest.SerializeToString,
+            dbtester_dot_proto_dot_agent__pb2.LoadReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StopLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dbtester.agent.v1.Agent/StopLoad',
+            dbtester_dot_proto_dot_agent__pb2.StopLoadRequest.SerializeToString,
+            dbtester_dot_proto_dot_agent__pb2.StopLoadResponse.FromString,
             options,
             channel_credentials,
             insecure,

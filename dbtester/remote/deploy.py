@@ -78,9 +78,16 @@ class AgentHost:
 
 
 def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
-    """Every distinct agent the test case's ``hosts`` name, in order of appearance."""
+    """Every distinct agent the test case's ``hosts`` and ``load_hosts``
+    name, in order of appearance (a load host installs no database)."""
     found: dict[tuple[str, int], AgentHost] = {}
     default_user = ssh_user or os.environ.get("USER") or "root"
+    placed = [(db, host) for db in case.databases for host in db.hosts]
+    for host in case.load_hosts:
+        key = (host.address, host.agent_port)
+        if key not in found and all((h.address, h.agent_port) != key for _, h in placed):
+            target = SshTarget(host.address, host.ssh_port, host.ssh_user or default_user)
+            found[key] = AgentHost(host.address, host.agent_port, target, host.agent_dir, ())
     for db in case.databases:
         for host in db.hosts:
             key = (host.address, host.agent_port)

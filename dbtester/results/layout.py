@@ -58,6 +58,15 @@ class DatabaseLayout:
     def client_metrics(self) -> Path:
         return self.root / "client-metrics.csv"
 
+    def load_host_requests(self, index: int) -> Path:
+        """Load host ``index``'s own records, on the controller's clock
+        (``load_hosts:``; ``requests`` holds every host's, merged)."""
+        return self.root / f"client-{index}-latency.npz"
+
+    def load_host_metrics(self, index: int) -> Path:
+        """Load host ``index``'s samples, on the controller's clock (``load_hosts:``)."""
+        return self.root / f"client-{index}-metrics.csv"
+
     @property
     def check_history(self) -> Path:
         """The checked clients' operations (CheckedOperations)."""

@@ -27,6 +27,7 @@ __all__ = [
     "FaultRecord",
     "FaultSummary",
     "FigureValue",
+    "LoadHostRecord",
     "LoadWindow",
     "LookRecord",
     "Machines",
@@ -187,6 +188,34 @@ class LoadWindow(_Record):
     cpu_wait_seconds: float | None = None
     engine_cpu_seconds: float | None = None
     counts: dict[str, int] = Field(default_factory=dict)  # outcome -> requests
+
+
+class LoadHostRecord(_Record):
+    """One load host's share of a spread load and how it ran (``load_hosts:``)."""
+
+    index: int
+    agent: str  # the agent's host:port
+    clock_offset_s: float  # the agent's clock minus the controller's
+    clock_rtt_s: float
+    requests: int  # its share
+    clients: int  # its share of the largest client step
+    connections: int
+    rate: float  # requests per second it offered (0: as fast as it could)
+    #: its first request's due time minus when it was told to start, on the
+    #: controller's clock (its schedule's offset in the interleaving taken out)
+    start_skew_ms: float | None = None
+    started_unix: float  # on the controller's clock
+    ended_unix: float
+    counts: dict[str, int] = Field(default_factory=dict)  # outcome -> requests
+    throughput: float  # answered per second, over its own span
+    cpu_seconds: float  # its agent process's, user + system
+    engine_cpu_seconds: float | None = None
+    cpu_wait_seconds: float | None = None
+    workers: int
+    cores: int = 0
+    #: its engine threads were busy 90% of what they could use: the figures
+    #: then measure this client as much as the database
+    cpu_limited: bool = False
 
 
 class Verification(_Record):
@@ -407,6 +436,8 @@ class DatabaseRecord(_Versioned):
     search: SearchRecord | None = None
     #: the workload's ``check:``: its history's verdict (schema 10)
     correctness: CorrectnessRecord | None = None
+    #: the load hosts that shared the measured load (none: this machine ran it)
+    load_hosts: tuple[LoadHostRecord, ...] = ()
 
     @property
     def id(self) -> str:

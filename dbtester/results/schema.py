@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -101,6 +101,15 @@ HISTORY: tuple[str, ...] = (
         "``correctness.watch``). Only keys "
         "and files were added: a version 9 directory upgrades as it is."
     ),
+    (
+        "Several load hosts. ``run.json`` has ``load_hosts`` (empty, or for a test case with "
+        "``load_hosts:`` each host's share of the load, its clock offset and start skew, its "
+        "outcome counts, throughput and CPU, and whether its engine was at its CPU limit); "
+        "``<db-id>/client-<i>-metrics.csv`` and ``client-<i>-latency.npz`` hold load host *i*'s "
+        "samples and records (on the controller's clock; ``client-latency.npz`` holds every "
+        "host's, merged), and there is no ``client-metrics.csv``. Only keys and files were "
+        "added: a version 10 directory upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -148,6 +157,10 @@ def _v9_to_v10(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 10}
 
 
+def _v10_to_v11(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 11}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -159,6 +172,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     7: _v7_to_v8,
     8: _v8_to_v9,
     9: _v9_to_v10,
+    10: _v10_to_v11,
 }
 
 

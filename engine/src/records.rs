@@ -132,6 +132,13 @@ impl Clock {
         }
     }
 
+    /// The instant the wall clock reads `unix_ns` (now or later: an instant
+    /// already past is now).
+    pub fn instant_at(&self, unix_ns: i64) -> Instant {
+        let ahead = unix_ns.saturating_sub(self.unix_ns(Instant::now()));
+        Instant::now() + Duration::from_nanos(u64::try_from(ahead).unwrap_or(0))
+    }
+
     pub fn unix_ns(&self, at: Instant) -> i64 {
         match at.checked_duration_since(self.mono) {
             Some(after) => self.wall_ns + nanos(after),
@@ -158,6 +165,17 @@ fn nanos(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instant_on_the_wall_clock_is_found_ahead_or_now() {
+        let clock = Clock::new();
+        let now = clock.unix_ns(Instant::now());
+        let ahead = clock.instant_at(now + 50_000_000);
+        let wait = ahead.saturating_duration_since(Instant::now());
+        assert!(wait > Duration::from_millis(40) && wait <= Duration::from_millis(50));
+        let past = clock.instant_at(now - 1_000_000_000);
+        assert!(past.saturating_duration_since(Instant::now()) == Duration::ZERO);
+    }
 
     #[test]
     fn ok_is_code_zero_and_names_are_stable() {

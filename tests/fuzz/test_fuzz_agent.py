@@ -53,6 +53,8 @@ REQUESTS: dict[str, Any] = {
     "Status": pb.StatusRequest,
     "ListFiles": pb.ListFilesRequest,
     "FetchFile": pb.FetchFileRequest,
+    "Load": pb.LoadRequest,
+    "StopLoad": pb.StopLoadRequest,
 }
 #: statuses a handler may answer with; UNKNOWN (an exception in a handler),
 #: UNAVAILABLE (the agent gone) and DEADLINE_EXCEEDED (a hang) fail
@@ -232,7 +234,7 @@ def call(
     name = method or (HEALTH if rpc == "Health" else SERVICE + rpc)
     md = agent.metadata if metadata is None else metadata
     try:
-        if rpc == "FetchFile":
+        if rpc in ("FetchFile", "Load"):
             stream: Any = agent.channel.unary_stream(
                 name, request_serializer=None, response_deserializer=None
             )
@@ -313,6 +315,38 @@ def valid_start(draw: st.DataObject) -> pb.StartRequest:
         flags_json="{}",
         sample_interval_s=draw.draw(st.sampled_from([0.0, 0.2, 1.0]), label="interval"),
         cluster_token=f"fuzz-{count}",
+    )
+
+
+def valid_load(draw: st.DataObject) -> pb.LoadRequest:
+    """A small load's plan, against a loopback port nothing listens on: the
+    fuzzer makes the agent dial nothing else."""
+    from dbtester.config.model import Workload
+    from dbtester.databases import get_kind
+    from dbtester.databases.base import LoadSettings
+    from dbtester.load import native
+
+    kind = draw.draw(st.sampled_from(sorted(KINDS)), label="load kind")
+    settings = LoadSettings(
+        endpoints=(f"127.0.0.1:{_free_port()}",),
+        client=get_kind(kind).client_model().model_dump(),
+        key_size=8,
+        value_size=16,
+        consistency="linearizable",
+        timeout_s=0.5,
+        same_key=False,
+    )
+    requests = draw.draw(st.sampled_from([1, 5, 20]), label="load requests")
+    workload = Workload(
+        type="write", requests=requests, clients=1, connections=1, key_size=8, value_size=16
+    )
+    plan = native.plan(kind, settings, workload)
+    start = draw.draw(st.sampled_from([0.0, 0.2, -1.0]), label="start")
+    return pb.LoadRequest(
+        run_id="r1",
+        database_id="db",
+        plan_json=json.dumps(plan),
+        start_unix=time.time() + start if start else 0.0,
     )
 
 
@@ -402,6 +436,10 @@ def send_one(draw: st.DataObject, agent: Agent) -> Sent:
         typed = pb.StartRequest() if empty else valid_start(draw)
     elif rpc in ("Stop", "ListFiles", "FetchFile"):
         typed = member_request(draw, agent, rpc)
+    elif rpc == "Load":
+        typed = pb.LoadRequest() if rarely(draw, "empty load", 3) else valid_load(draw)
+    elif rpc == "StopLoad":
+        typed = pb.StopLoadRequest(run_id="r1", database_id="db")
     else:
         typed = pb.StatusRequest()
     if how == "fields" and not rarely(draw, "as is", 4):

@@ -69,10 +69,12 @@ class Host:
 
 @dataclass
 class Topology:
-    """``servers`` hosts with sshd and one client host on a private /24."""
+    """``servers`` hosts with sshd, then ``loaders`` more (load hosts, with
+    sshd too), and one client host on a private /24."""
 
     root: Path
     servers: int = 3
+    loaders: int = 0
     prefix: str = field(
         default_factory=lambda: f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
     )
@@ -86,6 +88,14 @@ class Topology:
 
     @property
     def server_hosts(self) -> list[Host]:
+        return self.hosts[1 : 1 + self.servers]
+
+    @property
+    def load_hosts(self) -> list[Host]:
+        return self.hosts[1 + self.servers :]
+
+    @property
+    def ssh_hosts(self) -> list[Host]:
         return self.hosts[1:]
 
     def __enter__(self) -> Topology:
@@ -105,6 +115,7 @@ class Topology:
         _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         _ip("-n", self.switch, "link", "set", "br0", "up")
         names = ["client"] + [f"s{i + 1}" for i in range(self.servers)]
+        names += [f"l{i + 1}" for i in range(self.loaders)]
         for i, short in enumerate(names):
             host = Host(f"dbt-{self.tag}-{short}", f"{self.prefix}.{i + 10}")
             self.hosts.append(host)
@@ -129,9 +140,9 @@ class Topology:
             _ip("-n", host.name, "link", "set", "lo", "up")
 
     def start_sshd(self, authorized_keys: Path) -> None:
-        """sshd -D on port 22 of every server host, key authentication only."""
+        """sshd -D on port 22 of every server and load host, key authentication only."""
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
-        for host in self.server_hosts:
+        for host in self.ssh_hosts:
             where = self.root / host.name
             where.mkdir(parents=True, exist_ok=True)
             host.host_key = where / "ssh_host_ed25519_key"
@@ -161,7 +172,7 @@ class Topology:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        for host in self.server_hosts:
+        for host in self.ssh_hosts:
             self._wait_port(host, 22)
 
     def _wait_port(self, host: Host, port: int, timeout: float = 15.0) -> None:

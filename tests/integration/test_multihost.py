@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -125,10 +127,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory, shared_home: Path) -> Iterator
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     authorized = root / "authorized_keys"
     authorized.write_text(Path(f"{key}.pub").read_text())
-    with Topology(root / "hosts") as topology:
+    with Topology(root / "hosts", loaders=2) as topology:
         topology.start_sshd(authorized)
         known = root / "known_hosts"
-        known.write_text("".join(topology.known_hosts_line(h) for h in topology.server_hosts))
+        known.write_text("".join(topology.known_hosts_line(h) for h in topology.ssh_hosts))
         config = root / "multihost.yaml"
         _write_case(config, topology, root)
         yield Lab(topology, root, key, known, config, env)
@@ -326,6 +328,101 @@ def test_serializable_reads_of_a_member_cut_off_from_its_peers(lab: Lab, agents_
     assert "isolate follower from its peers at 2 s, heal at 6 s" in table
     said = (out / "etcd-3hosts" / f"server-{cut['member']}-agent.log").read_text()
     assert "tcp ports 22, 2379, 3500" in said, said[-2000:]
+
+
+def _host_entry(lab: Lab, host: Any) -> dict[str, Any]:
+    return {
+        "address": host.address,
+        "ssh_user": "root",
+        "agent_dir": str(lab.root / "agents" / host.name),
+    }
+
+
+def test_two_load_hosts_drive_the_cluster(lab: Lab, agents_up: Done) -> None:
+    """``load_hosts:``: two more machines' agents (brought up by ``agents up``
+    beside the running server agents) share an open-loop load on the
+    3-member etcd. Every request is there once, the keys are verified, each
+    host's share is in run.json, the table's percentiles are numpy's over
+    both hosts' own records, and they started together. Then one load
+    host's agent is killed mid-load: the run fails naming it, and no etcd
+    or load is left running anywhere."""
+    assert agents_up.returncode == 0, agents_up.stderr + agents_up.stdout
+    case = yaml.safe_load(lab.config.read_text())
+    case["workload"].update(requests=8_000, rate=2_000, clients=40, connections=8)
+    case["load_hosts"] = [_host_entry(lab, h) for h in lab.topology.load_hosts]
+    config = lab.root / "spread.yaml"
+    config.write_text(yaml.safe_dump(case, sort_keys=False))
+    up = lab.dbtester("agents", "up", str(config), *lab.ssh_args(), "--no-systemd")
+    assert up.returncode == 0, up.stderr + up.stdout
+    assert up.stdout.count("already running") == 3, up.stdout
+    try:
+        _spread_runs(lab, case)
+    finally:
+        only_loaders = {
+            **case,
+            "databases": [{"id": "x", "kind": "etcd", "version": ETCD, "endpoints": ["h:1"]}],
+        }
+        config.write_text(yaml.safe_dump(only_loaders, sort_keys=False))
+        down = lab.dbtester("agents", "down", str(config), *lab.ssh_args())
+        assert down.returncode == 0, down.stderr + down.stdout
+
+
+def _spread_runs(lab: Lab, case: dict[str, Any]) -> None:
+    out = _run_case(lab, case, "spread")
+    db = out / "etcd-3hosts"
+    record = json.loads((db / "run.json").read_text())
+    hosts = record["load_hosts"]
+    assert [h["agent"].rsplit(":", 1)[0] for h in hosts] == [
+        h.address for h in lab.topology.load_hosts
+    ]
+    assert [(h["requests"], h["clients"], h["rate"]) for h in hosts] == [(4000, 20, 1000.0)] * 2
+    assert sum(sum(h["counts"].values()) for h in hosts) == 8_000
+    merged = np.load(db / "client-latency.npz")["latency_ns"]
+    own = [np.load(db / f"client-{i}-latency.npz")["latency_ns"] for i in range(2)]
+    assert len(merged) == 8_000 and [len(o) for o in own] == [4000, 4000]
+    verification = record["verification"]
+    assert verification["found"] == 8_000 and verification["lost"] == 0, verification
+    both = np.concatenate(own) / 1e6
+    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    for p in (50, 90, 99, 99.9):
+        assert figures[f"Latency p{p:g}"] == pytest.approx(float(np.percentile(both, p)), rel=1e-12)
+    skews = [h["start_skew_ms"] for h in hosts]
+    assert all(abs(s) < 10 for s in skews), skews
+    print(
+        f"spread: {figures['AVG-THROUGHPUT']:,.0f} req/s from 2 hosts,"
+        f" p99 {figures['Latency p99']:.2f} ms, start skews {skews} ms,"
+        f" throughputs {[round(h['throughput']) for h in hosts]} req/s,"
+        f" CPU {[round(h['cpu_seconds'], 2) for h in hosts]} s"
+    )
+
+    # One load host's agent killed mid-load: the run fails, naming it.
+    victim = lab.topology.load_hosts[1]
+    pid = int((lab.root / "agents" / victim.name / "agent.pid").read_text())
+    longer = {**case, "workload": {**case["workload"], "requests": 60_000}}
+    config = lab.root / "spread-kill.yaml"
+    config.write_text(yaml.safe_dump(longer, sort_keys=False))
+
+    def kill_soon() -> None:
+        time.sleep(8.0)  # the cluster starts, then the load
+        os.kill(pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_soon)
+    killer.start()
+    started = time.monotonic()
+    run = lab.dbtester("run", str(config), "--out", str(lab.root / "spread-kill-results"))
+    took = time.monotonic() - started
+    killer.join()
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert f"load host 1 failed: agent {victim.address}:3500" in run.stderr, run.stderr[-3000:]
+    assert took < 30, took  # the load alone would take 30 s
+    for host in [*lab.topology.server_hosts, lab.topology.load_hosts[0]]:
+        left = subprocess.run(
+            ["ip", "netns", "pids", host.name], capture_output=True, text=True, check=False
+        ).stdout.split()
+        names = [_comm(p) for p in left]
+        assert "etcd" not in names, (host.name, names)
+    survivor = lab.topology.load_hosts[0]
+    assert not list((lab.root / "agents" / survivor.name).glob("**/runs/*/etcd-3hosts/load"))
 
 
 def test_agents_up_run_and_down(lab: Lab, agents_up: Done) -> None:

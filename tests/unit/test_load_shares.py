@@ -118,3 +118,55 @@ def test_merged_records_are_every_request_on_one_clock() -> None:
             expected[name] = expected.get(name, 0) + n
     assert merged.counts() == expected
     assert np.bincount(merged.ops).tolist() == np.bincount(np.r_[a.ops, b.ops]).tolist()
+
+
+def _plans(workload: Workload, hosts: int) -> list[dict[str, object]]:
+    from dbtester.control.spread import _plan
+    from dbtester.databases import get_kind
+    from dbtester.databases.base import LoadSettings
+
+    settings = LoadSettings(
+        endpoints=("10.0.0.1:2379",),
+        client=get_kind("etcd").client_model().model_dump(),
+        key_size=16,
+        value_size=workload.value_size,
+        consistency="linearizable",
+        timeout_s=1.0,
+        same_key=False,
+    )
+    shares = split(workload, hosts, write_id_base=workload.warmup_requests)
+    return [dict(_plan("etcd", settings, workload, s, 1, 1, None, 0)) for s in shares]
+
+
+def test_each_hosts_plan_writes_its_own_keys_at_its_rate() -> None:
+    workload = _workload(requests=1001, clients=9, connections=3, rate=100, check={"clients": 2})
+    plans = _plans(workload, 2)
+    keys = [p["keys"] for p in plans]
+    assert [(k["first"], k["insert_space"]) for k in keys] == [(0, 501), (501, 500)]  # type: ignore[index]
+    assert [p["steps"] for p in plans] == [
+        [{"clients": 5, "connections": 2, "requests": 501, "rate": 50.0}],
+        [{"clients": 4, "connections": 1, "requests": 500, "rate": 50.0}],
+    ]
+    assert plans[0]["check"] == {"clients": 2, "keys": 8} and plans[1]["check"] is None
+    assert [p["seed"] for p in plans] == [1, 2]
+
+
+def test_a_mixed_loads_hosts_tag_their_writes_apart() -> None:
+    workload = Workload.model_validate(
+        {
+            "type": "mixed",
+            "requests": 1000,
+            "key_count": 500,
+            "read_proportion": 0.5,
+            "update_proportion": 0.5,
+            "insert_proportion": 0,
+            "clients": 4,
+            "connections": 2,
+            "value_size": 64,
+            "warmup_requests": 10,
+        }
+    )
+    plans = _plans(workload, 2)
+    assert [p["write_id_base"] for p in plans] == [10, 510]
+    # every host reads and updates the same key_count keys
+    assert [p["keys"]["existing"] for p in plans] == [500, 500]  # type: ignore[index]

@@ -78,6 +78,10 @@ pub struct Plan {
     pub watch: Option<WatchPlan>,
     /// Checked clients beside the measured load; None: none.
     pub check: Option<CheckPlan>,
+    /// The wall-clock instant (unix ns) the first request is due, once every
+    /// connection is open: several load hosts start one schedule together.
+    /// 0: as soon as the connections are open.
+    pub start_unix_ns: i64,
 }
 
 /// Checked clients: `clients` of them, each on a connection of its own and
@@ -150,6 +154,7 @@ const TOP_KEYS: &[&str] = &[
     "write_id_base",
     "watch",
     "check",
+    "start_unix_ns",
 ];
 const WATCH_KEYS: &[&str] = &["watchers", "connections", "drain_s"];
 const CHECK_KEYS: &[&str] = &["clients", "keys"];
@@ -210,6 +215,10 @@ pub fn parse(value: &Value) -> Result<Plan> {
     let write_id_base = top.int("write_id_base", 0, i64::MAX)? as u64;
     let watch = parse_watch(&top)?;
     let check = parse_check(&top)?;
+    let start_unix_ns = match top.get("start_unix_ns") {
+        None | Some(Value::None) => 0,
+        Some(_) => top.int("start_unix_ns", 0, i64::MAX)?,
+    };
     let plan = Plan {
         protocol,
         endpoints,
@@ -227,6 +236,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
         write_id_base,
         watch,
         check,
+        start_unix_ns,
     };
     check_capacity(&plan)?;
     check_watch(&plan)?;
@@ -609,6 +619,24 @@ pub(crate) mod tests {
         assert_eq!(plan.fixed_value(), vec![b'v'; 16]);
         assert_eq!(plan.mix.single(), Some(OpKind::Insert));
         assert_eq!(plan.keys.inserts, InsertOrder::Permuted);
+    }
+
+    #[test]
+    fn a_common_start_is_optional_and_never_before_1970() {
+        assert_eq!(good_plan().start_unix_ns, 0);
+        let mut entries = good();
+        entries.push(("start_unix_ns", Value::Int(1_800_000_000_000_000_000)));
+        assert_eq!(
+            parse(&dict(&entries)).unwrap().start_unix_ns,
+            1_800_000_000_000_000_000
+        );
+        entries.pop();
+        entries.push(("start_unix_ns", Value::Int(-1)));
+        let message = parse(&dict(&entries)).unwrap_err().0;
+        assert!(
+            message.starts_with(r#"plan["start_unix_ns"] must be"#),
+            "{message}"
+        );
     }
 
     #[test]

@@ -162,6 +162,14 @@ async fn steps<P: Protocol>(shared: &Shared) -> Result<(), EngineError> {
             () = stop.cancelled() => break,
             opened = P::open(plan, step) => opened?,
         };
+        // Several load hosts: the first request is due at the common start.
+        if index == 0
+            && plan.start_unix_ns > 0
+            && !wait_until(shared.clock.instant_at(plan.start_unix_ns), stop).await
+        {
+            proto.close().await;
+            break;
+        }
         let run = Arc::new(StepRun {
             proto,
             shared: shared.clone(),

@@ -1,0 +1,284 @@
+"""A load host's side of a spread load: the agent's ``Load`` call runs this
+machine's share of the measured load on the native engine and streams back
+its progress, then its records, then a summary.
+
+The controller builds the engine's plan (its share of clients, connections,
+requests and rate); the agent checks what it would dial (the database's
+endpoints, HOST:PORT each) and the plan's size, and the engine checks the
+rest. One load runs at a time. The records go to a file under the agent's
+data root first and are streamed from there in chunks, so the agent holds
+no more than the engine's own arrays. A cancelled call (the controller gone,
+or another load host failed) stops the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from dbtester.config.model import ENDPOINT_PATTERN
+from dbtester.load import native
+from dbtester.load.client_metrics import ClientSampler
+from dbtester.proto import agent_pb2 as pb
+from dbtester.results import CheckedOperations, Records
+from dbtester.util.paths import SAFE_NAME
+from dbtester.util.sched import SchedMeter
+
+__all__ = ["LoadRefused", "LoadRunner", "clock_shift_s"]
+
+log = logging.getLogger(__name__)
+
+#: a plan is a few hundred bytes; anything this long is not one
+MAX_PLAN_JSON = 64 * 1024
+MAX_ENDPOINTS = 64
+#: how far from now a start may be (seconds, either way)
+START_WINDOW_S = 60.0
+POLL_S = 0.25
+CHUNK = 1024 * 1024
+#: the names of the engine's threads start so (engine/src/engine.rs)
+ENGINE_THREADS = "dbtester-"
+#: how long a stopped engine may take to hand back what it recorded
+STOP_GRACE_S = 30.0
+
+
+class LoadRefused(Exception):  # noqa: N818 (a refusal, with the gRPC status to answer)
+    """A Load request the agent will not run; ``status`` is a grpc.StatusCode name."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def clock_shift_s() -> float:
+    """Seconds this agent adds to every time it reports. Always 0 in use:
+    tests set ``DBTESTER_AGENT_CLOCK_SHIFT_S`` to give one agent a wrong
+    clock, which the controller's offset measurement must correct (hosts in
+    network namespaces share one clock)."""
+    import os
+
+    try:
+        return float(os.environ.get("DBTESTER_AGENT_CLOCK_SHIFT_S", "0"))
+    except ValueError:
+        return 0.0
+
+
+class LoadRunner:
+    """The agent's one load at a time, under ``root``."""
+
+    def __init__(self, root: Path, cores: int) -> None:
+        self.root = root
+        self.cores = cores
+        self._busy = threading.Lock()
+        self._stop = threading.Event()
+        self.shift_s = clock_shift_s()
+
+    def stop(self) -> bool:
+        """Ask the running load to stop early (its records still come back);
+        False when none runs."""
+        if not self._busy.locked():
+            return False
+        self._stop.set()
+        return True
+
+    def run(self, request: pb.LoadRequest, active: Callable[[], bool]) -> Iterator[pb.LoadReply]:
+        """The replies of one Load call; LoadRefused before the first one when
+        the request cannot run. ``active`` is False once the caller is gone."""
+        plan = _checked_plan(request, time.time() + self.shift_s)
+        if not self._busy.acquire(blocking=False):
+            raise LoadRefused("RESOURCE_EXHAUSTED", "a load is already running on this agent")
+        try:
+            self._stop.clear()
+            where = self.root / "runs" / request.run_id / request.database_id / "load"
+            shutil.rmtree(where, ignore_errors=True)
+            where.mkdir(parents=True, exist_ok=True)
+            try:
+                yield from self._run(request, plan, where, active)
+            finally:  # sent, or abandoned: the controller keeps the records
+                shutil.rmtree(where, ignore_errors=True)
+        finally:
+            self._busy.release()
+
+    def _run(
+        self, request: pb.LoadRequest, plan: Any, where: Path, active: Callable[[], bool]
+    ) -> Iterator[pb.LoadReply]:
+        if request.start_unix:
+            # The engine connects first, then waits for the instant (on this
+            # machine's real clock).
+            plan["start_unix_ns"] = round((request.start_unix - self.shift_s) * 1e9)
+        process = psutil.Process()
+        cpu_before = _cpu(process)
+        sched = SchedMeter(ENGINE_THREADS)
+        sched.sample()
+        started = time.time()
+        load = _start(plan)
+        sampler = ClientSampler(
+            process, where / "client-metrics.csv", plan["endpoints"], lambda: load.progress()[:2]
+        )
+        sampler.start()
+        try:
+            while not load.wait(POLL_S):
+                sched.sample()
+                if not active():
+                    load.stop()
+                    _drain(load)
+                    return
+                if self._stop.is_set():
+                    load.stop()
+                done, errors, _ = load.progress()
+                yield pb.LoadReply(progress=pb.LoadProgress(done=done, errors=errors))
+        finally:
+            sampler.stop()
+            if not load.wait(0):
+                load.stop()
+                _drain(load)
+        ended = time.time()
+        sched.sample()
+        done, errors, _ = load.progress()
+        yield pb.LoadReply(progress=pb.LoadProgress(done=done, errors=errors))
+        error = self._save(load, where)
+        for name, path in (
+            ("requests", where / "requests.npz"),
+            ("check", where / "check.npz"),
+            ("client", where / "client-metrics.csv"),
+        ):
+            if path.exists():
+                yield from _chunks(name, path)
+        waited, ran = sched.wait_seconds, sched.run_seconds
+        yield pb.LoadReply(
+            summary=pb.LoadSummary(
+                started_unix=started + self.shift_s,
+                ended_unix=ended + self.shift_s,
+                cpu_seconds=_cpu(process) - cpu_before,
+                engine_cpu_seconds=-1.0 if ran is None else ran,
+                cpu_wait_seconds=-1.0 if waited is None else waited,
+                workers=int(plan["threads"]),
+                cores=self.cores,
+                error=error,
+            )
+        )
+
+    def _save(self, load: Any, where: Path) -> str:
+        """The engine's records (and checked operations) into ``where``, on
+        this agent's reported clock; why the engine failed ("" when it did not)."""
+        try:
+            result = load.result()
+        except RuntimeError as exc:
+            return f"the load engine failed: {exc}"
+        records = native.records_of(result)
+        shift_ns = round(self.shift_s * 1e9)
+        if shift_ns:
+            records = Records(
+                records.due_ns + shift_ns,
+                records.latency_ns,
+                records.service_ns,
+                records.code,
+                records.step,
+                records.codes,
+                records.ops,
+            )
+        records.save(where / "requests.npz")
+        check = native.checked_operations_of(result)
+        if check is not None:
+            if shift_ns:
+                check = _shifted(check, shift_ns)
+            check.save(where / "check.npz")
+        return ""
+
+
+def _shifted(check: CheckedOperations, shift_ns: int) -> CheckedOperations:
+    completed = check.completed_ns.copy()
+    completed[completed > 0] += shift_ns
+    return CheckedOperations(
+        check.client,
+        check.key,
+        check.write,
+        check.ended,
+        check.value,
+        check.invoked_ns + shift_ns,
+        completed,
+        check.member,
+    )
+
+
+def _chunks(name: str, path: Path) -> Iterator[pb.LoadReply]:
+    offset = 0
+    with path.open("rb") as handle:
+        while data := handle.read(CHUNK):
+            yield pb.LoadReply(file=pb.LoadFile(name=name, data=data, offset=offset))
+            offset += len(data)
+
+
+def _checked_plan(request: pb.LoadRequest, now: float) -> Any:
+    """The request's plan, once what the agent itself must vouch for is
+    checked: names, size, start time and the endpoints it would dial."""
+    for field in ("run_id", "database_id"):
+        value = getattr(request, field)
+        if not SAFE_NAME.fullmatch(value):
+            raise LoadRefused(
+                "INVALID_ARGUMENT", f"{field} {value[:80]!r} must be letters, digits, . _ -"
+            )
+    if len(request.plan_json) > MAX_PLAN_JSON:
+        raise LoadRefused(
+            "INVALID_ARGUMENT", f"{len(request.plan_json):,} characters of JSON is not a plan"
+        )
+    if request.start_unix and not abs(request.start_unix - now) <= START_WINDOW_S:
+        raise LoadRefused(
+            "INVALID_ARGUMENT",
+            f"start_unix {request.start_unix!r} is not within {START_WINDOW_S:g} s of this"
+            f" agent's clock ({now:.3f})",
+        )
+    try:
+        plan = json.loads(request.plan_json)
+    except (ValueError, RecursionError) as exc:
+        raise LoadRefused("INVALID_ARGUMENT", f"the plan is not JSON: {str(exc)[:200]}") from None
+    if not isinstance(plan, dict):
+        raise LoadRefused("INVALID_ARGUMENT", "the plan must be a JSON object")
+    endpoints = plan.get("endpoints")
+    if (
+        not isinstance(endpoints, list)
+        or not 1 <= len(endpoints) <= MAX_ENDPOINTS
+        or not all(isinstance(e, str) and re.fullmatch(ENDPOINT_PATTERN, e) for e in endpoints)
+    ):
+        raise LoadRefused(
+            "INVALID_ARGUMENT",
+            f"the plan's endpoints must be 1 to {MAX_ENDPOINTS} HOST:PORT strings",
+        )
+    plan.pop("start_unix_ns", None)  # the request's start_unix, checked above, sets it
+    if not isinstance(plan.get("threads"), int) or not 1 <= plan["threads"] <= 64:
+        raise LoadRefused("INVALID_ARGUMENT", "the plan's threads must be 1 to 64")
+    return plan
+
+
+def _start(plan: Any) -> Any:
+    try:
+        from dbtester import _engine
+    except ImportError as exc:
+        raise LoadRefused("FAILED_PRECONDITION", f"this agent has no load engine: {exc}") from None
+    try:
+        return _engine.start(plan)
+    except ValueError as exc:
+        raise LoadRefused("INVALID_ARGUMENT", f"the engine refused the plan: {exc}") from None
+    except MemoryError as exc:
+        raise LoadRefused("RESOURCE_EXHAUSTED", f"not enough memory for this load: {exc}") from None
+    except TypeError as exc:
+        raise LoadRefused("INVALID_ARGUMENT", f"the engine refused the plan: {exc}") from None
+
+
+def _drain(load: Any) -> None:
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline and not load.wait(POLL_S):
+        load.stop()
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)

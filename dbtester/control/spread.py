@@ -1,0 +1,374 @@
+"""The measured load shared among the test case's ``load_hosts``: each host's
+agent runs its share on its own engine, all starting at one instant, and
+their records come back to be merged into one set.
+
+The controller picks a start a little ahead, tells each agent that instant on
+the agent's own clock (its measured offset added), follows their progress
+streams as one progress bar, and stops them all when the load must stop
+early (errors, a stall, a server agent gone): stopped hosts still send what
+they recorded. A load host that fails or falls silent for
+:data:`SILENT_S` fails the run, naming it; the other hosts' calls are
+cancelled, which stops their engines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import grpc
+
+from dbtester.agent.client import AgentClient, ClockOffset
+from dbtester.config.model import Workload
+from dbtester.databases.base import LoadSettings
+from dbtester.errors import AgentError, DbtesterError
+from dbtester.load import native
+from dbtester.load.runner import DEFAULT_WORKERS, STALLED, LoadResult, error_limit, load_summary
+from dbtester.load.shares import Share, merge, split
+from dbtester.proto import agent_pb2 as pb
+from dbtester.results import CheckedOperations, DatabaseLayout, LoadHostRecord, Records
+from dbtester.util.progress import Progress
+
+__all__ = ["BUSY_LIMIT", "SILENT_S", "START_AHEAD_S", "SpreadLoad", "run_spread"]
+
+#: how far ahead of now the hosts are told to start: time for every Load
+#: call to reach its agent
+START_AHEAD_S = 1.0
+#: a load host whose stream said nothing for this long has failed (three
+#: heartbeats and a second: it sends progress four times a second)
+SILENT_S = 4.0
+POLL_S = 0.25
+#: the share of what its engine threads can use beyond which a load host is
+#: named as the limit (as the analysis judges a single client)
+BUSY_LIMIT = 0.9
+#: how long stopped hosts may take to send their records
+COLLECT_S = 60.0
+
+
+@dataclass
+class _Host:
+    """One load host's call, followed on a thread of its own."""
+
+    index: int
+    client: AgentClient
+    offset: ClockOffset
+    share: Share
+    folder: Path
+    call: Any = None
+    done: int = 0
+    errors: int = 0
+    heard: float = field(default_factory=time.monotonic)
+    summary: pb.LoadSummary | None = None
+    failure: str = ""
+    finished: threading.Event = field(default_factory=threading.Event)
+
+    def follow(self) -> None:
+        files: dict[str, Any] = {}
+        try:
+            for reply in self.call:
+                self.heard = time.monotonic()
+                part = reply.WhichOneof("part")
+                if part == "progress":
+                    self.done, self.errors = reply.progress.done, reply.progress.errors
+                elif part == "file":
+                    name = reply.file.name
+                    if name not in files:
+                        files[name] = (self.folder / f"{name}.part").open("wb")
+                    files[name].write(reply.file.data)
+                elif part == "summary":
+                    self.summary = reply.summary
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                self.failure = str(self.client.failed(exc))
+        except OSError as exc:
+            self.failure = f"saving its records: {exc}"
+        finally:
+            for handle in files.values():
+                handle.close()
+            if self.summary is None and not self.failure:
+                self.failure = f"{self.client.address}: its load ended without a summary"
+            self.finished.set()
+
+    def path(self, name: str) -> Path:
+        return self.folder / f"{name}.part"
+
+
+@dataclass(frozen=True)
+class SpreadLoad:
+    """A spread load's merged result and each host's part in it."""
+
+    result: LoadResult
+    hosts: tuple[LoadHostRecord, ...]
+
+
+def run_spread(
+    kind: str,
+    settings: LoadSettings,
+    workload: Workload,
+    out: DatabaseLayout,
+    clients: Sequence[AgentClient],
+    offsets: Sequence[ClockOffset],
+    *,
+    run_id: str,
+    database_id: str,
+    workers: int | None = None,
+    max_error_rate: float = 1.0,
+    progress: TextIO | None = sys.stderr,
+    label: str = "",
+    seed: int = 1,
+    health: Callable[[], str] | None = None,
+    stall_s: float | None = None,
+    warm_inserts: int = 0,
+) -> SpreadLoad:
+    """Run ``workload`` from the load hosts ``clients`` (their clocks
+    ``offsets`` from ours) against ``settings.endpoints``; save the merged
+    records into ``out``. As :func:`~dbtester.load.runner.run_load`, with
+    ``aborted`` saying why the load stopped early; DbtesterError naming the
+    load host that failed or fell silent (the others are stopped)."""
+    threads = workers or DEFAULT_WORKERS
+    limit, max_errors = error_limit(max_error_rate, workload.requests)
+    write_base = workload.warmup_requests
+    shares = split(workload, len(clients), write_id_base=write_base)
+    folder = out.root / "load-hosts"
+    folder.mkdir(parents=True, exist_ok=True)
+    plans = [
+        _plan(kind, settings, workload, share, threads, seed, max_errors, warm_inserts)
+        for share in shares
+    ]
+    start = time.time() + START_AHEAD_S
+    hosts = [
+        _Host(i, client, offset, share, folder / f"host-{i}")
+        for i, (client, offset, share) in enumerate(zip(clients, offsets, shares, strict=True))
+    ]
+    for host, plan in zip(hosts, plans, strict=True):
+        host.folder.mkdir(exist_ok=True)
+        at = start + host.share.start_offset_s + host.offset.offset_s
+        host.call = host.client.load(run_id, database_id, json.dumps(plan), at)
+        threading.Thread(target=host.follow, name=f"load-host-{host.index}", daemon=True).start()
+    bar = Progress(progress, workload.requests, label)
+    try:
+        aborted = _follow(hosts, bar, limit, health, stall_s, run_id, database_id)
+    except BaseException:
+        bar.abandon()
+        for host in hosts:
+            host.call.cancel()
+        raise
+    try:
+        result, records = _gather(hosts, out, start, aborted, threads)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    bar.finish(load_summary(result.records, start, label))
+    return SpreadLoad(
+        result, tuple(_record(h, r, start) for h, r in zip(hosts, records, strict=True))
+    )
+
+
+def _plan(
+    kind: str,
+    settings: LoadSettings,
+    workload: Workload,
+    share: Share,
+    threads: int,
+    seed: int,
+    max_errors: int | None,
+    warm_inserts: int,
+) -> native.Plan:
+    """Load host ``share.host``'s plan: its steps, rate and keys; the
+    checked clients (with ``check:``) on the first host only."""
+    plan = native.plan(
+        kind,
+        settings,
+        workload,
+        threads=threads,
+        seed=seed + share.host,
+        max_errors=max_errors,
+        existing=workload.key_count + warm_inserts if workload.type == "mixed" else None,
+        first_key=share.first_key,
+        write_id_base=share.write_id_base,
+    )
+    plan["steps"] = [
+        {"clients": clients, "connections": connections, "requests": requests, "rate": share.rate}
+        for clients, connections, requests in share.steps
+    ]
+    if plan["keys"]["insert_space"] and workload.type != "mixed":
+        plan["keys"]["insert_space"] = share.requests  # its own keys, and no others
+    if share.host:
+        plan["check"] = None
+    return plan
+
+
+def _follow(
+    hosts: Sequence[_Host],
+    bar: Progress,
+    limit: float,
+    health: Callable[[], str] | None,
+    stall_s: float | None,
+    run_id: str,
+    database_id: str,
+) -> str:
+    """Progress until every host has finished; why the load stopped early
+    (""), or DbtesterError when a host failed."""
+    total = int(bar.total)
+    aborted = ""
+    succeeded, since = 0, time.monotonic()
+    while not all(h.finished.wait(0) for h in hosts):
+        time.sleep(POLL_S)
+        _check_hosts(hosts)
+        done = sum(h.done for h in hosts)
+        errors = sum(h.errors for h in hosts)
+        problem = health() if health is not None and not aborted else ""
+        if done - errors > succeeded:
+            succeeded, since = done - errors, time.monotonic()
+        elif stall_s is not None and not problem and time.monotonic() - since > stall_s:
+            problem = f"{STALLED} {stall_s:g} s"
+        if not problem and errors > limit:
+            problem = f"{errors:,} errors passed the limit of {limit:,.0f}"
+        if problem and not aborted:
+            aborted = problem
+            _stop_all(hosts, run_id, database_id)
+        bar.update(done, _describe(done, total, errors, len(hosts)))
+    _check_hosts(hosts)
+    errors = sum(h.errors for h in hosts)
+    if not aborted and errors > limit:
+        aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"
+    return aborted
+
+
+def _check_hosts(hosts: Sequence[_Host]) -> None:
+    """DbtesterError naming the first load host that failed or went silent;
+    the others' calls are cancelled (their agents stop their engines)."""
+    now = time.monotonic()
+    for host in hosts:
+        problem = host.failure if host.finished.is_set() else ""
+        if not problem and not host.finished.is_set() and now - host.heard > SILENT_S:
+            problem = f"agent {host.client.address} stopped answering for {now - host.heard:.0f} s"
+        if problem:
+            for other in hosts:
+                other.call.cancel()
+            raise DbtesterError(f"load host {host.index} failed: {problem}")
+
+
+def _stop_all(hosts: Sequence[_Host], run_id: str, database_id: str) -> None:
+    for host in hosts:
+        with contextlib.suppress(AgentError):
+            host.client.stop_load(run_id, database_id)
+
+
+def _gather(
+    hosts: Sequence[_Host], out: DatabaseLayout, start: float, aborted: str, threads: int
+) -> tuple[LoadResult, list[Records]]:
+    """Every host's records merged onto the controller's clock and saved; the
+    first host's checked operations; each host's samples."""
+    records, offsets = [], []
+    for host in hosts:
+        assert host.summary is not None
+        if host.summary.error:
+            raise DbtesterError(
+                f"load host {host.index} ({host.client.address}): {host.summary.error}"
+            )
+        records.append(Records.load(host.path("requests")))
+        offsets.append(round(host.offset.offset_s * 1e9))
+    merged = merge(records, offsets)
+    merged.save(out.requests)
+    for host, own, offset in zip(hosts, records, offsets, strict=True):
+        merge([own], [offset]).save(out.load_host_requests(host.index))
+    check = None
+    if hosts[0].path("check").exists():
+        check = _moved(CheckedOperations.load(hosts[0].path("check")), offsets[0])
+        check.save(out.check_history)
+    for host in hosts:
+        if host.path("client").exists():
+            _move_samples(host.path("client"), out.load_host_metrics(host.index), host.offset)
+    summaries = [h.summary for h in hosts if h.summary is not None]
+    ended = max(s.ended_unix - h.offset.offset_s for s, h in zip(summaries, hosts, strict=True))
+    engine = [s.engine_cpu_seconds for s in summaries]
+    wait = [s.cpu_wait_seconds for s in summaries]
+    result = LoadResult(
+        merged,
+        start,
+        ended,
+        sum(s.cpu_seconds for s in summaries),
+        aborted,
+        threads * len(hosts),
+        sum(wait) if min(wait) >= 0 else None,
+        sum(engine) if min(engine) >= 0 else None,
+        None,
+        check,
+    )
+    return result, records
+
+
+def _moved(check: CheckedOperations, offset_ns: int) -> CheckedOperations:
+    """Checked operations from an agent's clock onto ours."""
+    completed = check.completed_ns.copy()
+    completed[completed > 0] -= offset_ns
+    return replace(check, invoked_ns=check.invoked_ns - offset_ns, completed_ns=completed)
+
+
+def _move_samples(source: Path, target: Path, offset: ClockOffset) -> None:
+    """A load host's samples CSV, its unix_ms moved onto our clock."""
+    import csv
+
+    with source.open(newline="") as inp, target.open("w", newline="") as out:
+        rows = csv.reader(inp)
+        writer = csv.writer(out)
+        header = next(rows, None)
+        if header is None:
+            return
+        writer.writerow(header)
+        at = header.index("unix_ms")
+        shift = offset.offset_s * 1000.0
+        for row in rows:
+            row[at] = str(round(float(row[at]) - shift))
+            writer.writerow(row)
+
+
+def _record(host: _Host, records: Records, start: float) -> LoadHostRecord:
+    summary = host.summary
+    assert summary is not None
+    offset = host.offset.offset_s
+    started = summary.started_unix - offset
+    ended = summary.ended_unix - offset
+    skew = None
+    if len(records):
+        first = float(records.due_ns.min()) / 1e9 - offset
+        skew = (first - (start + host.share.start_offset_s)) * 1000.0
+    wall = max(ended - started, 1e-9)
+    engine = summary.engine_cpu_seconds if summary.engine_cpu_seconds >= 0 else None
+    busy = engine is not None and engine >= BUSY_LIMIT * summary.workers * wall
+    clients, connections, _ = max(host.share.steps)
+    return LoadHostRecord(
+        index=host.index,
+        agent=host.client.address,
+        clock_offset_s=offset,
+        clock_rtt_s=host.offset.round_trip_s,
+        requests=host.share.requests,
+        clients=clients,
+        connections=connections,
+        rate=host.share.rate,
+        start_skew_ms=skew,
+        started_unix=started,
+        ended_unix=ended,
+        counts=records.counts(),
+        throughput=records.throughput(started),
+        cpu_seconds=summary.cpu_seconds,
+        engine_cpu_seconds=engine,
+        cpu_wait_seconds=summary.cpu_wait_seconds if summary.cpu_wait_seconds >= 0 else None,
+        workers=summary.workers,
+        cores=summary.cores,
+        cpu_limited=busy,
+    )
+
+
+def _describe(done: int, total: int, errors: int, hosts: int) -> Callable[[float], str]:
+    return lambda rate: (
+        f"{done:,}/{total:,}  {rate:,.0f} req/s  errors {errors:,}  ({hosts} load hosts)"
+    )

@@ -1,0 +1,161 @@
+"""``load_hosts:`` through ``dbtester run``: two real agents on loopback share
+the load against an etcd stand-in given as an endpoint. One agent's clock is
+set 300 ms ahead (``DBTESTER_AGENT_CLOCK_SHIFT_S``; processes on one machine
+share its clock): the offset the controller measures must take it out, so
+both hosts start within 10 ms of the common start and the merged records are
+every request, each exactly once, on the controller's clock."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from dbtester.control.agents import spawn_agent
+from dbtester.results import Records
+from tests.integration.agents import RunningAgent, stop_agent
+from tests.standins.etcd import EtcdStandIn
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "spread-load-test-token"
+SHIFT_S = 0.3
+
+
+def _agent(root: Path, shift_s: float = 0.0) -> RunningAgent:
+    root.mkdir(parents=True, exist_ok=True)
+    token_file = root / "token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o600)
+    env = {**os.environ, "DBTESTER_AGENT_CLOCK_SHIFT_S": str(shift_s)}
+    local = spawn_agent(root, ["--token-file", str(token_file)], env)
+    return RunningAgent(local.process, local.address, local.data_root, TOKEN, local.log)
+
+
+@pytest.fixture
+def two_agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[RunningAgent]]:
+    monkeypatch.setenv("DBTESTER_AGENT_TOKEN", TOKEN)
+    agents: list[RunningAgent] = []
+    try:
+        agents.append(_agent(tmp_path / "load-0"))
+        agents.append(_agent(tmp_path / "load-1", SHIFT_S))
+        yield agents
+    finally:
+        for agent in agents:
+            stop_agent(agent)
+
+
+def _case(path: Path, endpoint: str, agents: list[RunningAgent], **workload: object) -> None:
+    hosts = []
+    for agent in agents:
+        address, port = agent.address.rsplit(":", 1)
+        hosts.append({"address": address, "agent_port": int(port)})
+    case = {
+        "title": "spread",
+        "workload": {
+            "type": "write",
+            "requests": 3001,
+            "rate": 1000,
+            "key_size": 16,
+            "value_size": 32,
+            "clients": 8,
+            "connections": 4,
+            **workload,
+        },
+        "databases": [{"id": "a", "kind": "etcd", "version": "3.5.17", "endpoints": [endpoint]}],
+        "load_hosts": hosts,
+    }
+    path.write_text(yaml.safe_dump(case))
+
+
+def test_two_load_hosts_share_the_load_and_merge_exactly(
+    tmp_path: Path, run_cli, two_agents: list[RunningAgent]
+) -> None:
+    config, out = tmp_path / "case.yaml", tmp_path / "out"
+    with EtcdStandIn() as etcd:
+        _case(config, etcd.endpoint, two_agents)
+        result = run_cli("run", str(config), "--out", str(out))
+        assert result.code == 0, result.err[-3000:]
+    record = json.loads((out / "a" / "run.json").read_text())
+    hosts = record["load_hosts"]
+    assert [h["requests"] for h in hosts] == [1501, 1500]
+    assert [h["rate"] for h in hosts] == [500.0, 500.0]
+    assert sum(sum(h["counts"].values()) for h in hosts) == 3001
+    # the shifted clock is measured, and corrected: both started together
+    assert abs(hosts[1]["clock_offset_s"] - SHIFT_S) < 0.02, hosts[1]
+    assert abs(hosts[0]["clock_offset_s"]) < 0.02, hosts[0]
+    for host in hosts:
+        assert host["start_skew_ms"] is not None and abs(host["start_skew_ms"]) < 10, host
+        assert host["cpu_seconds"] > 0 and host["throughput"] > 0
+    records = Records.load(out / "a" / "client-latency.npz")
+    assert len(records) == 3001 and records.counts() == {"ok": 3001}
+    # one schedule: the hosts' due times interleave at 1 ms steps
+    steps = np.diff(np.sort(records.due_ns)) / 1e6
+    assert np.median(steps) == pytest.approx(1.0, abs=0.05)
+    assert record["verification"]["acknowledged"] == 3001
+    assert record["verification"]["found"] == 3001 and record["verification"]["lost"] == 0
+    for i in range(2):
+        assert (out / "a" / f"client-{i}-metrics.csv").stat().st_size > 0
+    assert not (out / "a" / "load-hosts").exists()
+    # merged exactly: the table's percentiles are numpy's over both hosts' own
+    own = [Records.load(out / "a" / f"client-{i}-latency.npz") for i in range(2)]
+    assert [len(r) for r in own] == [1501, 1500]
+    both = np.concatenate([r.latency_ns for r in own]) / 1e6
+    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    for p in (50, 99):
+        assert figures[f"Latency p{p}"] == pytest.approx(float(np.percentile(both, p)), rel=1e-12)
+    readme = (out / "README.md").read_text()
+    assert "Load from 2 hosts" in readme and "worst start skew" in readme
+
+
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [(signal.SIGKILL, "UNAVAILABLE"), (signal.SIGSTOP, "stopped answering for")],
+    ids=["killed", "silent"],
+)
+def test_a_load_host_that_dies_fails_the_run_naming_it(
+    tmp_path: Path, run_cli, two_agents: list[RunningAgent], how: signal.Signals, says: str
+) -> None:
+    """Killed (its connection drops) or stopped (it says nothing more): the
+    run fails within SILENT_S (3 heartbeats and a second), naming the host,
+    and the other host's engine is stopped."""
+    config, out = tmp_path / "case.yaml", tmp_path / "out"
+    victim = two_agents[1]
+
+    def kill_when_loading() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if list(victim.data_root.glob("runs/*/a/load")):
+                time.sleep(0.5)
+                victim.process.send_signal(how)
+                return
+            time.sleep(0.05)
+
+    with EtcdStandIn() as etcd:
+        _case(config, etcd.endpoint, two_agents, requests=20000, rate=1000)
+        killer = threading.Thread(target=kill_when_loading)
+        killer.start()
+        started = time.monotonic()
+        result = run_cli("run", str(config), "--out", str(out))
+        took = time.monotonic() - started
+        killer.join()
+        victim.process.send_signal(signal.SIGCONT)
+    assert result.code == 1, result.err[-3000:]
+    assert f"load host 1 failed: agent {victim.address}" in result.err, result.err[-3000:]
+    assert says in result.err
+    assert took < 15, took  # not the 20 s the load would have taken
+    # the surviving agent's call was cancelled, which stopped its engine
+    client = two_agents[0].client(TOKEN)
+    deadline = time.monotonic() + 5
+    while client.stop_load("x", "a") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert client.stop_load("x", "a") is False
+    assert not list(two_agents[0].data_root.glob("runs/*/a/load"))
