@@ -348,8 +348,15 @@ def test_two_load_hosts_drive_the_cluster(lab: Lab, agents_up: Done) -> None:
     or load is left running anywhere."""
     assert agents_up.returncode == 0, agents_up.stderr + agents_up.stdout
     case = yaml.safe_load(lab.config.read_text())
-    case["workload"].update(requests=8_000, rate=2_000, clients=40, connections=8)
+    case["workload"].update(
+        requests=8_000, rate=2_000, clients=40, connections=8, warmup_requests=500
+    )
     case["load_hosts"] = [_host_entry(lab, h) for h in lab.topology.load_hosts]
+    # faults and the warm-up work as with one client
+    case["faults"] = [
+        {"at": "1s", "action": "kill", "member": "follower"},
+        {"at": "2s", "action": "restart"},
+    ]
     config = lab.root / "spread.yaml"
     config.write_text(yaml.safe_dump(case, sort_keys=False))
     up = lab.dbtester("agents", "up", str(config), *lab.ssh_args(), "--no-systemd")
@@ -360,6 +367,7 @@ def test_two_load_hosts_drive_the_cluster(lab: Lab, agents_up: Done) -> None:
     finally:
         only_loaders = {
             **case,
+            "faults": [],
             "databases": [{"id": "x", "kind": "etcd", "version": ETCD, "endpoints": ["h:1"]}],
         }
         config.write_text(yaml.safe_dump(only_loaders, sort_keys=False))
@@ -378,11 +386,18 @@ def _spread_runs(lab: Lab, case: dict[str, Any]) -> None:
     assert [(h["requests"], h["clients"], h["rate"]) for h in hosts] == [(4000, 20, 1000.0)] * 2
     assert sum(sum(h["counts"].values()) for h in hosts) == 8_000
     merged = np.load(db / "client-latency.npz")["latency_ns"]
-    own = [np.load(db / f"client-{i}-latency.npz")["latency_ns"] for i in range(2)]
+    files = [np.load(db / f"client-{i}-latency.npz") for i in range(2)]
+    own = [f["latency_ns"] for f in files]
     assert len(merged) == 8_000 and [len(o) for o in own] == [4000, 4000]
     verification = record["verification"]
-    assert verification["found"] == 8_000 and verification["lost"] == 0, verification
-    both = np.concatenate(own) / 1e6
+    assert verification["attempted"] == 8_500 and verification["lost"] == 0, verification
+    assert verification["acknowledged"] <= verification["found"] <= 8_500, verification
+    assert record["warmup"]["counts"] == {"ok": 500}
+    kill, restart = record["faults"]
+    assert kill["member"] == restart["member"] and not kill["error"] + restart["error"]
+    assert record["load"]["started_unix"] < kill["unix"] < record["load"]["ended_unix"]
+    # the table's latencies are the answered requests' (errors are counted apart)
+    both = np.concatenate([f["latency_ns"][f["code"] == 0] for f in files]) / 1e6
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
     for p in (50, 90, 99, 99.9):
         assert figures[f"Latency p{p:g}"] == pytest.approx(float(np.percentile(both, p)), rel=1e-12)
@@ -398,7 +413,7 @@ def _spread_runs(lab: Lab, case: dict[str, Any]) -> None:
     # One load host's agent killed mid-load: the run fails, naming it.
     victim = lab.topology.load_hosts[1]
     pid = int((lab.root / "agents" / victim.name / "agent.pid").read_text())
-    longer = {**case, "workload": {**case["workload"], "requests": 60_000}}
+    longer = {**case, "workload": {**case["workload"], "requests": 60_000}, "faults": []}
     config = lab.root / "spread-kill.yaml"
     config.write_text(yaml.safe_dump(longer, sort_keys=False))
 
