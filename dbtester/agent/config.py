@@ -35,6 +35,9 @@ class AgentConfig(BaseModel):
     sample_interval_s: float = Field(1.0, gt=0, le=60)
     stop_grace_s: float = Field(10.0, ge=0)
     tls: TlsFiles | None = None
+    #: the hosts a Load call may send load to (`agents up` writes the test
+    #: case's databases here; an empty list refuses every Load); None: any
+    load_targets: tuple[str, ...] | None = None
     #: kind -> version -> entry roles (as an install manifest has them)
     binaries: dict[str, dict[Annotated[str, Field(pattern=VERSION_PATTERN)], dict[str, str]]] = (
         Field(default_factory=dict)

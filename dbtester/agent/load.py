@@ -30,6 +30,7 @@ from dbtester.load import native
 from dbtester.load.client_metrics import ClientSampler
 from dbtester.proto import agent_pb2 as pb
 from dbtester.results import CheckedOperations, Records
+from dbtester.util.net import endpoint_host
 from dbtester.util.paths import SAFE_NAME
 from dbtester.util.sched import SchedMeter
 
@@ -74,9 +75,11 @@ def clock_shift_s() -> float:
 class LoadRunner:
     """The agent's one load at a time, under ``root``."""
 
-    def __init__(self, root: Path, cores: int) -> None:
+    def __init__(self, root: Path, cores: int, targets: tuple[str, ...] | None = None) -> None:
         self.root = root
         self.cores = cores
+        #: the hosts a load may be sent to (None: any)
+        self.targets = targets
         self._busy = threading.Lock()
         self._stop = threading.Event()
         self.shift_s = clock_shift_s()
@@ -92,7 +95,7 @@ class LoadRunner:
     def run(self, request: pb.LoadRequest, active: Callable[[], bool]) -> Iterator[pb.LoadReply]:
         """The replies of one Load call; LoadRefused before the first one when
         the request cannot run. ``active`` is False once the caller is gone."""
-        plan = _checked_plan(request, time.time() + self.shift_s)
+        plan = _checked_plan(request, time.time() + self.shift_s, self.targets)
         if not self._busy.acquire(blocking=False):
             raise LoadRefused("RESOURCE_EXHAUSTED", "a load is already running on this agent")
         try:
@@ -217,9 +220,12 @@ def _chunks(name: str, path: Path) -> Iterator[pb.LoadReply]:
             offset += len(data)
 
 
-def _checked_plan(request: pb.LoadRequest, now: float) -> Any:
+def _checked_plan(
+    request: pb.LoadRequest, now: float, targets: tuple[str, ...] | None = None
+) -> Any:
     """The request's plan, once what the agent itself must vouch for is
-    checked: names, size, start time and the endpoints it would dial."""
+    checked: names, size, start time and the endpoints it would dial (on
+    ``targets`` only, unless that is None)."""
     for field in ("run_id", "database_id"):
         value = getattr(request, field)
         if not SAFE_NAME.fullmatch(value):
@@ -252,6 +258,16 @@ def _checked_plan(request: pb.LoadRequest, now: float) -> Any:
             "INVALID_ARGUMENT",
             f"the plan's endpoints must be 1 to {MAX_ENDPOINTS} HOST:PORT strings",
         )
+    if targets is not None:
+        strangers = [e for e in endpoints if endpoint_host(e) not in targets]
+        if strangers:
+            allowed = ", ".join(targets) or "none"
+            raise LoadRefused(
+                "PERMISSION_DENIED",
+                f"endpoint {strangers[0][:100]!r} is not on a database of the test case this"
+                f" agent was brought up for (its hosts: {allowed}); run `dbtester agents up`"
+                " with the test case",
+            )
     plan.pop("start_unix_ns", None)  # the request's start_unix, checked above, sets it
     if not isinstance(plan.get("threads"), int) or not 1 <= plan["threads"] <= 64:
         raise LoadRefused("INVALID_ARGUMENT", "the plan's threads must be 1 to 64")

@@ -76,7 +76,7 @@ class AgentService(pb_grpc.AgentServicer):
         #: an etcd binary takes tens of milliseconds to hash
         self._digests: dict[tuple[str, str, str], str] = {}
         #: the load this agent runs as a load host (one at a time)
-        self.loads = LoadRunner(config.data_root, host.cores or 0)
+        self.loads = LoadRunner(config.data_root, host.cores or 0, config.load_targets)
         self._shift_s = clock_shift_s()
         self._watchdog = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._watchdog.start()

@@ -28,7 +28,7 @@ import shlex
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
@@ -42,7 +42,7 @@ from dbtester.install import MANIFEST, MANIFEST_VERSION, Installed
 from dbtester.proto import agent_pb2 as pb
 from dbtester.remote.ssh import SshOptions, SshSession, SshTarget
 from dbtester.remote.wheels import Wheelhouse, python_tag
-from dbtester.util.net import join_host_port
+from dbtester.util.net import endpoint_host, join_host_port
 from dbtester.util.progress import Reporter
 
 __all__ = [
@@ -71,6 +71,8 @@ class AgentHost:
     ssh: SshTarget
     agent_dir: str
     installs: tuple[tuple[str, str], ...]  # (kind, version)
+    #: the hosts a Load call may name (its agent.yaml's load_targets)
+    load_targets: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -79,15 +81,20 @@ class AgentHost:
 
 def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
     """Every distinct agent the test case's ``hosts`` and ``load_hosts``
-    name, in order of appearance (a load host installs no database)."""
+    name, in order of appearance (a load host installs no database; it may
+    load only the case's databases, a server-only agent none)."""
     found: dict[tuple[str, int], AgentHost] = {}
     default_user = ssh_user or os.environ.get("USER") or "root"
+    loaders = {(h.address, h.agent_port) for h in case.load_hosts}
+    targets = database_addresses(case)
     placed = [(db, host) for db in case.databases for host in db.hosts]
     for host in case.load_hosts:
         key = (host.address, host.agent_port)
         if key not in found and all((h.address, h.agent_port) != key for _, h in placed):
             target = SshTarget(host.address, host.ssh_port, host.ssh_user or default_user)
-            found[key] = AgentHost(host.address, host.agent_port, target, host.agent_dir, ())
+            found[key] = AgentHost(
+                host.address, host.agent_port, target, host.agent_dir, (), targets
+            )
     for db in case.databases:
         for host in db.hosts:
             key = (host.address, host.agent_port)
@@ -95,7 +102,12 @@ def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
             seen = found.get(key)
             if seen is None:
                 found[key] = AgentHost(
-                    host.address, host.agent_port, target, host.agent_dir, ((db.kind, db.version),)
+                    host.address,
+                    host.agent_port,
+                    target,
+                    host.agent_dir,
+                    ((db.kind, db.version),),
+                    targets if key in loaders else (),
                 )
                 continue
             if (seen.ssh, seen.agent_dir) != (target, host.agent_dir):
@@ -104,10 +116,17 @@ def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
                 )
             if (db.kind, db.version) not in seen.installs:
                 installs = (*seen.installs, (db.kind, db.version))
-                found[key] = AgentHost(
-                    seen.address, seen.agent_port, seen.ssh, seen.agent_dir, installs
-                )
+                found[key] = replace(seen, installs=installs)
     return list(found.values())
+
+
+def database_addresses(case: TestCase) -> tuple[str, ...]:
+    """The hosts of every database in ``case``: what its load hosts may load."""
+    found: list[str] = []
+    for db in case.databases:
+        found += [h.address.strip("[]") for h in db.hosts]
+        found += [endpoint_host(e) for e in db.endpoints]
+    return tuple(dict.fromkeys(found))
 
 
 # --------------------------------------------------------------------------- layout
@@ -415,6 +434,7 @@ def _agent_yaml(host: AgentHost, layout: Layout) -> str:
         "token_file": str(layout.token),
         "data_root": str(layout.data),
         "heartbeat_timeout_s": 60,
+        "load_targets": list(host.load_targets),
     }
     return "# written by dbtester agents up; edits are replaced on the next up\n" + yaml.safe_dump(
         config, sort_keys=False

@@ -16,6 +16,7 @@ from dbtester.errors import BadInputError
 __all__ = [
     "PORT_RANGE_ENV",
     "bracket",
+    "endpoint_host",
     "free_port",
     "interface_for",
     "is_loopback",
@@ -34,6 +35,11 @@ def bracket(host: str) -> str:
 
 def join_host_port(host: str, port: int) -> str:
     return f"{bracket(host)}:{port}"
+
+
+def endpoint_host(endpoint: str) -> str:
+    """The host of ``HOST:PORT`` (an IPv6 address without its brackets)."""
+    return endpoint.rsplit(":", 1)[0].strip("[]")
 
 
 def is_loopback(host: str) -> bool:

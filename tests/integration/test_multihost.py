@@ -362,6 +362,13 @@ def test_two_load_hosts_drive_the_cluster(lab: Lab, agents_up: Done) -> None:
     up = lab.dbtester("agents", "up", str(config), *lab.ssh_args(), "--no-systemd")
     assert up.returncode == 0, up.stderr + up.stdout
     assert up.stdout.count("already running") == 3, up.stdout
+    # the load agents may load the case's database hosts, and nothing else
+    servers = [h.address for h in lab.topology.server_hosts]
+    for host, targets in [(h, servers) for h in lab.topology.load_hosts] + [
+        (lab.topology.server_hosts[0], [])
+    ]:
+        written = yaml.safe_load((lab.root / "agents" / host.name / "agent.yaml").read_text())
+        assert written["load_targets"] == targets, (host.name, written)
     try:
         _spread_runs(lab, case)
     finally:

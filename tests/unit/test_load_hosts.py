@@ -48,6 +48,9 @@ def test_load_hosts_are_agents_that_install_nothing() -> None:
         ("10.0.0.3", 3500),
     ]
     assert [h.installs for h in hosts[:2]] == [(), ()]
+    # load hosts may load the case's databases; servers that only serve, none
+    assert hosts[0].load_targets == ("10.0.0.1", "10.0.0.2", "10.0.0.3")
+    assert [h.load_targets for h in hosts[2:]] == [(), (), ()]
     # a server that also loads is brought up once, with its database
     both = CASE.replace("{address: 10.0.0.8}", "{address: 10.0.0.1}")
     hosts = agent_hosts(load_test_case_text(both, "case.yaml").case, "me")
@@ -132,6 +135,21 @@ def test_a_load_agent_refuses_what_it_should_not_run(request_: pb.LoadRequest, w
     with pytest.raises(LoadRefused, match=words) as refused:
         _checked_plan(request_, time.time())
     assert refused.value.status == "INVALID_ARGUMENT"
+
+
+def test_a_deployed_load_agent_dials_only_the_cases_databases() -> None:
+    targets = ("10.0.0.1", "db.example", "fd00::1")
+    for endpoint in ("10.0.0.1:2379", "db.example:8500", "[fd00::1]:2181"):
+        plan = {**GOOD, "endpoints": [endpoint]}
+        assert _checked_plan(_request(plan), time.time(), targets)["endpoints"] == [endpoint]
+    stranger = {**GOOD, "endpoints": ["10.0.0.1:2379", "169.254.169.254:80"]}
+    with pytest.raises(
+        LoadRefused, match=r"'169\.254\.169\.254:80' is not on a database"
+    ) as refused:
+        _checked_plan(_request(stranger), time.time(), targets)
+    assert refused.value.status == "PERMISSION_DENIED"
+    with pytest.raises(LoadRefused, match=r"its hosts: none\)"):
+        _checked_plan(_request(GOOD), time.time(), ())
 
 
 def test_a_plans_own_start_is_never_taken() -> None:
