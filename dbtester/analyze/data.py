@@ -24,6 +24,8 @@ class DatabaseData:
     client_cores: int | None = None  # cores of the machine the load ran on
     trial: int = 1
     watch: WatchEvents | None = None  # type: watch: what the watchers saw
+    #: each load host's samples, with t (``load_hosts:``; ``client`` is None then)
+    load_hosts: tuple[pd.DataFrame, ...] = ()
 
     @property
     def load_start(self) -> float:
@@ -52,6 +54,20 @@ def prepare(
     if db.client is not None:
         client = db.client.copy()
         client["t"] = client["unix_ms"] / 1000.0 - start
+    hosts = []
+    for _, samples in db.load_hosts:  # already moved onto the controller's clock
+        frame = samples.copy()
+        frame["t"] = frame["unix_ms"] / 1000.0 - start
+        hosts.append(frame)
     return DatabaseData(
-        db_id, label, db.record, db.requests, client, servers, client_cores, db.trial, db.watch
+        db_id,
+        label,
+        db.record,
+        db.requests,
+        client,
+        servers,
+        client_cores,
+        db.trial,
+        db.watch,
+        tuple(hosts),
     )

@@ -489,7 +489,8 @@ def _host_rows(data: DatabaseData, figures: Figures) -> None:
     window, the HOST-SPEED chart (the client machine's), and a note when the
     hypervisor took a noticeable share of the client machine's CPUs."""
     client = _in_window(data.client, data)
-    hosts = [f for f in (client, *(_in_window(s, data) for s in data.servers)) if f is not None]
+    others = (*data.load_hosts, *data.servers)
+    hosts = [f for f in (client, *(_in_window(s, data) for s in others)) if f is not None]
     hosts = [f for f in hosts if "probe_ns" in f.columns]
     if not hosts:
         return
@@ -689,14 +690,17 @@ def _latency_by_key(
 
 
 def _client_metrics(data: DatabaseData, figures: Figures) -> None:
-    client = _in_window(data.client, data)
-    if client is None:
+    """The client's network totals and peaks; with several load hosts, the
+    network summed over them and the CPU and memory of the busiest."""
+    machines = [_in_window(f, data) for f in (data.client, *data.load_hosts)]
+    frames = [f for f in machines if f is not None]
+    if not frames:
         return
     v = figures.values
-    v["CLIENT-TOTAL-NETWORK-RX-SUM"] = int(client["receive_bytes"].sum())
-    v["CLIENT-TOTAL-NETWORK-TX-SUM"] = int(client["transmit_bytes"].sum())
-    v["CLIENT-MAX-CPU-USAGE"] = float(client["cpu_percent"].max())
-    v["CLIENT-MAX-MEMORY-USAGE"] = int(client["rss_bytes"].max())
+    v["CLIENT-TOTAL-NETWORK-RX-SUM"] = int(sum(f["receive_bytes"].sum() for f in frames))
+    v["CLIENT-TOTAL-NETWORK-TX-SUM"] = int(sum(f["transmit_bytes"].sum() for f in frames))
+    v["CLIENT-MAX-CPU-USAGE"] = float(max(f["cpu_percent"].max() for f in frames))
+    v["CLIENT-MAX-MEMORY-USAGE"] = int(max(f["rss_bytes"].max() for f in frames))
 
 
 def _in_window(frame: pd.DataFrame | None, data: DatabaseData) -> pd.DataFrame | None:

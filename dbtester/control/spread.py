@@ -137,7 +137,7 @@ def run_spread(
     limit, max_errors = error_limit(max_error_rate, workload.requests)
     write_base = workload.warmup_requests
     shares = split(workload, len(clients), write_id_base=write_base)
-    folder = out.root / "load-hosts"
+    folder = _folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     plans = [
         _plan(kind, settings, workload, share, threads, seed, max_errors, warm_inserts)
@@ -156,6 +156,10 @@ def run_spread(
     bar = Progress(progress, workload.requests, label)
     try:
         aborted = _follow(hosts, bar, limit, health, stall_s, run_id, database_id)
+    except KeyboardInterrupt:
+        bar.abandon()
+        _keep_what_was_recorded(hosts, out, start, threads, run_id, database_id)
+        raise
     except BaseException:
         bar.abandon()
         for host in hosts:
@@ -240,6 +244,37 @@ def _follow(
     if not aborted and errors > limit:
         aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"
     return aborted
+
+
+def _keep_what_was_recorded(
+    hosts: Sequence[_Host],
+    out: DatabaseLayout,
+    start: float,
+    threads: int,
+    run_id: str,
+    database_id: str,
+) -> None:
+    """Ctrl-C: every host asked to stop, and their records saved as a single
+    host's are, unless a host cannot send them within COLLECT_S or a second
+    Ctrl-C comes first."""
+    try:
+        _stop_all(hosts, run_id, database_id)
+        deadline = time.monotonic() + COLLECT_S
+        for host in hosts:
+            host.finished.wait(max(0.0, deadline - time.monotonic()))
+        if all(h.summary is not None and not h.summary.error for h in hosts):
+            _gather(hosts, out, start, "interrupted (Ctrl-C)", threads)
+    except (KeyboardInterrupt, DbtesterError, OSError):
+        pass  # nothing more to save; the interruption goes on
+    finally:
+        for host in hosts:
+            host.call.cancel()
+        shutil.rmtree(_folder(out), ignore_errors=True)
+
+
+def _folder(out: DatabaseLayout) -> Path:
+    """Where the hosts' files land while they arrive."""
+    return out.root / "load-hosts"
 
 
 def _check_hosts(hosts: Sequence[_Host]) -> None:

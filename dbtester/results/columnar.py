@@ -13,8 +13,9 @@ Every row names its run (``run_id``, ``started_unix``), database (``kind``,
 columns ``database`` and ``date`` come from the path. ``figures`` holds one
 row per trial and table row (the numbers ``result.json`` summarises),
 ``requests`` one row per request (``client-latency.npz``), ``series`` one row
-per sample and column of the per-second metrics files (long form, ``source``
-is ``client`` or ``server-<i>``). The JSON and CSV files stay what they were:
+per sample and column of the per-second metrics files (long form,
+``source`` is ``client``, ``client-<i>`` for load host *i*, or
+``server-<i>``). The JSON and CSV files stay what they were:
 these are written beside them, from the same records.
 """
 

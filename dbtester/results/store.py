@@ -60,6 +60,8 @@ class TrialResults:
     watch: WatchEvents | None = None
     #: what the checked clients did (check-history.npz; None without check)
     check: CheckedOperations | None = None
+    #: each load host's samples (client-<i>-metrics.csv; ``load_hosts:`` only)
+    load_hosts: tuple[tuple[int, pd.DataFrame], ...] = ()
 
     @property
     def trial(self) -> int:
@@ -239,6 +241,12 @@ class ResultsDir:
             tuple(servers),
             WatchEvents.load(layout.watch_events) if present(layout.watch_events) else None,
             CheckedOperations.load(layout.check_history) if present(layout.check_history) else None,
+            tuple(
+                (host.index, frame)
+                for host in record.load_hosts
+                if (frame := read_metrics(layout.load_host_metrics(host.index), CLIENT_COLUMNS))
+                is not None
+            ),
         )
 
     def read_database(self, db_id: str, label: str) -> DatabaseResults | None:
@@ -268,6 +276,7 @@ def _trial_series(database: DatabaseResults) -> list[tuple[int, str, pd.DataFram
     for t in database.trials:
         if t.client is not None:
             found.append((t.trial, "client", t.client))
+        found.extend((t.trial, f"client-{i}", frame) for i, frame in t.load_hosts)
         found.extend((t.trial, f"server-{index}", frame) for index, frame in t.servers)
     return found
 

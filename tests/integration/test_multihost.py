@@ -408,6 +408,8 @@ def _spread_runs(lab: Lab, case: dict[str, Any]) -> None:
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
     for p in (50, 90, 99, 99.9):
         assert figures[f"Latency p{p:g}"] == pytest.approx(float(np.percentile(both, p)), rel=1e-12)
+    # the client rows cover both load hosts (each with an interface of its own)
+    assert figures["CLIENT-TOTAL-NETWORK-RX-SUM"] > 0 and figures["CLIENT-MAX-CPU-USAGE"] > 0
     skews = [h["start_skew_ms"] for h in hosts]
     assert all(abs(s) < 10 for s in skews), skews
     print(

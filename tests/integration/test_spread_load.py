@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -110,6 +112,7 @@ def test_two_load_hosts_share_the_load_and_merge_exactly(
     assert [len(r) for r in own] == [1501, 1500]
     both = np.concatenate([r.latency_ns for r in own]) / 1e6
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    assert figures["CLIENT-MAX-CPU-USAGE"] > 0 and figures["CLIENT-MAX-MEMORY-USAGE"] > 0
     for p in (50, 99):
         assert figures[f"Latency p{p}"] == pytest.approx(float(np.percentile(both, p)), rel=1e-12)
     readme = (out / "README.md").read_text()
@@ -159,3 +162,50 @@ def test_a_load_host_that_dies_fails_the_run_naming_it(
         time.sleep(0.1)
     assert client.stop_load("x", "a") is False
     assert not list(two_agents[0].data_root.glob("runs/*/a/load"))
+
+
+# `python -m dbtester` as from a terminal: a background job starts with
+# SIGINT ignored, and Python then never raises KeyboardInterrupt.
+_AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys;"
+    " signal.signal(signal.SIGINT, signal.default_int_handler);"
+    " sys.argv[0] = 'dbtester';"
+    " runpy.run_module('dbtester', run_name='__main__')"
+)
+
+
+def test_ctrl_c_keeps_what_the_load_hosts_recorded(
+    tmp_path: Path, two_agents: list[RunningAgent]
+) -> None:
+    config, out, log = tmp_path / "case.yaml", tmp_path / "out", tmp_path / "run.log"
+    with EtcdStandIn() as etcd:
+        _case(config, etcd.endpoint, two_agents, requests=20000, rate=1000)
+        with log.open("wb") as err:
+            run = subprocess.Popen(
+                [sys.executable, "-c", _AS_FROM_A_TERMINAL, "run", str(config), "--out", str(out)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={**os.environ, "DBTESTER_AGENT_TOKEN": TOKEN},
+                start_new_session=True,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while "from 2 load hosts" not in log.read_text():
+                assert time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.1)
+            time.sleep(3.0)
+            os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+            code = run.wait(timeout=60)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.wait()
+    text = log.read_text()
+    assert code == 130, text[-3000:]
+    assert "Traceback" not in text
+    records = Records.load(out / "a" / "client-latency.npz")
+    assert 1000 < len(records) < 19000, len(records)
+    assert all((out / "a" / f"client-{i}-latency.npz").exists() for i in range(2))
+    assert "interrupted" in json.loads((out / "a" / "run.json").read_text())["error"]
+    for agent in two_agents:
+        assert agent.client(TOKEN).stop_load("x", "a") is False  # no load left running

@@ -205,3 +205,31 @@ def test_every_row_lands_in_exactly_one_group() -> None:
     assert where["KEYS-VERIFIED"] == where[CONFLICT_ROW] == "Checks"
     assert where["CLIENTS-10-SERVER-MAX-CPU-USAGE"] == "By clients"
     assert where["FAULT-1-UNAVAILABLE-SECONDS"] == "Faults"
+
+
+def _client_samples(cpu: float, rss: int, receive: int) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "unix_ms": [int((START + s) * 1000) for s in range(12)],
+            "cpu_percent": [cpu] * 12,
+            "rss_bytes": [rss] * 12,
+            "receive_bytes": [receive] * 12,
+            "transmit_bytes": [2 * receive] * 12,
+            "requests_done": list(range(12)),
+            "errors": [0] * 12,
+        }
+    )
+    frame["t"] = frame["unix_ms"] / 1000 - START
+    return frame
+
+
+def test_load_hosts_add_up_their_traffic_and_show_the_busiest() -> None:
+    data = replace(
+        _data(),
+        load_hosts=(_client_samples(80.0, 10_000, 100), _client_samples(95.0, 7_000, 300)),
+    )
+    v = compute(data).values
+    assert v["CLIENT-TOTAL-NETWORK-RX-SUM"] == (100 + 300) * 12
+    assert v["CLIENT-TOTAL-NETWORK-TX-SUM"] == 2 * (100 + 300) * 12
+    assert v["CLIENT-MAX-CPU-USAGE"] == 95.0
+    assert v["CLIENT-MAX-MEMORY-USAGE"] == 10_000
