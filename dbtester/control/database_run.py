@@ -948,6 +948,9 @@ def load_hosts_note(hosts: Sequence[LoadHostRecord]) -> str | None:
         if h.engine_cpu_seconds is not None and h.ended_unix > h.started_unix:
             used = h.engine_cpu_seconds / (h.workers * (h.ended_unix - h.started_unix))
             cpu = f", engine CPU {used:.0%}"
+            if h.cpu_wait_seconds:
+                waited = h.cpu_wait_seconds / (h.workers * (h.ended_unix - h.started_unix))
+                cpu += f" (+{waited:.0%} waiting for one)"
         parts.append(
             f"host {h.index} ({h.agent}) {sum(h.counts.values()):,} requests,"
             f" {h.throughput:,.0f} req/s{cpu}"

@@ -37,7 +37,7 @@ from dbtester.proto import agent_pb2 as pb
 from dbtester.results import CheckedOperations, DatabaseLayout, LoadHostRecord, Records
 from dbtester.util.progress import Progress
 
-__all__ = ["BUSY_LIMIT", "SILENT_S", "START_AHEAD_S", "SpreadLoad", "run_spread"]
+__all__ = ["BUSY_LIMIT", "SILENT_S", "START_AHEAD_S", "SpreadLoad", "at_cpu_limit", "run_spread"]
 
 #: how far ahead of now the hosts are told to start: time for every Load
 #: call to reach its agent
@@ -46,8 +46,8 @@ START_AHEAD_S = 1.0
 #: heartbeats and a second: it sends progress four times a second)
 SILENT_S = 4.0
 POLL_S = 0.25
-#: the share of what its engine threads can use beyond which a load host is
-#: named as the limit (as the analysis judges a single client)
+#: the share of its engine threads' time runnable (running or waiting for a
+#: CPU) beyond which a load host is named as the limit
 BUSY_LIMIT = 0.9
 #: how long stopped hosts may take to send their records
 COLLECT_S = 60.0
@@ -376,9 +376,8 @@ def _record(host: _Host, records: Records, start: float) -> LoadHostRecord:
     if len(records):
         first = float(records.due_ns.min()) / 1e9 - offset
         skew = (first - (start + host.share.start_offset_s)) * 1000.0
-    wall = max(ended - started, 1e-9)
     engine = summary.engine_cpu_seconds if summary.engine_cpu_seconds >= 0 else None
-    busy = engine is not None and engine >= BUSY_LIMIT * summary.workers * wall
+    wait = summary.cpu_wait_seconds if summary.cpu_wait_seconds >= 0 else None
     clients, connections, _ = max(host.share.steps)
     return LoadHostRecord(
         index=host.index,
@@ -396,11 +395,20 @@ def _record(host: _Host, records: Records, start: float) -> LoadHostRecord:
         throughput=records.throughput(started),
         cpu_seconds=summary.cpu_seconds,
         engine_cpu_seconds=engine,
-        cpu_wait_seconds=summary.cpu_wait_seconds if summary.cpu_wait_seconds >= 0 else None,
+        cpu_wait_seconds=wait,
         workers=summary.workers,
         cores=summary.cores,
-        cpu_limited=busy,
+        cpu_limited=at_cpu_limit(engine, wait, summary.workers, ended - started),
     )
+
+
+def at_cpu_limit(run: float | None, wait: float | None, workers: int, seconds: float) -> bool:
+    """Whether a host's engine threads were runnable (on a CPU, or waiting for
+    one) for BUSY_LIMIT of the time they had: then they, not the database,
+    set the pace. A starved engine waits rather than runs; both count."""
+    if run is None or seconds <= 0:
+        return False
+    return run + (wait or 0.0) >= BUSY_LIMIT * workers * seconds
 
 
 def _describe(done: int, total: int, errors: int, hosts: int) -> Callable[[float], str]:

@@ -213,8 +213,8 @@ class LoadHostRecord(_Record):
     cpu_wait_seconds: float | None = None
     workers: int
     cores: int = 0
-    #: its engine threads were busy 90% of what they could use: the figures
-    #: then measure this client as much as the database
+    #: its engine threads were runnable (on a CPU or waiting for one) 90% of
+    #: the time: the figures then measure this client as much as the database
     cpu_limited: bool = False
 
 

@@ -190,4 +190,22 @@ def test_the_note_names_a_client_at_its_cpu_limit_first() -> None:
     busy = load_hosts_note((_host(0, limited=False, skew=0.5), _host(1, limited=True, skew=1.0)))
     assert busy is not None
     assert busy.startswith("host 1 (10.0.0.9:3500) ran its engine at its CPU limit")
-    assert "engine CPU 95%" in busy
+    assert "engine CPU 95%" in busy and "waiting" not in busy
+
+
+@pytest.mark.parametrize(
+    ("run", "wait", "workers", "limited"),
+    [
+        (1.8, 0.0, 1, True),  # its one thread on a CPU 90% of 2 s
+        (0.3, 1.6, 1, True),  # starved: waiting for a CPU most of the time
+        (0.3, 0.3, 1, False),
+        (1.8, 0.0, 2, False),  # two threads had 4 s between them
+        (None, 2.0, 1, False),  # not measured
+    ],
+)
+def test_a_host_is_at_its_cpu_limit_when_its_engine_was_runnable(
+    run: float | None, wait: float | None, workers: int, limited: bool
+) -> None:
+    from dbtester.control.spread import at_cpu_limit
+
+    assert at_cpu_limit(run, wait, workers, 2.0) is limited
