@@ -14,7 +14,7 @@ or another load host failed) stops the engine.
 from __future__ import annotations
 
 import json
-import logging
+import os
 import re
 import shutil
 import threading
@@ -28,27 +28,20 @@ import psutil
 from dbtester.config.model import ENDPOINT_PATTERN
 from dbtester.load import native
 from dbtester.load.client_metrics import ClientSampler
+from dbtester.load.runner import ENGINE_THREADS, POLL_S, cpu_seconds, drain
 from dbtester.proto import agent_pb2 as pb
-from dbtester.results import CheckedOperations, Records
 from dbtester.util.net import endpoint_host
 from dbtester.util.paths import SAFE_NAME
 from dbtester.util.sched import SchedMeter
 
 __all__ = ["LoadRefused", "LoadRunner", "clock_shift_s"]
 
-log = logging.getLogger(__name__)
-
 #: a plan is a few hundred bytes; anything this long is not one
 MAX_PLAN_JSON = 64 * 1024
 MAX_ENDPOINTS = 64
 #: how far from now a start may be (seconds, either way)
 START_WINDOW_S = 60.0
-POLL_S = 0.25
 CHUNK = 1024 * 1024
-#: the names of the engine's threads start so (engine/src/engine.rs)
-ENGINE_THREADS = "dbtester-"
-#: how long a stopped engine may take to hand back what it recorded
-STOP_GRACE_S = 30.0
 
 
 class LoadRefused(Exception):  # noqa: N818 (a refusal, with the gRPC status to answer)
@@ -64,8 +57,6 @@ def clock_shift_s() -> float:
     tests set ``DBTESTER_AGENT_CLOCK_SHIFT_S`` to give one agent a wrong
     clock, which the controller's offset measurement must correct (hosts in
     network namespaces share one clock)."""
-    import os
-
     try:
         return float(os.environ.get("DBTESTER_AGENT_CLOCK_SHIFT_S", "0"))
     except ValueError:
@@ -118,7 +109,7 @@ class LoadRunner:
             # machine's real clock).
             plan["start_unix_ns"] = round((request.start_unix - self.shift_s) * 1e9)
         process = psutil.Process()
-        cpu_before = _cpu(process)
+        cpu_before = cpu_seconds()
         sched = SchedMeter(ENGINE_THREADS)
         sched.sample()
         started = time.time()
@@ -132,7 +123,7 @@ class LoadRunner:
                 sched.sample()
                 if not active():
                     load.stop()
-                    _drain(load)
+                    drain(load)
                     return
                 if self._stop.is_set():
                     load.stop()
@@ -142,7 +133,7 @@ class LoadRunner:
             sampler.stop()
             if not load.wait(0):
                 load.stop()
-                _drain(load)
+                drain(load)
         ended = time.time()
         sched.sample()
         done, errors, _ = load.progress()
@@ -160,7 +151,7 @@ class LoadRunner:
             summary=pb.LoadSummary(
                 started_unix=started + self.shift_s,
                 ended_unix=ended + self.shift_s,
-                cpu_seconds=_cpu(process) - cpu_before,
+                cpu_seconds=cpu_seconds() - cpu_before,
                 engine_cpu_seconds=-1.0 if ran is None else ran,
                 cpu_wait_seconds=-1.0 if waited is None else waited,
                 workers=int(plan["threads"]),
@@ -176,40 +167,12 @@ class LoadRunner:
             result = load.result()
         except RuntimeError as exc:
             return f"the load engine failed: {exc}"
-        records = native.records_of(result)
         shift_ns = round(self.shift_s * 1e9)
-        if shift_ns:
-            records = Records(
-                records.due_ns + shift_ns,
-                records.latency_ns,
-                records.service_ns,
-                records.code,
-                records.step,
-                records.codes,
-                records.ops,
-            )
-        records.save(where / "requests.npz")
+        native.records_of(result).moved(shift_ns).save(where / "requests.npz")
         check = native.checked_operations_of(result)
         if check is not None:
-            if shift_ns:
-                check = _shifted(check, shift_ns)
-            check.save(where / "check.npz")
+            check.moved(shift_ns).save(where / "check.npz")
         return ""
-
-
-def _shifted(check: CheckedOperations, shift_ns: int) -> CheckedOperations:
-    completed = check.completed_ns.copy()
-    completed[completed > 0] += shift_ns
-    return CheckedOperations(
-        check.client,
-        check.key,
-        check.write,
-        check.ended,
-        check.value,
-        check.invoked_ns + shift_ns,
-        completed,
-        check.member,
-    )
 
 
 def _chunks(name: str, path: Path) -> Iterator[pb.LoadReply]:
@@ -287,14 +250,3 @@ def _start(plan: Any) -> Any:
         raise LoadRefused("RESOURCE_EXHAUSTED", f"not enough memory for this load: {exc}") from None
     except TypeError as exc:
         raise LoadRefused("INVALID_ARGUMENT", f"the engine refused the plan: {exc}") from None
-
-
-def _drain(load: Any) -> None:
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and not load.wait(POLL_S):
-        load.stop()
-
-
-def _cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from dbtester import __version__
 from dbtester.agent.config import AgentConfig
-from dbtester.agent.load import LoadRefused, LoadRunner, clock_shift_s
+from dbtester.agent.load import LoadRefused, LoadRunner
 from dbtester.agent.member import FILE_NAMES, Member
 from dbtester.config.model import HOST_PATTERN, VERSION_PATTERN
 from dbtester.databases import KINDS, DatabaseKind
@@ -77,7 +77,6 @@ class AgentService(pb_grpc.AgentServicer):
         self._digests: dict[tuple[str, str, str], str] = {}
         #: the load this agent runs as a load host (one at a time)
         self.loads = LoadRunner(config.data_root, host.cores or 0, config.load_targets)
-        self._shift_s = clock_shift_s()
         self._watchdog = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._watchdog.start()
 
@@ -392,7 +391,7 @@ class AgentService(pb_grpc.AgentServicer):
             )
         return pb.StatusResponse(
             agent_version=__version__,
-            wall_time_unix=time.time() + self._shift_s,
+            wall_time_unix=time.time() + self.loads.shift_s,
             members=statuses,
             hostname=socket.gethostname(),
         )

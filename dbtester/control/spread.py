@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,7 +31,15 @@ from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import AgentError, DbtesterError
 from dbtester.load import native
-from dbtester.load.runner import DEFAULT_WORKERS, STALLED, LoadResult, error_limit, load_summary
+from dbtester.load.runner import (
+    DEFAULT_WORKERS,
+    POLL_S,
+    EarlyStop,
+    LoadResult,
+    describe,
+    error_limit,
+    load_summary,
+)
 from dbtester.load.shares import Share, merge, split
 from dbtester.proto import agent_pb2 as pb
 from dbtester.results import CheckedOperations, DatabaseLayout, LoadHostRecord, Records
@@ -45,7 +53,6 @@ START_AHEAD_S = 1.0
 #: a load host whose stream said nothing for this long has failed (three
 #: heartbeats and a second: it sends progress four times a second)
 SILENT_S = 4.0
-POLL_S = 0.25
 #: the share of its engine threads' time runnable (running or waiting for a
 #: CPU) beyond which a load host is named as the limit
 BUSY_LIMIT = 0.9
@@ -81,7 +88,7 @@ class _Host:
                 elif part == "file":
                     name = reply.file.name
                     if name not in files:
-                        files[name] = (self.folder / f"{name}.part").open("wb")
+                        files[name] = self.path(name).open("wb")
                     files[name].write(reply.file.data)
                 elif part == "summary":
                     self.summary = reply.summary
@@ -222,28 +229,19 @@ def _follow(
     (""), or DbtesterError when a host failed."""
     total = int(bar.total)
     aborted = ""
-    succeeded, since = 0, time.monotonic()
+    stop = EarlyStop(limit, health, stall_s)
     while not all(h.finished.wait(0) for h in hosts):
         time.sleep(POLL_S)
         _check_hosts(hosts)
         done = sum(h.done for h in hosts)
         errors = sum(h.errors for h in hosts)
-        problem = health() if health is not None and not aborted else ""
-        if done - errors > succeeded:
-            succeeded, since = done - errors, time.monotonic()
-        elif stall_s is not None and not problem and time.monotonic() - since > stall_s:
-            problem = f"{STALLED} {stall_s:g} s"
-        if not problem and errors > limit:
-            problem = f"{errors:,} errors passed the limit of {limit:,.0f}"
-        if problem and not aborted:
-            aborted = problem
-            _stop_all(hosts, run_id, database_id)
-        bar.update(done, _describe(done, total, errors, len(hosts)))
+        if not aborted:
+            aborted = stop.problem(done, errors)
+            if aborted:
+                _stop_all(hosts, run_id, database_id)
+        bar.update(done, _describe(describe(done, total, errors), len(hosts)))
     _check_hosts(hosts)
-    errors = sum(h.errors for h in hosts)
-    if not aborted and errors > limit:
-        aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"
-    return aborted
+    return aborted or stop.over_limit(sum(h.errors for h in hosts))
 
 
 def _keep_what_was_recorded(
@@ -314,10 +312,10 @@ def _gather(
     merged = merge(records, offsets)
     merged.save(out.requests)
     for host, own, offset in zip(hosts, records, offsets, strict=True):
-        merge([own], [offset]).save(out.load_host_requests(host.index))
+        own.moved(-offset).save(out.load_host_requests(host.index))
     check = None
     if hosts[0].path("check").exists():
-        check = _moved(CheckedOperations.load(hosts[0].path("check")), offsets[0])
+        check = CheckedOperations.load(hosts[0].path("check")).moved(-offsets[0])
         check.save(out.check_history)
     for host in hosts:
         if host.path("client").exists():
@@ -339,13 +337,6 @@ def _gather(
         check,
     )
     return result, records
-
-
-def _moved(check: CheckedOperations, offset_ns: int) -> CheckedOperations:
-    """Checked operations from an agent's clock onto ours."""
-    completed = check.completed_ns.copy()
-    completed[completed > 0] -= offset_ns
-    return replace(check, invoked_ns=check.invoked_ns - offset_ns, completed_ns=completed)
 
 
 def _move_samples(source: Path, target: Path, offset: ClockOffset) -> None:
@@ -411,7 +402,6 @@ def at_cpu_limit(run: float | None, wait: float | None, workers: int, seconds: f
     return run + (wait or 0.0) >= BUSY_LIMIT * workers * seconds
 
 
-def _describe(done: int, total: int, errors: int, hosts: int) -> Callable[[float], str]:
-    return lambda rate: (
-        f"{done:,}/{total:,}  {rate:,.0f} req/s  errors {errors:,}  ({hosts} load hosts)"
-    )
+def _describe(text: Callable[[float], str], hosts: int) -> Callable[[float], str]:
+    """The progress bar's text, saying how many hosts share the load."""
+    return lambda rate: f"{text(rate)}  ({hosts} load hosts)"

@@ -33,9 +33,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_WORKERS",
+    "ENGINE_THREADS",
+    "POLL_S",
     "READABLE_WAIT_S",
     "STALLED",
+    "EarlyStop",
     "LoadResult",
+    "cpu_seconds",
+    "describe",
+    "drain",
     "error_limit",
     "load_keys",
     "load_summary",
@@ -132,7 +138,7 @@ def run_load(
         first_key=first_key,
         write_id_base=workload.warmup_requests if write_id_base is None else write_id_base,
     )
-    cpu_before = _cpu_seconds()
+    cpu_before = cpu_seconds()
     sched = SchedMeter(ENGINE_THREADS)
     sched.sample()
     started = time.time()
@@ -152,7 +158,7 @@ def run_load(
     ended = time.time()
     sched.sample()
     bar.finish(load_summary(records, started, label))
-    cpu = _cpu_seconds() - cpu_before
+    cpu = cpu_seconds() - cpu_before
     wait, run = sched.wait_seconds, sched.run_seconds
     return LoadResult(records, started, ended, cpu, aborted, threads, wait, run, watch, check)
 
@@ -236,7 +242,7 @@ def _unmeasured(
 ) -> LoadResult:
     """Runs ``load_plan`` with a progress bar and saves nothing: a load that is
     in no figure (a warm-up, a load phase). ``aborted`` says why it stopped early."""
-    cpu_before = _cpu_seconds()
+    cpu_before = cpu_seconds()
     started = time.time()
     load = native.start(load_plan)
     name = f"{label} {what}" if label else what
@@ -246,7 +252,7 @@ def _unmeasured(
     finally:
         records, _, _ = _collect(load, None)
     bar.finish(load_summary(records, started, name) + ", not counted")
-    cpu = _cpu_seconds() - cpu_before
+    cpu = cpu_seconds() - cpu_before
     return LoadResult(records, started, time.time(), cpu, aborted, load_plan["threads"])
 
 
@@ -327,7 +333,7 @@ def error_limit(rate: float, requests: int) -> tuple[float, int | None]:
     return limit, (int(limit) if rate < 1.0 else None)
 
 
-def _drain(load: Load) -> None:
+def drain(load: Load) -> None:
     """Wait for a stopped engine to hand back its records; a second Ctrl-C does
     not cut that short."""
     deadline = time.monotonic() + STOP_GRACE_S
@@ -345,7 +351,7 @@ def _collect(
     operations, saved to ``out`` (unless it is None); a failed engine's error."""
     if not load.wait(0):
         load.stop()
-        _drain(load)
+        drain(load)
     try:
         result = load.result()
     except RuntimeError as exc:
@@ -362,6 +368,39 @@ def _collect(
     return records, watch, check
 
 
+class EarlyStop:
+    """Why a running load should stop early, judged at each poll of its
+    progress: the health check's problem, no success for ``stall_s``, or
+    more errors than ``limit``."""
+
+    def __init__(
+        self, limit: float, health: Callable[[], str] | None, stall_s: float | None
+    ) -> None:
+        self.limit = limit
+        self.health = health
+        self.stall_s = stall_s
+        self._succeeded, self._since = 0, time.monotonic()  # successes, when they last grew
+
+    def problem(self, done: int, errors: int) -> str:
+        """Why to stop now ("": go on)."""
+        problem = self.health() if self.health is not None else ""
+        if done - errors > self._succeeded:
+            self._succeeded, self._since = done - errors, time.monotonic()
+        elif (
+            self.stall_s is not None
+            and not problem
+            and time.monotonic() - self._since > self.stall_s
+        ):
+            problem = f"{STALLED} {self.stall_s:g} s"
+        return problem or self.over_limit(errors)
+
+    def over_limit(self, errors: int) -> str:
+        """Why ``errors`` are too many ("": they are not)."""
+        if errors > self.limit:
+            return f"{errors:,} errors passed the limit of {self.limit:,.0f}"
+        return ""
+
+
 def _watch(
     load: Load,
     limit: float,
@@ -375,30 +414,24 @@ def _watch(
     ``tick`` is called at every poll."""
     total = int(bar.total)
     aborted = ""
-    succeeded, since = 0, time.monotonic()  # successes so far, and when they last grew
+    stop = EarlyStop(limit, health, stall_s)
     try:
         while not load.wait(POLL_S):
             if tick is not None:
                 tick()
             done, errors, _step = load.progress()
-            problem = health() if health is not None and not aborted else ""
-            if done - errors > succeeded:
-                succeeded, since = done - errors, time.monotonic()
-            elif stall_s is not None and not problem and time.monotonic() - since > stall_s:
-                problem = f"{STALLED} {stall_s:g} s"
-            if problem and not aborted:
-                aborted = problem
-                load.stop()
-            bar.update(done, _describe(done, total, errors))
+            if not aborted:
+                aborted = stop.problem(done, errors)
+                if aborted:
+                    load.stop()
+            bar.update(done, describe(done, total, errors))
     except KeyboardInterrupt:
         bar.abandon()
         load.stop()
-        _drain(load)
+        drain(load)
         raise
     done, errors, _step = load.progress()
-    if not aborted and errors > limit:
-        aborted = f"{errors:,} errors passed the limit of {limit:,.0f}"
-    return aborted
+    return aborted or stop.over_limit(errors)
 
 
 def load_summary(records: Records, started: float, label: str) -> str:
@@ -411,10 +444,12 @@ def load_summary(records: Records, started: float, label: str) -> str:
     )
 
 
-def _describe(done: int, total: int, errors: int) -> Callable[[float], str]:
+def describe(done: int, total: int, errors: int) -> Callable[[float], str]:
+    """The progress bar's text for ``done`` of ``total`` requests."""
     return lambda rate: f"{done:,}/{total:,}  {rate:,.0f} req/s  errors {errors:,}"
 
 
-def _cpu_seconds() -> float:
+def cpu_seconds() -> float:
+    """This process's CPU time so far, user + system."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime

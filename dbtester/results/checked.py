@@ -11,7 +11,7 @@ that returned nothing to check).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,15 @@ class CheckedOperations:
 
     def save(self, path: Path) -> None:
         np.savez(path, **{name: getattr(self, name) for name in _COLUMNS})
+
+    def moved(self, by_ns: int) -> CheckedOperations:
+        """The same operations ``by_ns`` later, from one clock onto another;
+        an operation with no reply (completed_ns 0) keeps none."""
+        if not by_ns:
+            return self
+        completed = self.completed_ns.copy()
+        completed[completed > 0] += by_ns
+        return replace(self, invoked_ns=self.invoked_ns + by_ns, completed_ns=completed)
 
     @classmethod
     def of(cls, columns: Mapping[str, Any]) -> CheckedOperations:

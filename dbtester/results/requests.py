@@ -78,6 +78,21 @@ class Records:
             self.ops[mask],
         )
 
+    def moved(self, by_ns: int) -> Records:
+        """The same records with every due time ``by_ns`` later: from one
+        clock onto another."""
+        if not by_ns:
+            return self
+        return Records(
+            self.due_ns + by_ns,
+            self.latency_ns,
+            self.service_ns,
+            self.code,
+            self.step,
+            self.codes,
+            self.ops,
+        )
+
     def errors(self) -> int:
         """Requests whose outcome is an error (not in NOT_ERRORS)."""
         counts = self.counts()

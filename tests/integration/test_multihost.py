@@ -155,6 +155,16 @@ def agents_up(lab: Lab) -> Done:
     return lab.dbtester("agents", "up", str(lab.config), *lab.ssh_args(), "--no-systemd")
 
 
+def _agents_up(lab: Lab, case: dict[str, Any], name: str) -> tuple[Path, Done]:
+    """``dbtester agents up`` for ``case`` (saved as NAME.yaml), which must
+    pass: its config file and the result."""
+    config = lab.root / f"{name}.yaml"
+    config.write_text(yaml.safe_dump(case, sort_keys=False))
+    up = lab.dbtester("agents", "up", str(config), *lab.ssh_args(), "--no-systemd")
+    assert up.returncode == 0, up.stderr[-3000:] + up.stdout[-3000:]
+    return config, up
+
+
 def _run_case(lab: Lab, case: dict[str, Any], name: str) -> Path:
     """``dbtester run`` of ``case`` (saved as NAME.yaml), which must pass; its
     results directory."""
@@ -269,10 +279,7 @@ def test_zookeeper_and_consul_stay_linearizable_through_a_leader_isolation(
         {"at": "5s", "action": "heal"},
     ]
     # the agents running already get these two kinds installed (and go on)
-    config = lab.root / "isolate-zk-consul.yaml"
-    config.write_text(yaml.safe_dump(case, sort_keys=False))
-    up = lab.dbtester("agents", "up", str(config), *lab.ssh_args(), "--no-systemd")
-    assert up.returncode == 0, up.stderr[-3000:] + up.stdout[-3000:]
+    _agents_up(lab, case, "isolate-zk-consul")
     out = _run_case(lab, case, "isolate-zk-consul")
     for db in case["databases"]:
         record = json.loads((out / db["id"] / "run.json").read_text())
@@ -357,10 +364,7 @@ def test_two_load_hosts_drive_the_cluster(lab: Lab, agents_up: Done) -> None:
         {"at": "1s", "action": "kill", "member": "follower"},
         {"at": "2s", "action": "restart"},
     ]
-    config = lab.root / "spread.yaml"
-    config.write_text(yaml.safe_dump(case, sort_keys=False))
-    up = lab.dbtester("agents", "up", str(config), *lab.ssh_args(), "--no-systemd")
-    assert up.returncode == 0, up.stderr + up.stdout
+    config, up = _agents_up(lab, case, "spread")
     assert up.stdout.count("already running") == 3, up.stdout
     # the load agents may load the case's database hosts, and nothing else
     servers = [h.address for h in lab.topology.server_hosts]
