@@ -115,7 +115,11 @@ class LoadRunner:
         started = time.time()
         load = _start(plan)
         sampler = ClientSampler(
-            process, where / "client-metrics.csv", plan["endpoints"], lambda: load.progress()[:2]
+            process,
+            where / "client-metrics.csv",
+            plan["endpoints"],
+            lambda: load.progress()[:2],
+            clock=lambda: time.time() + self.shift_s,  # on the clock it reports
         )
         sampler.start()
         try:

@@ -34,8 +34,10 @@ class ClientSampler:
         endpoints: Sequence[str],
         counts: Callable[[], tuple[int, int]] | None = None,
         interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.processes = [process]
+        self.clock = clock  # unix seconds, as the row's unix_ms reports them
         self.path = path
         self.counts = counts  # (requests done, errors) so far
         self.interval = interval
@@ -86,7 +88,7 @@ class ClientSampler:
         done, errors = self.counts() if self.counts else (0, 0)
         steal = self._counters.delta("steal", steal_ms())
         return [
-            int(time.time() * 1000),
+            int(self.clock() * 1000),
             round(cpu, 2),
             rss,
             rx,

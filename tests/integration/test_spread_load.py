@@ -7,6 +7,7 @@ every request, each exactly once, on the controller's clock."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -104,8 +105,10 @@ def test_two_load_hosts_share_the_load_and_merge_exactly(
     assert np.median(steps) == pytest.approx(1.0, abs=0.05)
     assert record["verification"]["acknowledged"] == 3001
     assert record["verification"]["found"] == 3001 and record["verification"]["lost"] == 0
-    for i in range(2):
-        assert (out / "a" / f"client-{i}-metrics.csv").stat().st_size > 0
+    # the hosts' samples, moved onto our clock, start together too (the
+    # shifted host's would start 300 ms early if either move were missing)
+    firsts = [_first_sample_ms(out / "a" / f"client-{i}-metrics.csv") for i in range(2)]
+    assert abs(firsts[1] - firsts[0]) < 150, firsts
     assert not (out / "a" / "load-hosts").exists()
     # merged exactly: the table's percentiles are numpy's over both hosts' own
     own = [Records.load(out / "a" / f"client-{i}-latency.npz") for i in range(2)]
@@ -117,6 +120,12 @@ def test_two_load_hosts_share_the_load_and_merge_exactly(
         assert figures[f"Latency p{p}"] == pytest.approx(float(np.percentile(both, p)), rel=1e-12)
     readme = (out / "README.md").read_text()
     assert "Load from 2 hosts" in readme and "worst start skew" in readme
+
+
+def _first_sample_ms(path: Path) -> int:
+    """The unix_ms of a samples CSV's first row."""
+    with path.open(newline="") as handle:
+        return int(next(csv.DictReader(handle))["unix_ms"])
 
 
 @pytest.mark.parametrize(
