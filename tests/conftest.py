@@ -20,9 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 # Test cases in the original (Go) dbtester format, written for these tests.
 LEGACY = ROOT / "tests" / "fixtures" / "legacy"
-#: the member ports parallel workers share out: below Linux's default
-#: ephemeral range (32768-60999), as free_port's own pick is
-PORTS = (10_000, 32_000)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -33,8 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw") or count < 2 or os.environ.get(net.PORT_RANGE_ENV):
         return
-    index, span = int(worker[2:]), (PORTS[1] - PORTS[0]) // count
-    low = PORTS[0] + index * span
+    # the ports free_port picks from (below the ephemeral range), shared out
+    first, last = net.pick_range()
+    index, span = int(worker[2:]), (last + 1 - first) // count
+    low = first + index * span
     os.environ[net.PORT_RANGE_ENV] = f"{low}-{low + span - 1}"
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "is_loopback",
     "join_host_port",
     "local_interface",
+    "pick_range",
     "port_free",
     "tcp_open",
 ]
@@ -66,7 +67,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on or connects from right now, never handed out
     before by this process, and outside the range outgoing connections take
     their ports from (the kernel's pick where that range leaves no room)."""
-    low, high = _pick_range()
+    low, high = pick_range()
     with _handing:
         for _ in range(200 if high > low else 0):
             port = random.randint(low, high)
@@ -81,7 +82,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def _pick_range() -> tuple[int, int]:
+def pick_range() -> tuple[int, int]:
     """``$DBTESTER_PORT_RANGE`` when set, else the ports below the ephemeral
     range."""
     value = os.environ.get(PORT_RANGE_ENV, "").strip()

@@ -35,14 +35,24 @@ VERSION = "3.6.8"
 DAY = 86400.0
 
 
-# the same version as the Makefile's test-tools
-VERSITYGW = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+def _makefile_versitygw() -> str:
+    """The module@version the Makefile's test-tools builds: one place to
+    change it, and this test finds the binary that build made."""
+    makefile = Path(__file__).resolve().parents[2] / "Makefile"
+    for line in makefile.read_text().splitlines():
+        name, _, value = line.partition(":=")
+        if name.strip() == "VERSITYGW":
+            return value.strip()
+    raise AssertionError("the Makefile no longer names VERSITYGW")
+
+
+VERSITYGW = _makefile_versitygw()
 
 
 def _versitygw(shared_home: Path) -> Path:
     """versitygw: `make test-tools` builds it before pytest; a run of this file
     alone builds it here the first time (about 3 minutes)."""
-    bin_dir = shared_home / "tools" / "versitygw-v1.8.0"
+    bin_dir = shared_home / "tools" / f"versitygw-{VERSITYGW.rpartition('@')[2]}"
     binary = bin_dir / "versitygw"
     if not binary.exists():
         env = {**os.environ, "GOBIN": str(bin_dir), "GOFLAGS": "-mod=mod"}
