@@ -204,8 +204,10 @@ class LoadHostRecord(_Record):
     #: its first request's due time minus when it was told to start, on the
     #: controller's clock (its schedule's offset in the interleaving taken out)
     start_skew_ms: float | None = None
-    started_unix: float  # on the controller's clock
-    ended_unix: float
+    #: when its load began, on the controller's clock: the common start (its
+    #: engine connected before it), or later if its engine started late
+    started_unix: float
+    ended_unix: float  # its last answer, on the controller's clock
     counts: dict[str, int] = Field(default_factory=dict)  # outcome -> requests
     throughput: float  # answered per second, over its own span
     cpu_seconds: float  # its agent process's, user + system
@@ -213,8 +215,9 @@ class LoadHostRecord(_Record):
     cpu_wait_seconds: float | None = None
     workers: int
     cores: int = 0
-    #: its engine threads were runnable (on a CPU or waiting for one) 90% of
-    #: the time: the figures then measure this client as much as the database
+    #: its engine threads were runnable (on a CPU or waiting for one) 75% of
+    #: the load's time: the figures then measure this client as much as the
+    #: database
     cpu_limited: bool = False
 
 

@@ -5,11 +5,7 @@ measures it before searching)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +16,7 @@ from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
 from dbtester.databases.base import LoadSettings
 from dbtester.load.runner import run_load
 from dbtester.results import DatabaseLayout
+from tests.integration.cores import busy_loops, pinned, split_cores
 from tests.integration.test_load import slow_server, slowput_binary  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -138,45 +135,6 @@ def test_the_budget_stops_a_search_and_keeps_what_it_found(
     assert outcome.maximum in (50.0, 100.0)
 
 
-@contextmanager
-def _off_the_crowded_core() -> Iterator[None]:
-    """Processes started inside run on every core but the one
-    :func:`_engine_on_a_crowded_core` crowds: a server there would answer
-    late too, and an engine waiting for replies is idle, not starved (a
-    clean-clone CI run saw its busy share fall below the rule's 75% that
-    way, and the search took the client's limit for the server's)."""
-    cores = os.sched_getaffinity(0)
-    if len(cores) < 2:
-        pytest.skip("needs two cores: one crowded for the engine, one for the server")
-    os.sched_setaffinity(0, cores - {min(cores)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, cores)
-
-
-@contextmanager
-def _engine_on_a_crowded_core(hogs: int) -> Iterator[None]:
-    """This thread, and so the engine threads it starts, on one core shared
-    with ``hogs`` busy loops: an engine short of CPU, as on a client machine
-    that runs something else too."""
-    cores = os.sched_getaffinity(0)
-    if len(cores) < 2:
-        pytest.skip("needs two cores: one crowded for the engine, one for the server")
-    crowded = {min(cores)}
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
-    try:
-        for loop in loops:
-            os.sched_setaffinity(loop.pid, crowded)
-        os.sched_setaffinity(0, crowded)
-        yield
-    finally:
-        os.sched_setaffinity(0, cores)
-        for loop in loops:
-            loop.kill()
-            loop.wait()
-
-
 @pytest.mark.solo
 def test_an_engine_short_of_cpu_is_client_bound(
     tmp_path: Path,
@@ -186,14 +144,19 @@ def test_an_engine_short_of_cpu_is_client_bound(
     gets a twelfth of the other: requests leave late while clients are free,
     so the failing probe measured the client, and the search stops there
     instead of calling it the database's limit."""
-    with _off_the_crowded_core():
+    crowded, rest = split_cores()
+    # the server off the crowded core: a server there would answer late too,
+    # and an engine waiting for replies is idle, not starved (a clean-clone
+    # CI run saw the busy share fall below the rule's 75% that way, and the
+    # search took the client's limit for the server's)
+    with pinned(rest):
         endpoint = slow_server("-delay", "0ms")
     settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 30.0)
     workload = Workload(
         type="write", requests=1, key_size=64, value_size=256, clients=1000, connections=2
     )
     lines: list[str] = []
-    with _engine_on_a_crowded_core(hogs=11):
+    with busy_loops(crowded, 11), pinned(crowded):  # the engine threads start on it
         outcome = search_rate(
             ProbeLoads("etcd", settings, workload, DatabaseLayout(tmp_path), workers=1),
             rule=ProbeRule(slo_ms=100.0, percentile=99),

@@ -25,6 +25,7 @@ import yaml
 from dbtester.control.agents import spawn_agent
 from dbtester.results import Records
 from tests.integration.agents import RunningAgent, stop_agent
+from tests.integration.cores import busy_loops, pinned, split_cores
 from tests.standins.etcd import EtcdStandIn
 
 pytestmark = pytest.mark.integration
@@ -218,3 +219,57 @@ def test_ctrl_c_keeps_what_the_load_hosts_recorded(
     assert "interrupted" in json.loads((out / "a" / "run.json").read_text())["error"]
     for agent in two_agents:
         assert agent.client(TOKEN).stop_load("x", "a") is False  # no load left running
+
+
+@pytest.mark.solo
+def test_a_load_host_short_of_cpu_is_named(
+    tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Host 1's agent, and so its engine, at nice 19 on a core with a busy
+    loop; host 0, the stand-in and the controller on the other cores. Host
+    1's engine waits for a CPU whenever it has work, so the report names it
+    as the client that set the pace, and host 0 not."""
+    crowded, rest = split_cores()
+    monkeypatch.setenv("DBTESTER_AGENT_TOKEN", TOKEN)
+    config, out = tmp_path / "case.yaml", tmp_path / "out"
+    agents: list[RunningAgent] = []
+    with pinned(rest):
+        try:
+            agents.append(_agent(tmp_path / "load-0"))
+            with pinned(crowded):  # the agent and every thread it starts
+                agents.append(_agent(tmp_path / "load-1"))
+            _nicest(agents[1].process.pid)
+            # Host 1 runs at nice 19 (weight 15 against the loop's 1024), so it
+            # gets about 1.5% of the core: less than its 2,000/s wants, and
+            # enough to connect within the engine's 1 s (at 0.7%, with two
+            # loops, it sometimes did not).
+            with EtcdStandIn() as etcd, busy_loops(crowded, 1):
+                _case(config, etcd.endpoint, agents, requests=12001, rate=4000, clients=64)
+                result = run_cli("run", str(config), "--out", str(out))
+        finally:
+            for agent in agents:
+                stop_agent(agent)
+    assert result.code == 0, result.err[-3000:]
+    hosts = json.loads((out / "a" / "run.json").read_text())["load_hosts"]
+    shares = [
+        (h["engine_cpu_seconds"], h["cpu_wait_seconds"], h["ended_unix"] - h["started_unix"])
+        for h in hosts
+    ]
+    runnable = [(run + wait) / took for run, wait, took in shares]
+    print(f"engine threads runnable: host 0 {runnable[0]:.0%}, host 1 {runnable[1]:.0%}")
+    assert [h["cpu_limited"] for h in hosts] == [False, True], shares
+    readme = (out / "README.md").read_text()
+    assert "host 1 (" in readme and "ran its engine at its CPU limit" in readme
+    assert "host 0 (" not in readme.split("ran its engine at its CPU limit")[0], readme
+
+
+def _nicest(pid: int) -> None:
+    """Every thread of ``pid`` at nice 19, and so the threads they start; and
+    its session's scheduling group too, where the kernel groups sessions
+    (autogroup): the agent runs in a session of its own, and a group's nice
+    is what weighs against the busy loops' group there."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.setpriority(os.PRIO_PROCESS, int(task.name), 19)
+    group = Path(f"/proc/{pid}/autogroup")
+    if group.exists():
+        group.write_text("19")

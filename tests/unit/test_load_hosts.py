@@ -199,6 +199,8 @@ def test_the_note_names_a_client_at_its_cpu_limit_first() -> None:
         (1.8, 0.0, 1, True),  # its one thread on a CPU 90% of 2 s
         (0.3, 1.6, 1, True),  # starved: waiting for a CPU most of the time
         (0.3, 0.3, 1, False),
+        (0.1, 1.4, 1, True),  # runnable 75% of 2 s: the search's rule
+        (0.1, 1.38, 1, False),  # 74%
         (1.8, 0.0, 2, False),  # two threads had 4 s between them
         (None, 2.0, 1, False),  # not measured
     ],
@@ -209,3 +211,56 @@ def test_a_host_is_at_its_cpu_limit_when_its_engine_was_runnable(
     from dbtester.control.spread import at_cpu_limit
 
     assert at_cpu_limit(run, wait, workers, 2.0) is limited
+
+
+class _Sched:
+    """A SchedMeter's counters, advanced by hand."""
+
+    def __init__(self) -> None:
+        self.run_ns = self.wait_ns = 0
+        self.samples = 0
+
+    def sample(self) -> None:
+        self.samples += 1
+
+    @property
+    def run_seconds(self) -> float:
+        return self.run_ns / 1e9
+
+    @property
+    def wait_seconds(self) -> float:
+        return self.wait_ns / 1e9
+
+
+def test_a_load_hosts_cpu_counts_from_the_common_start() -> None:
+    """The engine connects, then sleeps until the common start: what it did
+    before is left out, and the window opens at that start, so the sleep
+    does not read as an idle engine."""
+    from dbtester.agent.load import _Window
+
+    sched = _Sched()
+    begin = time.time() + 0.2
+    window = _Window(sched, begin)  # type: ignore[arg-type]
+    assert 0.0 < window.poll_s() <= 0.2  # the next poll wakes on the start
+    sched.run_ns, sched.wait_ns = 50_000_000, 10_000_000  # connecting
+    window.sample()
+    assert window.since < begin  # not open yet
+    time.sleep(max(0.0, begin - time.time()))
+    window.sample()
+    assert window.since >= begin and window.poll_s() > 0.2
+    sched.run_ns, sched.wait_ns = 350_000_000, 1_010_000_000
+    window.sample()
+    assert window.run_seconds == pytest.approx(0.3)
+    assert window.wait_seconds == pytest.approx(1.0)
+
+
+def test_a_load_without_a_common_start_counts_from_its_own() -> None:
+    from dbtester.agent.load import _Window
+
+    sched = _Sched()
+    before = time.time()
+    window = _Window(sched, 0.0)  # type: ignore[arg-type]
+    assert before <= window.since <= time.time() and sched.samples == 1
+    sched.run_ns = 200_000_000
+    window.sample()
+    assert window.run_seconds == pytest.approx(0.2) and window.wait_seconds == 0.0
