@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -264,3 +265,17 @@ def test_a_load_without_a_common_start_counts_from_its_own() -> None:
     sched.run_ns = 200_000_000
     window.sample()
     assert window.run_seconds == pytest.approx(0.2) and window.wait_seconds == 0.0
+
+
+def test_the_example_agent_yaml_restricts_loads_once_uncommented(tmp_path: Path) -> None:
+    """agents/agent.example.yaml shows load_targets; uncommented, it is what
+    the agent checks a Load's endpoints against."""
+    from dbtester.agent.config import load_agent_config
+
+    example = Path(__file__).resolve().parents[2] / "agents" / "agent.example.yaml"
+    text = example.read_text()
+    assert load_agent_config(example).load_targets is None
+    line = next(x for x in text.splitlines() if x.startswith("# load_targets:"))
+    own = tmp_path / "agent.yaml"
+    own.write_text(text.replace(line, line[2:]))
+    assert load_agent_config(own).load_targets == ("10.0.0.2", "10.0.0.3", "10.0.0.4")
