@@ -46,7 +46,7 @@ from dbtester.proto import agent_pb2 as pb
 from dbtester.results import CheckedOperations, DatabaseLayout, LoadHostRecord, Records
 from dbtester.util.progress import Progress
 
-__all__ = ["BUSY_LIMIT", "SILENT_S", "START_AHEAD_S", "SpreadLoad", "at_cpu_limit", "run_spread"]
+__all__ = ["SILENT_S", "START_AHEAD_S", "SpreadLoad", "at_cpu_limit", "run_spread"]
 
 #: how far ahead of now the hosts are told to start: time for every Load
 #: call to reach its agent
@@ -54,12 +54,6 @@ START_AHEAD_S = 1.0
 #: a load host whose stream said nothing for this long has failed (three
 #: heartbeats and a second: it sends progress four times a second)
 SILENT_S = 4.0
-#: the share of its engine threads' time runnable (running or waiting for a
-#: CPU) beyond which a load host is named as the limit: the search's rule for
-#: a client-bound probe, one measure with one threshold. A host starved on a
-#: shared core, answering 68% of its offered rate, measured 81%: its few
-#: clients also wait for replies, when its threads are not runnable.
-BUSY_LIMIT = CLIENT_BUSY
 #: how long stopped hosts may take to send their records
 COLLECT_S = 60.0
 
@@ -404,11 +398,15 @@ def _record(host: _Host, records: Records, start: float) -> LoadHostRecord:
 
 def at_cpu_limit(run: float | None, wait: float | None, workers: int, seconds: float) -> bool:
     """Whether a host's engine threads were runnable (on a CPU, or waiting for
-    one) for BUSY_LIMIT of the time they had: then they, not the database,
-    set the pace. A starved engine waits rather than runs; both count."""
+    one) for CLIENT_BUSY of the time they had: then they, not the database,
+    set the pace. A starved engine waits rather than runs; both count. It is
+    the search's rule for a client-bound probe, one measure with one
+    threshold: a host starved on a shared core, answering 68% of its offered
+    rate, measured 81% (its few clients also wait for replies, when its
+    threads are not runnable)."""
     if run is None or seconds <= 0:
         return False
-    return run + (wait or 0.0) >= BUSY_LIMIT * workers * seconds
+    return run + (wait or 0.0) >= CLIENT_BUSY * workers * seconds
 
 
 def _describe(text: Callable[[float], str], hosts: int) -> Callable[[float], str]:

@@ -20,6 +20,7 @@ import yaml
 
 from benchmarks.history_scale import derive_run
 from dbtester.results import ResultsDir
+from tests.conftest import ROOT
 from tests.integration.test_publish import (
     MARKER,
     Bucket,
@@ -38,7 +39,7 @@ DAY = 86400.0
 def _makefile_versitygw() -> str:
     """The module@version the Makefile's test-tools builds: one place to
     change it, and this test finds the binary that build made."""
-    makefile = Path(__file__).resolve().parents[2] / "Makefile"
+    makefile = ROOT / "Makefile"
     for line in makefile.read_text().splitlines():
         name, _, value = line.partition(":=")
         if name.strip() == "VERSITYGW":

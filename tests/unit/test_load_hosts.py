@@ -17,6 +17,7 @@ from dbtester.control.database_run import load_hosts_note
 from dbtester.proto import agent_pb2 as pb
 from dbtester.remote import agent_hosts
 from dbtester.results import LoadHostRecord
+from tests.conftest import ROOT
 from tests.unit.problems import problems_of
 
 CASE = """\
@@ -272,7 +273,7 @@ def test_the_example_agent_yaml_restricts_loads_once_uncommented(tmp_path: Path)
     the agent checks a Load's endpoints against."""
     from dbtester.agent.config import load_agent_config
 
-    example = Path(__file__).resolve().parents[2] / "agents" / "agent.example.yaml"
+    example = ROOT / "agents" / "agent.example.yaml"
     text = example.read_text()
     assert load_agent_config(example).load_targets is None
     line = next(x for x in text.splitlines() if x.startswith("# load_targets:"))
