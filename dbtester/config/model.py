@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from dbtester.config.check import Check
+from dbtester.workloads.check import Check
 from dbtester.config.faults import (
     MAX_AT_S,
     Fault,

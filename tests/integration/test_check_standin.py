@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dbtester.analyze.correctness import judge
-from dbtester.config.check import Check
+from dbtester.workloads.check import Check
 from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import run_load

@@ -1,0 +1,1 @@
+"""Workload types: what the requests do, one module per type."""
