@@ -54,6 +54,7 @@ __all__ = [
     "served_rate",
     "step_row",
     "table_rows",
+    "unoperated",
     "unserved",
     "unstepped",
 ]
@@ -167,6 +168,16 @@ def operation_series(operation: str) -> str:
 def operation_row(operation: str, row: str) -> str:
     """The name of ``row`` (one of OPERATION_ROWS) over ``operation``'s requests."""
     return f"{operation.upper()}-{row}"
+
+
+def unoperated(row: str) -> tuple[str, str] | None:
+    """(operation, row) of a per-operation row's name ("READ-Latency p50" ->
+    ("read", "Latency p50")); None for any other row."""
+    for op in sorted(OPERATIONS, key=len, reverse=True):  # READ-MODIFY-WRITE before READ
+        prefix = f"{op.upper()}-"
+        if row.startswith(prefix) and row[len(prefix) :] in OPERATION_ROWS:
+            return op, row[len(prefix) :]
+    return None
 
 
 def step_row(clients: int, row: str) -> str:

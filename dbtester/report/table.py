@@ -7,7 +7,7 @@ import csv
 import io
 from collections.abc import Mapping, Sequence
 
-from dbtester.analyze.figures import CV_ROW, Figures, table_rows, unstepped
+from dbtester.analyze.figures import CV_ROW, Figures, table_rows, unoperated, unstepped
 from dbtester.analyze.stats import Estimate
 
 __all__ = ["format_cell", "format_value", "render_csv", "render_table"]
@@ -51,6 +51,8 @@ def format_value(row: str, value: float | int | str | None) -> str:
         return value
     if stepped := unstepped(row):  # CLIENTS-<n>-<row>: as <row>
         row = stepped[1]
+    if operated := unoperated(row):  # READ-Latency p50 and the like: as Latency p50
+        row = operated[1]
     if row.startswith("FAULT-") and row.endswith(("-SECONDS", "-MS")):  # FAULT-<k>-...
         return f"{value:.2f} {'s' if row.endswith('-SECONDS') else 'ms'}"
     if row in _FORMATS:
