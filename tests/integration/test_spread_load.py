@@ -7,6 +7,7 @@ every request, each exactly once, on the controller's clock."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -23,10 +24,12 @@ import pytest
 import yaml
 
 from dbtester.control.agents import spawn_agent
-from dbtester.results import Records
+from dbtester.control.spread import SILENT_S
+from dbtester.results import CLIENT_COLUMNS, Records
 from tests.integration.agents import RunningAgent, stop_agent
 from tests.integration.cores import busy_loops, pinned, split_cores
 from tests.standins.etcd import EtcdStandIn
+from tests.support.poll import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -93,27 +96,59 @@ def test_two_load_hosts_share_the_load_and_merge_exactly(
     assert [h["requests"] for h in hosts] == [1501, 1500]
     assert [h["rate"] for h in hosts] == [500.0, 500.0]
     assert sum(sum(h["counts"].values()) for h in hosts) == 3001
-    # the shifted clock is measured, and corrected: both started together
-    assert abs(hosts[1]["clock_offset_s"] - SHIFT_S) < 0.02, hosts[1]
-    assert abs(hosts[0]["clock_offset_s"]) < 0.02, hosts[0]
+    # The shifted clock is measured, and corrected. An offset taken from a
+    # round trip is right to within half that trip (the agent read its clock
+    # between our send and our receive): that is the precision relied on.
+    for host, shift in zip(hosts, (0.0, SHIFT_S), strict=True):
+        assert abs(host["clock_offset_s"] - shift) <= host["clock_rtt_s"] / 2 + 1e-6, host
+    # Both hosts start within 10 ms of their intended start (the common start
+    # plus i / rate): the start-skew bound the feature promises.
     for host in hosts:
         assert host["start_skew_ms"] is not None and abs(host["start_skew_ms"]) < 10, host
-        assert host["cpu_seconds"] > 0 and host["throughput"] > 0
-    records = Records.load(out / "a" / "client-latency.npz")
-    assert len(records) == 3001 and records.counts() == {"ok": 3001}
-    # one schedule: the hosts' due times interleave at 1 ms steps
-    steps = np.diff(np.sort(records.due_ns)) / 1e6
-    assert np.median(steps) == pytest.approx(1.0, abs=0.05)
-    assert record["verification"]["acknowledged"] == 3001
-    assert record["verification"]["found"] == 3001 and record["verification"]["lost"] == 0
-    # the hosts' samples, moved onto our clock, start together too (the
-    # shifted host's would start 300 ms early if either move were missing)
-    firsts = [_first_sample_ms(out / "a" / f"client-{i}-metrics.csv") for i in range(2)]
-    assert abs(firsts[1] - firsts[0]) < 150, firsts
-    assert not (out / "a" / "load-hosts").exists()
-    # merged exactly: the table's percentiles are numpy's over both hosts' own
+        assert host["cpu_seconds"] > 0 and host["throughput"] > 0  # not timed: > 0
     own = [Records.load(out / "a" / f"client-{i}-latency.npz") for i in range(2)]
     assert [len(r) for r in own] == [1501, 1500]
+    assert [r.counts() for r in own] == [{"ok": 1501}, {"ok": 1500}]
+    dues = [np.sort(r.due_ns) for r in own]
+    # Each host's due times are exact steps of its own schedule (500/s: 2 ms):
+    # the engine computes start + j / rate in integer nanoseconds, whatever
+    # the machine's load, so only float-to-ns rounding (1 ns) separates them.
+    for due in dues:
+        assert np.abs(np.diff(due) - 2_000_000).max() <= 2, np.diff(due)
+    # Host i's schedule starts at the common start plus i slots (1 / rate =
+    # 1 ms), within the 10 ms the feature promises. Early only by the offset's
+    # error (half a round trip): an engine never sends before its due time.
+    start = record["load"]["started_unix"]
+    for i, (due, host) in enumerate(zip(dues, hosts, strict=True)):
+        late_ms = (float(due[0]) / 1e9 - (start + i / 1000)) * 1000
+        assert -host["clock_rtt_s"] * 500 - 0.01 <= late_ms < 10, (i, late_ms, host)
+        assert host["start_skew_ms"] == pytest.approx(late_ms, abs=0.01), host  # us: floats
+    # so the two schedules interleave, host 1's one slot after host 0's, give
+    # or take the difference of their skews (each within the 10 ms promised)
+    between_ms = float(dues[1][0] - dues[0][0]) / 1e6
+    assert between_ms - 1.0 == pytest.approx(
+        hosts[1]["start_skew_ms"] - hosts[0]["start_skew_ms"], abs=0.01
+    )
+    # Merged: every request of both hosts exactly once, in due order.
+    records = Records.load(out / "a" / "client-latency.npz")
+    assert len(records) == 3001 and records.counts() == {"ok": 3001}
+    assert np.array_equal(records.due_ns, np.sort(np.concatenate(dues)))
+    assert record["verification"]["acknowledged"] == 3001
+    assert record["verification"]["found"] == 3001 and record["verification"]["lost"] == 0
+    # The hosts' samples, moved onto our clock. On the agent, the first row is
+    # taken after its load window opened (started_unix) and the last before it
+    # reported the load's end (the latest host's is the load's ended_unix):
+    # so on our clock too, if every move was made. Nothing timed is relied on,
+    # only the rows' whole milliseconds (1 ms); the shifted host's rows would
+    # be 300 ms off if a move were missing (early or late: one bound or the
+    # other, the late one as long as the agent reports within 300 ms of its
+    # last row).
+    for i, host in enumerate(hosts):
+        stamps = _sample_ms(out / "a" / f"client-{i}-metrics.csv")
+        assert stamps[0] >= host["started_unix"] * 1000 - 1, (i, stamps[0], host)
+        assert stamps[-1] <= record["load"]["ended_unix"] * 1000 + 1, (i, stamps[-1], record)
+    assert not (out / "a" / "load-hosts").exists()
+    # merged exactly: the table's percentiles are numpy's over both hosts' own
     both = np.concatenate([r.latency_ns for r in own]) / 1e6
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
     assert figures["CLIENT-MAX-CPU-USAGE"] > 0 and figures["CLIENT-MAX-MEMORY-USAGE"] > 0
@@ -123,10 +158,21 @@ def test_two_load_hosts_share_the_load_and_merge_exactly(
     assert "Load from 2 hosts" in readme and "worst start skew" in readme
 
 
-def _first_sample_ms(path: Path) -> int:
-    """The unix_ms of a samples CSV's first row."""
+def _requests_done(agent: RunningAgent) -> int:
+    """How many requests the agent's running load has answered, by its
+    samples file's last row (0 before there is one)."""
+    for path in agent.data_root.glob("runs/*/a/load/client-metrics.csv"):
+        with contextlib.suppress(OSError):
+            rows = path.read_text().splitlines()
+            if len(rows) > 1 and rows[-1].count(",") == rows[0].count(","):
+                return int(rows[-1].split(",")[CLIENT_COLUMNS.index("requests_done")])
+    return 0
+
+
+def _sample_ms(path: Path) -> list[int]:
+    """The unix_ms of a samples CSV's rows."""
     with path.open(newline="") as handle:
-        return int(next(csv.DictReader(handle))["unix_ms"])
+        return [int(row["unix_ms"]) for row in csv.DictReader(handle)]
 
 
 @pytest.mark.parametrize(
@@ -143,34 +189,32 @@ def test_a_load_host_that_dies_fails_the_run_naming_it(
     config, out = tmp_path / "case.yaml", tmp_path / "out"
     victim = two_agents[1]
 
+    killed_at: list[float] = []
+
     def kill_when_loading() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if list(victim.data_root.glob("runs/*/a/load")):
-                time.sleep(0.5)
-                victim.process.send_signal(how)
-                return
-            time.sleep(0.05)
+        # the stimulus: once the victim's engine has answered requests
+        poll_until(lambda: _requests_done(victim) > 0, 60, message="the victim never loaded")
+        killed_at.append(time.monotonic())
+        victim.process.send_signal(how)
 
     with EtcdStandIn() as etcd:
         _case(config, etcd.endpoint, two_agents, requests=20000, rate=1000)
         killer = threading.Thread(target=kill_when_loading)
         killer.start()
-        started = time.monotonic()
         result = run_cli("run", str(config), "--out", str(out))
-        took = time.monotonic() - started
+        ended = time.monotonic()
         killer.join()
         victim.process.send_signal(signal.SIGCONT)
     assert result.code == 1, result.err[-3000:]
     assert f"load host 1 failed: agent {victim.address}" in result.err, result.err[-3000:]
     assert says in result.err
-    assert took < 15, took  # not the 20 s the load would have taken
+    # Promised: a host gone is noticed within SILENT_S (4 s). The test allows
+    # SILENT_S + 10 s from the kill to the run's end, for the teardown on a
+    # busy machine; the load still had over 18 s to go, which it must not wait.
+    assert killed_at and ended - killed_at[0] < SILENT_S + 10, ended - killed_at[0]
     # the surviving agent's call was cancelled, which stopped its engine
     client = two_agents[0].client(TOKEN)
-    deadline = time.monotonic() + 5
-    while client.stop_load("x", "a") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert client.stop_load("x", "a") is False
+    poll_until(lambda: not client.stop_load("x", "a"), 30, message="host 0 still loading")
     assert not list(two_agents[0].data_root.glob("runs/*/a/load"))
 
 
@@ -199,11 +243,13 @@ def test_ctrl_c_keeps_what_the_load_hosts_recorded(
                 start_new_session=True,
             )
         try:
-            deadline = time.monotonic() + 60
-            while "from 2 load hosts" not in log.read_text():
-                assert time.monotonic() < deadline, log.read_text()[-2000:]
-                time.sleep(0.1)
-            time.sleep(3.0)
+            # interrupted mid-load: once both hosts have answered requests
+            done = poll_until(
+                lambda: min(_requests_done(a) for a in two_agents),
+                90,
+                interval_s=0.1,
+                message=lambda: log.read_text()[-2000:],
+            )
             os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
             code = run.wait(timeout=60)
         finally:
@@ -214,7 +260,9 @@ def test_ctrl_c_keeps_what_the_load_hosts_recorded(
     assert code == 130, text[-3000:]
     assert "Traceback" not in text
     records = Records.load(out / "a" / "client-latency.npz")
-    assert 1000 < len(records) < 19000, len(records)
+    # what both hosts had answered when interrupted is kept (no timing relied
+    # on: counted before the interrupt), and not the whole load
+    assert 2 * done <= len(records) < 20000, (done, len(records))
     assert all((out / "a" / f"client-{i}-latency.npz").exists() for i in range(2))
     assert "interrupted" in json.loads((out / "a" / "run.json").read_text())["error"]
     for agent in two_agents:
