@@ -5,6 +5,7 @@ on whose clock, and what a fault that cannot be applied does."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from dbtester.control.faults import FaultRunner
 from dbtester.databases.base import DatabaseKind, Peer
 from dbtester.errors import AgentError
 from dbtester.util.progress import Reporter
+from tests.support.poll import poll_until
 
 
 @dataclass
@@ -92,7 +94,7 @@ def test_targets_order_and_clocks() -> None:
         calls,
     )
     runner.start(time.time())
-    time.sleep(0.6)
+    _wait_for_records(runner, 4, new_leader_of=0)
     records = runner.stop()
     # the leader (1) killed; the first follower that is up (0) paused and resumed;
     # then the killed leader restarted
@@ -119,7 +121,7 @@ def test_a_fault_that_cannot_be_applied_stops_the_schedule(monkeypatch) -> None:
     calls: list[tuple[str, int]] = []
     runner = _runner([_fault(0.01, "kill", "leader"), _fault(0.02, "restart")], Leaderless(), calls)
     runner.start(time.time())
-    time.sleep(0.5)
+    poll_until(lambda: runner.problem, 10, message="no problem reported")
     (record,) = runner.stop()
     assert calls == []
     assert "no member was reported as leader within 0 s" in record.error
@@ -129,11 +131,13 @@ def test_a_fault_that_cannot_be_applied_stops_the_schedule(monkeypatch) -> None:
 def test_faults_not_yet_due_are_dropped_when_the_load_ends() -> None:
     calls: list[tuple[str, int]] = []
     runner = _runner([_fault(0.01, "kill", 2), _fault(30, "restart")], Kind(), calls)
-    started = time.monotonic()
     runner.start(time.time())
-    time.sleep(0.2)
+    poll_until(lambda: calls == [("kill", 2)], 10, message=lambda: f"calls: {calls}")
+    stopping = time.monotonic()
     records = runner.stop()
-    assert time.monotonic() - started < 5
+    # stop() does not wait out the restart due at 30 s: 5 s is margin for a
+    # busy machine, far below the 30 s it would take if it waited
+    assert time.monotonic() - stopping < 5
     assert calls == [("kill", 2)] and len(records) == 1
     assert runner.down == {2}
 
@@ -156,7 +160,7 @@ def test_an_isolated_leader_counts_as_down_until_healed() -> None:
         calls,
     )
     runner.start(time.time())
-    time.sleep(0.6)
+    _wait_for_records(runner, 4, new_leader_of=0)
     records = runner.stop()
     # the leader (1) isolated; among 0 and 2, 2 now leads: 0 is the follower
     assert calls == [("isolate", 1), ("kill", 0), ("restart", 0), ("heal", 1)]
@@ -186,7 +190,7 @@ def test_an_isolation_the_agent_refuses_fails_the_run() -> None:
     runner = _runner([_fault(0.01, "isolate", 0), _fault(0.05, "heal")], Kind(), calls)
     runner.clients = cast(list[AgentClient], [NoFirewall(i, calls) for i in range(3)])
     runner.start(time.time())
-    time.sleep(0.3)
+    poll_until(lambda: runner.problem, 10, message="no problem reported")
     (record,) = runner.stop()
     assert calls == [] and record.member == 0
     assert "FAILED_PRECONDITION: isolate needs the nft command" in record.error
@@ -195,16 +199,18 @@ def test_an_isolation_the_agent_refuses_fails_the_run() -> None:
 
 
 def test_a_restart_due_before_a_new_leader_is_named_is_not_held_up() -> None:
-    """The cluster names no other leader for 0.4 s after the kill; the restart
-    due 0.05 s after it runs on time, and the kill still gets its new_leader_s."""
-    killed_at: list[float] = []
+    """The cluster names no other leader until the restart due 0.05 s after
+    the kill has run: were the restart held up by the search for the next
+    leader, neither would ever happen. The kill still gets its new_leader_s.
+    No timing is relied on: the order is causal."""
+    restarted = threading.Event()
 
     class SlowElection(Kind):
         def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
             names = [p.name for p in peers]
             if "m1" in names:
                 return names.index("m1")
-            if killed_at and time.monotonic() - killed_at[0] < 0.4:
+            if not restarted.is_set():
                 return None  # electing
             return names.index("m2") if "m2" in names else None
 
@@ -214,21 +220,35 @@ def test_a_restart_due_before_a_new_leader_is_named_is_not_held_up() -> None:
     class Timed(Agent):
         def fault(self, action: str, run_id: str, database_id: str, member: int, **_: Any) -> Reply:
             moments.append(time.monotonic())
-            if action == "kill":
-                killed_at.append(time.monotonic())
-            return super().fault(action, run_id, database_id, member)
+            reply = super().fault(action, run_id, database_id, member)
+            if action == "restart":
+                restarted.set()
+            return reply
 
     runner = _runner(
         [_fault(0.05, "kill", "leader"), _fault(0.10, "restart")], SlowElection(), calls
     )
     runner.clients = cast(list[AgentClient], [Timed(i, calls) for i in range(3)])
     runner.start(time.time())
-    time.sleep(0.8)
+    _wait_for_records(runner, 2, new_leader_of=0)
     kill, restart = runner.stop()
     assert calls == [("kill", 1), ("restart", 1)]
-    assert moments[1] - moments[0] < 0.3  # not after the election
-    assert kill.new_leader_s is not None and 0.4 <= kill.new_leader_s < 0.8
+    # named after the restart, so at least that long after the kill (the
+    # record rounds to 1 ms)
+    assert kill.new_leader_s is not None
+    assert kill.new_leader_s >= moments[1] - moments[0] - 0.001, (kill, moments)
     assert restart.new_leader_s is None
+
+
+def _wait_for_records(runner: FaultRunner, count: int, new_leader_of: int) -> None:
+    """Until ``count`` faults ran and fault ``new_leader_of`` has its
+    new_leader_s (the search for the next leader runs on a thread of its own)."""
+
+    def done() -> bool:
+        records = list(runner.records)
+        return len(records) == count and records[new_leader_of].new_leader_s is not None
+
+    poll_until(done, 10, message=lambda: f"records: {runner.records}")
 
 
 def test_an_isolation_that_keeps_its_clients_says_so_to_the_agent() -> None:
@@ -238,7 +258,7 @@ def test_an_isolation_that_keeps_its_clients_says_so_to_the_agent() -> None:
     )
     agents = cast(list[Agent], runner.clients)
     runner.start(time.time())
-    time.sleep(0.3)
+    poll_until(lambda: len(calls) == 2, 10, message=lambda: f"calls: {calls}")
     isolated, healed = runner.stop()
     assert calls == [("isolate", 0), ("heal", 0)] and agents[0].kept == [True, False]
     assert isolated.keep_clients and not healed.keep_clients
