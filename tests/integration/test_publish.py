@@ -31,7 +31,7 @@ from dbtester.errors import PublishError
 from dbtester.publish import publish, published_readme
 from dbtester.report.charts import STANDARD
 from dbtester.util import net
-from tests.unit.test_publish import make_results, tree_hashes
+from tests.support.data import make_results, tree_hashes
 
 pytestmark = pytest.mark.integration
 

@@ -7,77 +7,18 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import PERCENTILES, ROWS, Figures, compute
 from dbtester.report.table import format_value, human_bytes, render_table
-from dbtester.results import DatabaseRecord, LoadWindow, MemberRecord, Records, Verification
+from tests.support.data import START, analysis_data, verified  # noqa: F401 (see below)
 
-START = 1_800_000_000.0
-
-
-def _data(n: int = 100_000, seconds: float = 10.0) -> DatabaseData:
-    rng = np.random.default_rng(1)
-    due = (START * 1e9 + np.sort(rng.uniform(0, seconds * 1e9, n))).astype(np.int64)
-    latency = rng.integers(1_000_000, 50_000_000, n).astype(np.int64)
-    code = np.zeros(n, np.uint8)
-    code[:10] = 1
-    latency[:10] = 50_000  # refused connections answer fast: not a latency to report
-    records = Records(due, latency, latency, code, np.zeros(n, np.uint16), ["ok", "UNAVAILABLE"])
-    servers = []
-    for m in range(3):
-        frame = pd.DataFrame(
-            {
-                "unix_ms": [int((START + s) * 1000) for s in range(12)],
-                "cpu_percent": [10.0 * (m + 1)] * 12,
-                "rss_bytes": [100_000_000 * (m + 1)] * 12,
-                "voluntary_ctxt_switches": [5] * 12,
-                "nonvoluntary_ctxt_switches": [1] * 12,
-                "read_bytes": [0] * 12,
-                "write_bytes": [4096] * 12,
-                "reads_completed": [1] * 12,
-                "sectors_read": [8] * 12,
-                "writes_completed": [2] * 12,
-                "sectors_written": [16] * 12,
-                "receive_bytes": [1000] * 12,
-                "transmit_bytes": [2000] * 12,
-                "data_dir_bytes": [1] * 12,
-            }
-        )
-        frame["t"] = frame["unix_ms"] / 1000 - START
-        frame["member"] = m
-        servers.append(frame)
-    record = DatabaseRecord(
-        run_id="run",
-        database={"id": "db", "kind": "etcd", "version": "3.5.17"},
-        started_unix=START,
-        load=LoadWindow(started_unix=START, ended_unix=START + seconds, workers=2, cpu_seconds=5.0),
-        embedded=False,
-        members=tuple(
-            MemberRecord(index=m, host="h", agent="a", disk_usage_bytes=int(1e9 * (m + 1)))
-            for m in range(3)
-        ),
-        verification=verified(n - 10, n - 10),
-    )
-    return DatabaseData("db", "db", record, records, None, servers)
-
-
-def verified(found: int, expected: int) -> Verification:
-    lost = max(0, expected - found)
-    return Verification(
-        attempted=expected,
-        acknowledged=expected,
-        failed=0,
-        unknown=0,
-        expected_min=expected,
-        expected_max=expected,
-        found=found,
-        lost=lost,
-        unexpected=0,
-    )
+# tests/unit/test_accounting.py still imports START, _data and verified from
+# here (someone else is refactoring it): switch it to tests.support.data, then
+# drop this alias and the hygiene test's exception for it.
+_data = analysis_data
 
 
 def test_percentiles_are_exact() -> None:
-    data = _data()
+    data = analysis_data()
     figures = compute(data)
     assert data.records is not None
     answered = data.records.code == 0
@@ -90,7 +31,7 @@ def test_percentiles_are_exact() -> None:
 
 
 def test_throughput_and_server_rows() -> None:
-    figures = compute(_data())
+    figures = compute(analysis_data())
     v = figures.values
     assert 9_000 < float(v["AVG-THROUGHPUT"]) < 10_500  # type: ignore[arg-type]
     assert float(v["MIN-THROUGHPUT"]) <= float(v["AVG-THROUGHPUT"]) <= float(v["MAX-THROUGHPUT"])  # type: ignore[arg-type]
@@ -111,7 +52,7 @@ def test_throughput_and_server_rows() -> None:
 
 
 def test_per_server_rows_keep_member_numbers_when_one_has_no_samples() -> None:
-    data = _data()
+    data = analysis_data()
     data = replace(data, servers=[data.servers[0], data.servers[2]])  # member 1's CSV was empty
     data.servers[1]["receive_bytes"] = 7
     v = compute(data).values
@@ -121,7 +62,7 @@ def test_per_server_rows_keep_member_numbers_when_one_has_no_samples() -> None:
 
 
 def test_one_machine_counts_shared_counters_once() -> None:
-    data = _data()
+    data = analysis_data()
     data = replace(data, record=data.record.model_copy(update={"embedded": True}))
     v = compute(data).values
     assert v["SERVER-TOTAL-NETWORK-RX-DATA-SUM"] == 1000 * 12
@@ -143,7 +84,7 @@ def test_formats_follow_the_reference_tables() -> None:
 
 
 def test_table_layout() -> None:
-    table = render_table(["etcd v3.5", "etcd v3.6"], [compute(_data()), Figures()])
+    table = render_table(["etcd v3.5", "etcd v3.6"], [compute(analysis_data()), Figures()])
     lines = table.splitlines()
     assert lines[0].startswith("+---") and lines[0] == lines[2] == lines[-1]
     assert lines[1].rstrip("|").endswith("etcd v3.6 ")
@@ -163,7 +104,7 @@ def test_a_kind_that_cannot_multiplex_says_how_clients_shared_connections() -> N
     note = consul.load_note(100, 10)
     assert note is not None and "100 clients took turns on 10 connections" in note
     assert consul.load_note(10, 10) is None and etcd.load_note(100, 10) is None
-    data = _data(1000, 1.0)
+    data = analysis_data(1000, 1.0)
     data = replace(data, record=data.record.model_copy(update={"notes": (note,)}))
     assert f"db: {note}" in compute(data).notes
 
@@ -225,7 +166,7 @@ def _client_samples(cpu: float, rss: int, receive: int) -> pd.DataFrame:
 
 def test_load_hosts_add_up_their_traffic_and_show_the_busiest() -> None:
     data = replace(
-        _data(),
+        analysis_data(),
         load_hosts=(_client_samples(80.0, 10_000, 100), _client_samples(95.0, 7_000, 300)),
     )
     v = compute(data).values

@@ -25,7 +25,7 @@ from dbtester.jsonout import JSON_VERSION
 from dbtester.results import ResultsDir
 from dbtester.schemas import COMMANDS, load_schema
 from tests.conftest import CONFIGS, ROOT
-from tests.unit.test_trials import IDS, make_trials
+from tests.support.data import IDS, make_trials
 
 V1 = ROOT / "tests" / "fixtures" / "results-v1"
 DAY = 86400.0

@@ -3,13 +3,10 @@ layout, messages scrubbed of credentials, and whole uploads to a local path."""
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dbtester.config import load_test_case_text
@@ -31,50 +28,7 @@ from dbtester.publish import (
     sanitize,
 )
 from dbtester.report.charts import STANDARD as CHARTS
-from dbtester.report.readme import render_readme
-
-DATABASES = ("etcd-v3.5", "etcd-v3.6")
-
-
-def make_results(root: Path, seed: int = 1) -> Path:
-    """A results directory as `dbtester run` writes it, with the
-    README the report module renders and binary raw data, made without databases."""
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True)
-    table = "+------+\n| AVG-THROUGHPUT | 3,226 req/sec |\n+------+\n"
-    readme = render_readme(
-        "Write 20K keys", "etcd 3.5 vs 3.6 [details](config.yaml)", table, ["a note"], ""
-    )
-    (root / "README.md").write_text(readme)
-    (root / "config.yaml").write_text("title: Write 20K keys\n")
-    (root / "summary.txt").write_text(table)
-    (root / "summary.csv").write_text("row,etcd v3.5\nAVG-THROUGHPUT,3226\n")
-    result = {"schema_version": 1, "databases": [{"id": d} for d in DATABASES]}
-    (root / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    (root / "charts").mkdir()
-    for chart in CHARTS:
-        (root / "charts" / f"{chart.name}.svg").write_text(
-            f'<svg xmlns="http://www.w3.org/2000/svg"><title>{chart.name}</title></svg>\n'
-        )
-    for db in DATABASES:
-        (root / db).mkdir()
-        (root / db / "client-latency.npz").write_bytes(rng.bytes(200_000))
-        (root / db / "run.json").write_text(json.dumps({"members": [{"index": 0}]}))
-        (root / db / "client-metrics.csv").write_text("unix_ms,cpu_percent\n1,2.5\n")
-        for member in range(3):
-            (root / db / f"server-{member}-metrics.csv").write_text("unix_ms,rss_bytes\n1,2\n")
-            (root / db / f"server-{member}-database.log").write_bytes(rng.bytes(5_000))
-            (root / db / f"server-{member}-agent.log").write_text("agent started\n")
-    return root
-
-
-def tree_hashes(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
+from tests.support.data import make_results, tree_hashes
 
 # --------------------------------------------------------------------------- URLs
 

@@ -28,7 +28,7 @@ from dbtester.report.charts import CHARTS, drawn, render_charts
 from dbtester.report.table import format_value
 from dbtester.results import DatabaseRecord, LoadWindow, Records, ResultsDir
 from tests.conftest import ROOT
-from tests.unit.test_trials import make_trials
+from tests.support.data import make_trials
 
 V1 = ROOT / "tests" / "fixtures" / "results-v1"
 START = 1_800_000_000.0

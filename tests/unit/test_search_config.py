@@ -19,8 +19,8 @@ from dbtester.control.run import _with_repeat
 from dbtester.errors import BadInputError
 from dbtester.results import LoadWindow, ProbeRecord, Records, SearchRecord
 from dbtester.util.progress import Reporter
+from tests.support.data import START, analysis_data
 from tests.unit.problems import problems_of
-from tests.unit.test_analysis import START, _data
 
 CASE = """\
 title: t
@@ -220,7 +220,7 @@ def _searched(maximum: float | None, chosen: int) -> SearchRecord:
 
 
 def test_a_search_leads_the_table_and_draws_its_curve() -> None:
-    data = _data(n=1000)
+    data = analysis_data(n=1000)
     data = replace(data, record=data.record.model_copy(update={"search": _searched(1500.0, 3)}))
     figures = compute(data)
     assert figures.values["MAX-SUSTAINABLE-THROUGHPUT"] == 1500.0
@@ -234,7 +234,7 @@ def test_a_search_leads_the_table_and_draws_its_curve() -> None:
 
 
 def test_no_rate_met_is_a_result_without_a_maximum() -> None:
-    data = _data(n=1000)
+    data = analysis_data(n=1000)
     data = replace(data, record=data.record.model_copy(update={"search": _searched(None, 1)}))
     figures = compute(data)
     assert figures.values["MAX-SUSTAINABLE-THROUGHPUT"] is None
@@ -243,7 +243,7 @@ def test_no_rate_met_is_a_result_without_a_maximum() -> None:
 
 
 def test_a_run_without_a_search_has_no_search_rows() -> None:
-    figures = compute(_data(n=1000))
+    figures = compute(analysis_data(n=1000))
     assert not set(SEARCH_ROWS) & set(figures.values)
     assert SEARCH_ROWS[0] not in table_rows([figures])
 

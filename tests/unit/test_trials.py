@@ -15,41 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dbtester.results import Records, ResultsDir
-from tests.conftest import ROOT
-
-V1 = ROOT / "tests" / "fixtures" / "results-v1"
-IDS = ("etcd-v3.5", "etcd-v3.6")
-
-
-def stretch(path: Path, factor: float) -> None:
-    """Every request due ``factor`` times as far from the first: throughput / factor."""
-    records = Records.load(path)
-    start = records.due_ns.min()
-    due = start + ((records.due_ns - start) * factor).astype(np.int64)
-    Records(
-        due, records.latency_ns, records.service_ns, records.code, records.step, records.codes
-    ).save(path)
-
-
-def make_trials(root: Path, factors: dict[str, list[float]]) -> Path:
-    """A results directory with ``len(factors[id])`` trials of each database,
-    every one made from the fixture's etcd 3.5 run: they differ only by the
-    stretch."""
-    root.mkdir()
-    for name in ("config.yaml", "result.json"):
-        shutil.copy(V1 / name, root / name)
-    for db_id, stretches in factors.items():
-        for k, factor in enumerate(stretches, start=1):
-            trial = root / db_id / f"trial-{k}"
-            shutil.copytree(V1 / IDS[0], trial)
-            record = json.loads((trial / "run.json").read_text())
-            database = {**record["database"], "id": db_id}
-            (trial / "run.json").write_text(
-                json.dumps({**record, "database": database, "trial": k})
-            )
-            stretch(trial / "client-latency.npz", factor)
-    return root
+from dbtester.results import ResultsDir
+from tests.support.data import IDS, make_trials
 
 
 @pytest.fixture

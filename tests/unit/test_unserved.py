@@ -11,8 +11,7 @@ import pytest
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import client_bound, compute, served_rate, unserved
 from dbtester.results import FaultSummary, Records
-from tests.unit.test_analysis import START, _data
-from tests.unit.test_client_bound import _with_cpu
+from tests.support.data import START, analysis_data, with_cpu
 
 
 def _open_loop(data: DatabaseData, rate: float, capacity: float | None = None) -> DatabaseData:
@@ -35,7 +34,7 @@ def _open_loop(data: DatabaseData, rate: float, capacity: float | None = None) -
 
 
 def test_a_database_that_keeps_up_gets_no_note() -> None:
-    data = _open_loop(_data(n=20_000), rate=2_000)
+    data = _open_loop(analysis_data(n=20_000), rate=2_000)
     rate, served, where = served_rate(data) or (0, 0, "?")
     assert rate == 2_000 and served == pytest.approx(2_000, rel=0.01) and where == ""
     assert unserved(data) is None
@@ -43,7 +42,7 @@ def test_a_database_that_keeps_up_gets_no_note() -> None:
 
 
 def test_a_database_that_falls_behind_is_named() -> None:
-    data = _open_loop(_data(n=20_000), rate=2_000, capacity=1_200)
+    data = _open_loop(analysis_data(n=20_000), rate=2_000, capacity=1_200)
     note = unserved(data)
     assert note is not None
     assert "offered 2,000 requests/s (open loop) but 1,200/s were answered (60%)" in note
@@ -52,7 +51,7 @@ def test_a_database_that_falls_behind_is_named() -> None:
 
 
 def test_closed_loop_and_old_runs_are_not_judged() -> None:
-    data = _data(n=20_000)  # no workload recorded: a run from before it was
+    data = analysis_data(n=20_000)  # no workload recorded: a run from before it was
     assert served_rate(data) is None and unserved(data) is None
     closed = _open_loop(data, rate=2_000, capacity=1_200)
     closed = replace(
@@ -66,7 +65,7 @@ def test_closed_loop_and_old_runs_are_not_judged() -> None:
 
 def test_only_the_time_before_the_first_fault_counts() -> None:
     # keeps up for the first 4 s, then a fault: whatever followed is the fault's
-    data = _open_loop(_data(n=20_000), rate=2_000)
+    data = _open_loop(analysis_data(n=20_000), rate=2_000)
     fault = FaultSummary(
         number=1,
         action="kill",
@@ -86,7 +85,7 @@ def test_only_the_time_before_the_first_fault_counts() -> None:
 
 
 def test_the_two_notes_never_contradict() -> None:
-    busy = _with_cpu(190.0, 5.0, shared=True)  # client-bound by CPU, closed loop
+    busy = with_cpu(190.0, 5.0, shared=True)  # client-bound by CPU, closed loop
     assert client_bound(busy) is not None
     kept_up = _open_loop(busy, rate=2_000)
     # an open loop that kept up: its rate set the throughput, not the client

@@ -12,6 +12,7 @@ from dbtester.config.load import load_test_case_text
 from dbtester.databases import KINDS
 from dbtester.errors import ResultsError
 from dbtester.results import WatchEvents
+from tests.support.data import watch_events
 from tests.unit.problems import problems_of
 
 CASE = """\
@@ -42,7 +43,7 @@ def test_a_watch_case_and_its_defaults() -> None:
     ("change", "words"),
     [
         (("  rate: 50\n", ""), "type: watch needs rate above 0"),
-        (("  rate: 50\n", "  rate: 50\n  same_key: true\n"), "same_key cannot be used"),
+        (("  rate: 50\n", "  rate: 50\n  same_key: true\n"), "same_key means nothing for type: watch"),
         (("  rate: 50\n", "  rate: 50\n  client_steps: [1, 2]\n"), "client_steps cannot"),
         (("  rate: 50\n", "  rate: 50\n  watchers: 2\n  watch_connections: 3\n"), "must not"),
         (("type: watch", "type: write"), "watchers"),  # no such key for a write...
@@ -73,42 +74,8 @@ def test_a_search_cannot_watch() -> None:
     assert any("3:3: a search cannot run type: watch" in p for p in problems), problems
 
 
-def _events(tmp_path: Path) -> WatchEvents:
-    # two watchers, 70 puts (two words of bits), all acknowledged but put 5;
-    # watcher 0 saw every key, watcher 1 all but 3 and 69
-    seen = np.zeros((2, 2), np.uint64)
-    seen[0] = [np.uint64(2**64 - 1), np.uint64(2**6 - 1)]
-    one = np.ones(70, bool)
-    one[[3, 69]] = False
-    seen[1] = np.packbits(np.r_[one, np.zeros(58, bool)], bitorder="little").view(np.uint64)
-    acked = np.ones(70, bool)
-    acked[5] = False
-    acked_bits = np.packbits(np.r_[acked, np.zeros(58, bool)], bitorder="little")
-    events = WatchEvents(
-        np.array([0, 1], np.uint16),
-        np.array([0, 0], np.uint32),
-        np.array([1500, 2500], np.uint32),
-        np.array([10, 20], np.uint32),
-        seen.ravel(),
-        np.array([0, 2], np.uint64),
-        np.array([1, 0], np.uint64),
-        np.array([0, 0], np.uint64),
-        np.array([0, 8], np.uint64),
-        np.array([0, 1], np.uint64),
-        1_800_000_000_000_000_000,
-        acked_bits.view(np.uint64),
-        70,
-        np.r_[np.arange(69, dtype=np.uint32) * 10, np.uint32(2**32 - 1)],
-        np.array([1, 1], np.uint16),
-        np.array([30, 700], np.uint32),
-    )
-    path = tmp_path / "watch-events.npz"
-    events.save(path)
-    return WatchEvents.load(path)
-
-
 def test_missed_counts_only_acknowledged_puts(tmp_path: Path) -> None:
-    events = _events(tmp_path)
+    events = watch_events(tmp_path)
     assert events.acknowledged().sum() == 69
     # watcher 1 saw 68 keys, 8 of them coalesced into earlier keys' replies
     assert events.received().tolist() == [70, 60]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from dbtester.analyze.correctness import FaultSpan, describe, judge_watch
-from tests.unit.test_watch import _events
+from tests.support.data import watch_events
 
 ORIGIN_S = 1_800_000_000.0
 
@@ -17,7 +17,7 @@ ORIGIN_S = 1_800_000_000.0
 def test_every_kind_of_breach_is_counted_per_watcher(tmp_path: Path) -> None:
     # watcher 0: one event out of order; watcher 1: two missed, two
     # duplicated, one split revision
-    record = judge_watch(_events(tmp_path), on_violation="report")
+    record = judge_watch(watch_events(tmp_path), on_violation="report")
     assert record.model == "watch" and not record.held
     counts = record.watch
     assert counts is not None
@@ -28,7 +28,7 @@ def test_every_kind_of_breach_is_counted_per_watcher(tmp_path: Path) -> None:
 
 
 def test_the_first_breach_in_time_is_written_out(tmp_path: Path) -> None:
-    events = _events(tmp_path)
+    events = watch_events(tmp_path)
     # the first missed put (key 3) was sent at 30 ms, before any duplicate
     events = replace(events, duplicate_ms=np.array([700, 800], np.uint32))
     fault = FaultSpan("fault 1 (kill leader)", ORIGIN_S + 0.02, ORIGIN_S + 0.5)
@@ -51,7 +51,7 @@ def test_the_first_breach_in_time_is_written_out(tmp_path: Path) -> None:
 
 
 def test_order_alone_is_a_breach_without_a_time(tmp_path: Path) -> None:
-    events = _events(tmp_path)
+    events = watch_events(tmp_path)
     every_key = np.full_like(events.seen, np.uint64(2**64 - 1))
     clean = replace(
         events,
