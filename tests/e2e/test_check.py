@@ -13,8 +13,7 @@ import yaml
 
 from dbtester.results import CheckedOperations
 from dbtester.results.checked import NO_MEMBER
-from tests.e2e.test_run import _dbtester
-from tests.integration.test_agent_cluster import VERSIONS
+from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +45,7 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "results"
-    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     for db in summary["databases"]:

@@ -18,10 +18,7 @@ import pytest
 import yaml
 
 from dbtester.results.requests import Records
-from tests.e2e.test_fault_suite import _reap
-from tests.e2e.test_faults import _finish, _start_run, _wait_for
-from tests.e2e.test_run import _dbtester
-from tests.integration.test_agent_cluster import VERSIONS
+from tests.support.cluster import VERSIONS, dbtester, finish, reap, start_run, wait_for_text
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +55,7 @@ def _run(tmp_path: Path, home: str, case: dict[str, Any]) -> tuple[Path, str]:
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "out"
-    result = _dbtester(Path(home), "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(Path(home), "run", str(config), "--out", str(out), timeout=600)
     said = result.stdout + result.stderr
     assert result.returncode == 0, said[-4000:]
     return out, said
@@ -141,19 +138,19 @@ def test_an_unscheduled_death_still_fails_a_run_with_faults(tmp_path: Path, inst
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(_case("etcd", faults, 30000, 1000)))
     log = tmp_path / "run.log"
-    run = _start_run(home, config, tmp_path / "out", log)
+    run = start_run(home, config, tmp_path / "out", log)
     family: list[int] = []
     try:
-        _wait_for(log, "kill member 0 at 1 s")
+        wait_for_text(log, "kill member 0 at 1 s")
         time.sleep(1.0)
         children = psutil.Process(run.pid).children(recursive=True)
         family = [p.pid for p in children]
         agent = next(p for p in children if "/etcd/agent-2" in " ".join(p.cmdline()))
         (etcd,) = [c.pid for c in agent.children(recursive=True) if c.name() == "etcd"]
         os.kill(etcd, signal.SIGKILL)  # member 2: nobody scheduled this
-        code = _finish(run)
+        code = finish(run)
     finally:
-        _reap(run, family)
+        reap(run, family)
     text = log.read_text()
     assert code == 1, text[-3000:]
     record = json.loads((tmp_path / "out" / "etcd" / "run.json").read_text())

@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from dbtester.results import OPERATIONS, Records
-from tests.e2e.test_run import _dbtester
-from tests.integration.test_agent_cluster import VERSIONS
+from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +49,7 @@ def test_a_ycsb_workload_runs_on_every_kind(
     case = tmp_path / "case.yaml"
     case.write_text(yaml.safe_dump(_small(config)))
     out = tmp_path / "results"
-    result = _dbtester(home, "run", str(case), "--out", str(out))
+    result = dbtester(home, "run", str(case), "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     assert [db["id"] for db in summary["databases"]] == [

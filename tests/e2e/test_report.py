@@ -20,7 +20,7 @@ import yaml
 from dbtester.analyze.figures import step_row
 from dbtester.analyze.steps import SCALING_SERIES
 from dbtester.report.charts import STANDARD
-from tests.e2e.test_run import _dbtester
+from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -71,12 +71,12 @@ def published(installed_home: Any, tmp_path_factory: pytest.TempPathFactory) -> 
     config = root / "case.yaml"
     config.write_text(yaml.safe_dump(_case()))
     out = root / "results"
-    run = _dbtester(home, "run", str(config), "--out", str(out))
+    run = dbtester(home, "run", str(config), "--out", str(out))
     assert run.returncode == 0, run.stderr[-3000:]
     # make demo's last line says where the report is
     assert run.stderr.rstrip().splitlines()[-1] == f"report: {out / 'report.html'}"
     bucket = root / "bucket"
-    done = _dbtester(home, "publish", str(out), f"file://{bucket}")
+    done = dbtester(home, "publish", str(out), f"file://{bucket}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (bucket / "report.html").read_bytes() == (out / "report.html").read_bytes()
     return bucket

@@ -4,11 +4,8 @@ clusters, real load, the table, 19 charts (and the host-speed one) and a README.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,7 @@ from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.results import SCHEMA_VERSION
 from dbtester.util.host import host_facts
 from tests.integration.agents import alive
-from tests.integration.test_agent_cluster import VERSIONS
+from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -49,17 +46,6 @@ def _case(kind: str, requests: int) -> dict[str, object]:
             {"id": "consul", "kind": "consul", "version": VERSIONS["consul"], "members": 3},
         ],
     }
-
-
-def _dbtester(home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dbtester", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "DBTESTER_HOME": str(home)},
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +82,7 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(_case(workload, requests)))
     out = tmp_path / "results"
-    result = _dbtester(home, "run", str(config), "--out", str(out))
+    result = dbtester(home, "run", str(config), "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     table = (out / "summary.txt").read_text()
@@ -147,7 +133,7 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     for rendered in ("summary.txt", "summary.csv", "README.md"):
         (copy / rendered).unlink()
     shutil.rmtree(copy / "charts")
-    again = _dbtester(home, "analyze", str(copy))
+    again = dbtester(home, "analyze", str(copy))
     assert again.returncode == 0, again.stderr
     assert (copy / "summary.txt").read_text() == table
     assert len(list((copy / "charts").glob("*.svg"))) == 20

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from dbtester.results.requests import Records
-from tests.e2e.test_run import _dbtester
+from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
 VERSION = "3.5.17"
@@ -43,7 +43,7 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "out"
-    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
 
     record = json.loads((out / "etcd" / "run.json").read_text())

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.e2e.test_run import _dbtester
+from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, installed_home) -> tuple[Path,
     config = root / "case.yaml"
     config.write_text(yaml.safe_dump(_case()))
     out = root / "results"
-    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return out, result.stderr
 
@@ -153,7 +153,7 @@ def test_a_mixed_search_keeps_every_probes_inserts(
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "results"
-    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=300)
+    result = dbtester(home, "run", str(config), "--out", str(out), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((out / "etcd" / "run.json").read_text())
     search = record["search"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.test_run import _dbtester
+from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +57,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, installed_home) -> tuple[Path,
     config = root / "case.yaml"
     config.write_text(yaml.safe_dump(_case()))
     out = root / "results"
-    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=1200)
+    result = dbtester(home, "run", str(config), "--out", str(out), timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     # interleaved: a1 b1 big1 a2 b2 big2 ...
     starts = [line for line in result.stderr.splitlines() if line.startswith("== ")]
@@ -109,7 +109,7 @@ def test_a_against_a_is_no_difference(run: tuple[Path, Path]) -> None:
     assert line.rstrip().endswith(str(throughput["verdict"])), comparison
     # compare: b's trials as the same database in a second directory
     other = _as(out, "b")
-    result = _dbtester(home, "compare", str(out), str(other), "--threshold", "10")
+    result = dbtester(home, "compare", str(out), str(other), "--threshold", "10")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -123,7 +123,7 @@ def test_four_times_the_value_is_detected(run: tuple[Path, Path]) -> None:
     assert verdicts["AVG-THROUGHPUT"] in ("slower", "~"), verdicts
     assert verdicts["Latency p50"] in ("slower", "~"), verdicts
     other = _as(out, "big")
-    result = _dbtester(home, "compare", str(out), str(other), "--threshold", "5")
+    result = dbtester(home, "compare", str(out), str(other), "--threshold", "5")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "a SERVER-MAX-MEMORY-USAGE" in result.stderr and "more" in result.stderr
 

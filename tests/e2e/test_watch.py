@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from dbtester.results import WatchEvents
-from tests.e2e.test_run import _dbtester
-from tests.integration.test_agent_cluster import VERSIONS
+from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +56,7 @@ def _run(
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "results"
-    result = _dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 

@@ -1,4 +1,5 @@
-"""Integration tests use real database binaries, installed once per machine.
+"""Integration tests use real database binaries, installed once per machine;
+the load tests' slow gRPC server (``slow_server``) is a fixture here.
 
 They share one DBTESTER_HOME (``$DBTESTER_TEST_HOME``, default
 ``~/.cache/dbtester-tests``) so a second ``make test`` does not build again;
@@ -7,6 +8,9 @@ tests that need a clean slate make their own.
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,3 +21,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
+
+
+SLOWPUT = Path(__file__).parent / "slowput"
+
+
+@pytest.fixture(scope="session")
+def slowput_binary(shared_home: Path) -> Path:
+    """tests/integration/slowput: a Go (standard library only) gRPC server that
+    answers KV.Put after a fixed delay. `make test-tools` builds it into the
+    test home before pytest; built here only when that one is missing or older
+    than its source (this file run alone, or main.go changed)."""
+    out = shared_home / "tools" / "slowput" / "slowput"
+    newest = max(p.stat().st_mtime for p in SLOWPUT.iterdir())
+    if out.exists() and out.stat().st_mtime >= newest:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # built aside and renamed: a parallel worker never runs half a binary
+    partial = out.with_name(f".slowput-{os.getpid()}")
+    subprocess.run(
+        ["go", "build", "-o", str(partial), "."],
+        cwd=SLOWPUT,
+        check=True,
+        env={**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"},
+    )
+    partial.replace(out)
+    return out
+
+
+@pytest.fixture
+def slow_server(slowput_binary: Path) -> Iterator[Callable[..., str]]:
+    servers: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        process = subprocess.Popen([str(slowput_binary), *args], stdout=subprocess.PIPE, text=True)
+        servers.append(process)
+        assert process.stdout is not None
+        return f"127.0.0.1:{process.stdout.readline().strip()}"
+
+    yield start
+    for process in servers:
+        process.terminate()
+        process.wait(10)

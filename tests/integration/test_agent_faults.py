@@ -18,14 +18,14 @@ from dbtester.databases import KINDS
 from dbtester.databases.base import Peer
 from dbtester.errors import AgentError
 from tests.integration.agents import agents, alive, loopback_peers
-from tests.integration.test_agent_cluster import VERSIONS, _b64, _post, _wait_serving
+from tests.support.cluster import VERSIONS, b64, post, wait_serving
 
 RUN = "faults"
 
 
 def _count(peer: Peer, timeout: float = 2.0) -> int:
     """Keys under "k" as ``peer`` itself sees them (serializable: no leader asked)."""
-    body = {"key": _b64("k"), "range_end": _b64("l"), "count_only": True, "serializable": True}
+    body = {"key": b64("k"), "range_end": b64("l"), "count_only": True, "serializable": True}
     request = urllib.request.Request(
         f"{peer.url('client')}/v3/kv/range", data=json.dumps(body).encode(), method="POST"
     )
@@ -35,7 +35,7 @@ def _count(peer: Peer, timeout: float = 2.0) -> int:
 
 def _put(peer: Peer, keys: range) -> None:
     for i in keys:
-        _post(f"{peer.url('client')}/v3/kv/put", {"key": _b64(f"k{i:05d}"), "value": _b64("v")})
+        post(f"{peer.url('client')}/v3/kv/put", {"key": b64(f"k{i:05d}"), "value": b64("v")})
 
 
 def _state(client: AgentClient, index: int) -> str:
@@ -71,7 +71,7 @@ def test_kill_restart_pause_resume(tmp_path: Path, installed_home) -> None:
                 peers=peers,
                 flags={},
             )
-        _wait_serving("etcd", peers)
+        wait_serving("etcd", peers)
         _put(peers[0], range(0, 100))
         time.sleep(1.5)  # a sampler row or two of the first process
         victim = clients[2]
@@ -135,7 +135,7 @@ def test_the_leader_is_found_and_replaced(kind: str, tmp_path: Path, installed_h
                 peers=peers,
                 flags={},
             )
-        _wait_serving(kind, peers)
+        wait_serving(kind, peers)
         old = _leader_other_than(kind, peers, None, seconds=30)
         clients[old].fault("kill", RUN, "db", old)
         _leader_other_than(kind, peers, old, seconds=60)

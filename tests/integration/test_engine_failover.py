@@ -21,8 +21,7 @@ from dbtester.databases import KINDS
 from dbtester.databases.base import Peer
 from dbtester.load.runner import LoadResult, run_load
 from dbtester.results import DatabaseLayout
-from tests.integration.test_agent_cluster import VERSIONS
-from tests.integration.test_load import cluster, settings_for
+from tests.support.cluster import VERSIONS, cluster, settings_for
 
 pytestmark = pytest.mark.integration
 

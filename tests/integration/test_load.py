@@ -6,55 +6,17 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dbtester.agent.client import AgentClient
 from dbtester.config.model import Workload
 from dbtester.databases import KINDS
-from dbtester.databases.base import LoadSettings, Peer
+from dbtester.databases.base import LoadSettings
 from dbtester.load.runner import STALLED, LoadResult, run_load, seed_key, warm_up
 from dbtester.results import DatabaseLayout
-from tests.integration.agents import agents, loopback_peers
-from tests.integration.test_agent_cluster import VERSIONS, _wait_serving
-
-
-@contextmanager
-def cluster(
-    kind: str, members: int, tmp: Path, home: str, flags: dict[str, object] | None = None
-) -> Iterator[tuple[list[Peer], list[AgentClient]]]:
-    peers = loopback_peers(kind, members)
-    with agents(tmp, members, home=home) as running:
-        clients = [agent.client() for agent in running]
-        for i, client in enumerate(clients):
-            client.start(
-                run_id="load",
-                database_id=kind,
-                kind=kind,
-                version=VERSIONS[kind],
-                member_index=i,
-                peers=peers,
-                flags=dict(flags or {}),
-            )
-        _wait_serving(kind, peers)
-        yield peers, clients
-
-
-def settings_for(peers: list[Peer], **extra: object) -> LoadSettings:
-    base: dict[str, object] = dict(
-        endpoints=tuple(p.address("client") for p in peers),
-        client={},
-        key_size=64,
-        value_size=256,
-        consistency="linearizable",
-        timeout_s=5.0,
-    )
-    base.update(extra)
-    return LoadSettings(**base)  # type: ignore[arg-type]
+from tests.support.cluster import VERSIONS, cluster, settings_for
 
 
 def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> None:
@@ -215,48 +177,6 @@ def test_a_load_with_no_success_for_the_stall_bound_stops(tmp_path: Path, instal
     # stopped 2 s (and at most a poll and the engine's stop later) after the last success
     assert 2.0 <= result.ended_unix - last_ok < 5.0
     assert len(result.records) < 10_000_000
-
-
-SLOWPUT = Path(__file__).parent / "slowput"
-
-
-@pytest.fixture(scope="session")
-def slowput_binary(shared_home: Path) -> Path:
-    """tests/integration/slowput: a Go (standard library only) gRPC server that
-    answers KV.Put after a fixed delay. `make test-tools` builds it into the
-    test home before pytest; built here only when that one is missing or older
-    than its source (this file run alone, or main.go changed)."""
-    out = shared_home / "tools" / "slowput" / "slowput"
-    newest = max(p.stat().st_mtime for p in SLOWPUT.iterdir())
-    if out.exists() and out.stat().st_mtime >= newest:
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # built aside and renamed: a parallel worker never runs half a binary
-    partial = out.with_name(f".slowput-{os.getpid()}")
-    subprocess.run(
-        ["go", "build", "-o", str(partial), "."],
-        cwd=SLOWPUT,
-        check=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"},
-    )
-    partial.replace(out)
-    return out
-
-
-@pytest.fixture
-def slow_server(slowput_binary: Path) -> Iterator[Callable[..., str]]:
-    servers: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> str:
-        process = subprocess.Popen([str(slowput_binary), *args], stdout=subprocess.PIPE, text=True)
-        servers.append(process)
-        assert process.stdout is not None
-        return f"127.0.0.1:{process.stdout.readline().strip()}"
-
-    yield start
-    for process in servers:
-        process.terminate()
-        process.wait(10)
 
 
 def _go_tool_p50_ms(shared_home: Path, endpoint: str) -> float:

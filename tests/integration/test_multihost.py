@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from tests.integration.netns import Topology, cannot_make_namespaces
-from tests.integration.test_agent_cluster import VERSIONS
+from tests.support.cluster import VERSIONS
 
 pytestmark = [
     pytest.mark.integration,

@@ -15,9 +15,8 @@ from dbtester.config.model import Workload
 from dbtester.errors import DbtesterError
 from dbtester.load import run_load, seed_key, wait_readable
 from dbtester.results import DatabaseLayout
-from tests.integration.test_agent_cluster import VERSIONS
-from tests.integration.test_load import cluster, settings_for
 from tests.standins.etcd import EtcdStandIn
+from tests.support.cluster import VERSIONS, cluster, settings_for
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,6 @@ from dbtester.databases.base import LoadSettings
 from dbtester.load.runner import run_load
 from dbtester.results import DatabaseLayout
 from tests.integration.cores import busy_loops, pinned, split_cores
-from tests.integration.test_load import slow_server, slowput_binary  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +68,7 @@ def _search(
     )
 
 
-def test_a_loose_target_finds_the_servers_capacity(tmp_path: Path, slow_server) -> None:  # noqa: F811
+def test_a_loose_target_finds_the_servers_capacity(tmp_path: Path, slow_server) -> None:
     lines: list[str] = []
     server = _serial_server(slow_server)
     capacity = _capacity(*server, tmp_path / "capacity")
@@ -110,7 +109,7 @@ def test_a_loose_target_finds_the_servers_capacity(tmp_path: Path, slow_server) 
 
 def test_a_target_below_the_service_time_is_met_by_no_rate(
     tmp_path: Path,
-    slow_server,  # noqa: F811
+    slow_server,
 ) -> None:
     outcome = _search(
         slow_server, tmp_path, slo_ms=2.0, hold_s=2.0, start_rate=16.0, budget_s=120.0
@@ -123,7 +122,7 @@ def test_a_target_below_the_service_time_is_met_by_no_rate(
 
 def test_the_budget_stops_a_search_and_keeps_what_it_found(
     tmp_path: Path,
-    slow_server,  # noqa: F811
+    slow_server,
 ) -> None:
     outcome = _search(
         slow_server, tmp_path, slo_ms=100.0, hold_s=2.0, start_rate=50.0, budget_s=5.0
@@ -138,7 +137,7 @@ def test_the_budget_stops_a_search_and_keeps_what_it_found(
 @pytest.mark.solo
 def test_an_engine_short_of_cpu_is_client_bound(
     tmp_path: Path,
-    slow_server,  # noqa: F811
+    slow_server,
 ) -> None:
     """A server that answers at once on a core of its own, and an engine that
     gets a twelfth of the other: requests leave late while clients are free,

@@ -43,7 +43,7 @@ def test_a_watch_case_and_its_defaults() -> None:
     ("change", "words"),
     [
         (("  rate: 50\n", ""), "type: watch needs rate above 0"),
-        (("  rate: 50\n", "  rate: 50\n  same_key: true\n"), "same_key means nothing for type: watch"),
+        (("  rate: 50\n", "  rate: 50\n  same_key: true\n"), "same_key cannot be used"),
         (("  rate: 50\n", "  rate: 50\n  client_steps: [1, 2]\n"), "client_steps cannot"),
         (("  rate: 50\n", "  rate: 50\n  watchers: 2\n  watch_connections: 3\n"), "must not"),
         (("type: watch", "type: write"), "watchers"),  # no such key for a write...
