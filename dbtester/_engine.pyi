@@ -100,6 +100,10 @@ class Result(TypedDict):
     code: npt.NDArray[np.uint8]
     step: npt.NDArray[np.uint16]
     op: npt.NDArray[np.uint8]  # 0 read, 1 update, 2 insert, 3 read-modify-write
+    # 1: an open-loop request that found every client busy at its due time and
+    # waited for one (the open loop's queue); 0: sent as soon as it was due, so
+    # latency_ns - service_ns is its send lag (due time to the engine sending)
+    queued: npt.NDArray[np.uint8]
     codes: list[str]
     stopped: str
     watch: NotRequired[WatchResult]  # plans with watchers only

@@ -117,7 +117,8 @@ pub struct Finished {
 pub enum Taken {
     Running,
     Failed(EngineError),
-    Finished(Finished),
+    /// Boxed: the records' columns make it far bigger than the others.
+    Finished(Box<Finished>),
     /// The records were handed over already.
     Gone,
 }
@@ -125,7 +126,7 @@ pub enum Taken {
 enum State {
     Running,
     Failed(EngineError),
-    Finished(Finished),
+    Finished(Box<Finished>),
     Gone,
 }
 
@@ -162,12 +163,12 @@ impl Engine {
                 let (result, runtime) =
                     drive::<P>(plan, thread_control.clone(), workload, records, clock);
                 let state = match result {
-                    Ok(recorded) => State::Finished(Finished {
+                    Ok(recorded) => State::Finished(Box::new(Finished {
                         records: recorded.records,
                         watch: recorded.watch.map(Box::new),
                         check: recorded.check,
                         stopped: thread_control.stopped(),
-                    }),
+                    })),
                     Err(error) => State::Failed(error),
                 };
                 *lock(&thread_ending.state) = state;

@@ -85,7 +85,7 @@ impl Load {
     }
 
     /// The records, once finished: a dict of numpy arrays (due_ns,
-    /// latency_ns, service_ns, code, step, op) plus codes and stopped. Raises
+    /// latency_ns, service_ns, code, step, op, queued) plus codes and stopped. Raises
     /// RuntimeError if the engine failed or is still running.
     fn result(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         // Building the dict can run Python code (a GC pass) that lets another
@@ -133,6 +133,7 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
         code,
         step,
         op,
+        queued,
         codes,
     } = records;
     let dict = PyDict::new(py);
@@ -142,6 +143,7 @@ fn records_dict(py: Python<'_>, records: Records, stopped: &str) -> PyResult<Py<
     dict.set_item("code", PyArray1::from_vec(py, code))?;
     dict.set_item("step", PyArray1::from_vec(py, step))?;
     dict.set_item("op", PyArray1::from_vec(py, op))?;
+    dict.set_item("queued", PyArray1::from_vec(py, queued))?;
     dict.set_item("codes", PyList::new(py, codes.names())?)?;
     dict.set_item("stopped", stopped)?;
     Ok(dict.unbind())

@@ -1,5 +1,5 @@
 //! One record per request sent, in column vectors sized once up front
-//! (8 + 8 + 8 + 1 + 2 + 1 = 28 bytes a request) and later handed to numpy as they
+//! (8 + 8 + 8 + 1 + 2 + 1 + 1 = 29 bytes a request) and later handed to numpy as they
 //! are, so a multi-million request run never grows, copies or pads them.
 
 use std::collections::TryReserveError;
@@ -57,6 +57,10 @@ pub struct Records {
     pub step: Vec<u16>,
     /// The operation (workload::OpKind as a number).
     pub op: Vec<u8>,
+    /// 1: an open-loop request that found every client busy at its due time
+    /// and waited for one (the open loop's queue); 0: it was sent as soon
+    /// as it was due, so latency_ns - service_ns is its send lag.
+    pub queued: Vec<u8>,
     pub codes: CodeTable,
 }
 
@@ -69,6 +73,7 @@ pub struct Record {
     pub code: u8,
     pub step: u16,
     pub op: u8,
+    pub queued: u8,
 }
 
 impl Records {
@@ -82,6 +87,7 @@ impl Records {
         records.code.try_reserve_exact(n)?;
         records.step.try_reserve_exact(n)?;
         records.op.try_reserve_exact(n)?;
+        records.queued.try_reserve_exact(n)?;
         Ok(records)
     }
 
@@ -108,6 +114,7 @@ impl Records {
         self.code.push(record.code);
         self.step.push(record.step);
         self.op.push(record.op);
+        self.queued.push(record.queued);
     }
 }
 
@@ -215,11 +222,13 @@ mod tests {
             code: 0,
             step: 1,
             op: 2,
+            queued: 1,
         });
         // Only what was recorded is there: no zero rows for requests never sent.
         assert_eq!(records.len(), 1);
         assert_eq!(records.due_ns, [1]);
         assert_eq!(records.step, [1]);
+        assert_eq!(records.queued, [1]);
         assert_eq!(records.due_ns.capacity(), 3);
     }
 

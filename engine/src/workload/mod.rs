@@ -7,6 +7,7 @@ pub mod distribution;
 pub mod keys;
 pub mod mix;
 pub mod pacing;
+pub mod timer;
 pub mod values;
 pub mod watch;
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::task::{JoinError, JoinSet};
-use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Control;
@@ -17,6 +17,7 @@ use crate::plan::{Plan, Step, WatchPlan};
 use crate::protocols::{Protocol, Request};
 use crate::records::{Clock, Record, Records, between};
 use crate::workload::check::{Checking, Operation as CheckedOperation};
+use crate::workload::timer::{Timer, wait_until};
 use crate::workload::watch::{SentTimes, WatchLog, Watched};
 use crate::workload::{OpKind, Workload};
 
@@ -165,7 +166,12 @@ async fn steps<P: Protocol>(shared: &Shared) -> Result<(), EngineError> {
         // Several load hosts: the first request is due at the common start.
         if index == 0
             && plan.start_unix_ns > 0
-            && !wait_until(shared.clock.instant_at(plan.start_unix_ns), stop).await
+            && !wait_until(
+                &mut Timer::new(),
+                shared.clock.instant_at(plan.start_unix_ns),
+                stop,
+            )
+            .await
         {
             proto.close().await;
             break;
@@ -204,8 +210,10 @@ struct StepRun<P> {
 
 impl<P: Protocol> StepRun<P> {
     /// Sends request `j` of the step as client `client` and records it.
-    /// Latency runs from `due`, service time from when it was sent.
-    async fn issue(&self, client: usize, j: u64, due: Instant, key: &mut Vec<u8>) {
+    /// Latency runs from `due`, service time from when it was sent (so for
+    /// a request not `queued` behind busy clients, latency - service is its
+    /// send lag: from its due time to when the engine began sending it).
+    async fn issue(&self, client: usize, j: u64, due: Instant, queued: bool, key: &mut Vec<u8>) {
         let workload = &self.shared.workload;
         let r = self.base + j;
         let op = workload.draw(r);
@@ -235,10 +243,18 @@ impl<P: Protocol> StepRun<P> {
             watch.acknowledged(op.key);
         }
         workload.finished(&op);
-        self.record(due, sent, end, &outcome, op.kind);
+        self.record(due, sent, end, &outcome, op.kind, queued);
     }
 
-    fn record(&self, due: Instant, sent: Instant, end: Instant, outcome: &Outcome, op: OpKind) {
+    fn record(
+        &self,
+        due: Instant,
+        sent: Instant,
+        end: Instant,
+        outcome: &Outcome,
+        op: OpKind,
+        queued: bool,
+    ) {
         {
             let mut records = lock(&self.shared.records);
             let code = if outcome.is_ok() {
@@ -253,6 +269,7 @@ impl<P: Protocol> StepRun<P> {
                 code,
                 step: self.step,
                 op: op as u8,
+                queued: u8::from(queued),
             });
         }
         self.shared.control.count(outcome.is_error());
@@ -276,7 +293,7 @@ async fn closed_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(
                     break;
                 }
                 // Closed loop: a request is due when it is issued.
-                run.issue(client, j, Instant::now(), &mut key).await;
+                run.issue(client, j, Instant::now(), false, &mut key).await;
             }
         });
     }
@@ -290,7 +307,8 @@ async fn closed_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(
 /// Request `j` is due at start + j / rate whatever happened before, and never
 /// sent earlier. At most `clients` are in flight; a request waiting for a free
 /// client is still timed from its due time, so a server falling behind shows
-/// its queue (no coordinated omission).
+/// its queue (no coordinated omission), and is recorded as queued: every
+/// client was busy at its due time.
 async fn open_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(), EngineError> {
     let stop = run.shared.control.stop_token().clone();
     // Free clients by number (client c uses connection c % connections).
@@ -299,25 +317,37 @@ async fn open_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(),
         let _ = free_tx.send(client);
     }
     let mut in_flight = JoinSet::new();
+    let mut timer = Timer::new();
+    // When the loop last got a client it had to wait for: requests due
+    // before then found every client busy.
+    let mut waited_until: Option<Instant> = None;
     let start = Instant::now();
     for j in 0..step.requests {
         let due = start + due_offset(j, step.rate);
-        if !wait_until(due, &stop).await {
+        if !wait_until(&mut timer, due, &stop).await {
             break;
         }
-        let client = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            client = free_rx.recv() => match client {
-                Some(client) => client,
-                None => break, // unreachable: free_tx lives in this function
-            },
+        let (client, queued) = match free_rx.try_recv() {
+            Ok(client) => (client, waited_until.is_some_and(|t| t > due)),
+            Err(TryRecvError::Empty) => {
+                let client = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break,
+                    client = free_rx.recv() => match client {
+                        Some(client) => client,
+                        None => break, // unreachable: free_tx lives in this function
+                    },
+                };
+                waited_until = Some(Instant::now());
+                (client, true)
+            }
+            Err(TryRecvError::Disconnected) => break, // unreachable, as above
         };
         let run = run.clone();
         let free = free_tx.clone();
         in_flight.spawn(async move {
             let mut key = Vec::new();
-            run.issue(client, j, due, &mut key).await;
+            run.issue(client, j, due, queued, &mut key).await;
             let _ = free.send(client);
         });
         // Reap finished tasks as we go so the set stays at most `clients` long.
@@ -342,24 +372,6 @@ fn working_clients(step: &Step) -> usize {
 /// counted from the step's start.
 pub fn due_offset(j: u64, rate: f64) -> Duration {
     Duration::from_secs_f64(j as f64 / rate)
-}
-
-/// Sleeps until `due`; false if stopped first. Timers may round, so the clock
-/// decides: this returns only once `Instant::now() >= due`.
-async fn wait_until(due: Instant, stop: &CancellationToken) -> bool {
-    loop {
-        if stop.is_cancelled() {
-            return false;
-        }
-        if Instant::now() >= due {
-            return true;
-        }
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => return false,
-            () = sleep_until(due.into()) => {}
-        }
-    }
 }
 
 fn check(joined: Result<(), JoinError>) -> Result<(), EngineError> {
@@ -429,7 +441,13 @@ mod tests {
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.max_in_flight.fetch_max(now, Ordering::SeqCst);
             lock(&self.keys).push((self.step, key.to_vec()));
-            tokio::time::sleep(self.delay).await;
+            if self.delay.is_zero() {
+                // tokio's timer would round even a zero sleep up to its next
+                // millisecond: no reply is quicker than a turn of the runtime.
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(self.delay).await;
+            }
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             if request.kind == OpKind::Read {
                 Outcome::WrongValue
@@ -477,7 +495,7 @@ mod tests {
         let engine = Engine::start_with::<Fake>(plan, workload, records).unwrap();
         assert!(engine.wait(Some(Duration::from_secs(30))));
         match engine.take() {
-            Taken::Finished(finished) => finished,
+            Taken::Finished(finished) => *finished,
             other => panic!("{other:?}"),
         }
     }
@@ -536,6 +554,40 @@ mod tests {
         let best_service = r.service_ns.iter().min().unwrap();
         assert!(*worst > 100_000_000, "queueing not counted: {worst} ns");
         assert!(*best_service >= 20_000_000);
+        // The first five found a free client; from the sixth on (due 1 ms
+        // apart, each client busy 20 ms) every one waited for a client.
+        let mut by_due: Vec<(i64, u8)> = r.due_ns.iter().copied().zip(r.queued.clone()).collect();
+        by_due.sort_unstable();
+        let queued: Vec<u8> = by_due.iter().map(|(_, q)| *q).collect();
+        assert_eq!(queued[..5], [0; 5]);
+        assert!(queued[6..].iter().all(|q| *q == 1), "{queued:?}");
+    }
+
+    /// With clients to spare, no request is queued and each leaves close to
+    /// its due time: latency - service, its send lag, is well under tokio's
+    /// millisecond (the median, so a busy machine's odd late wake does not
+    /// fail it). Closed-loop requests are never queued.
+    #[test]
+    fn open_loop_sends_on_time_while_clients_are_free() {
+        let finished = run_fake(plan(
+            107,
+            0,
+            vec![step(8, 2, 400, 2000.0), step(2, 1, 50, 0.0)],
+        ));
+        let r = &finished.records;
+        assert_eq!(r.len(), 450);
+        assert!(r.queued.iter().all(|q| *q == 0));
+        let mut lag: Vec<i64> = (0..r.len())
+            .filter(|i| r.step[*i] == 0)
+            .map(|i| r.latency_ns[i] - r.service_ns[i])
+            .collect();
+        lag.sort_unstable();
+        assert!(lag[0] >= 0);
+        assert!(
+            lag[lag.len() / 2] < 400_000,
+            "median send lag {} ns",
+            lag[lag.len() / 2]
+        );
     }
 
     #[test]
