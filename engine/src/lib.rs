@@ -2,7 +2,7 @@
 //! only the boundary (plan in, counters and records out); the engine itself
 //! runs on its own thread and never touches Python.
 
-mod engine;
+mod driver;
 mod outcome;
 mod plan;
 mod protocols;
@@ -18,6 +18,8 @@ use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
+
+use driver::engine;
 
 use crate::engine::{Engine, Taken};
 use crate::plan::Value;

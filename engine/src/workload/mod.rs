@@ -2,14 +2,13 @@
 //! steps), which operation each request makes (the mix), which key it uses
 //! (keys and their distributions), and what it writes and accepts (values).
 
-pub mod check;
 pub mod distribution;
 pub mod keys;
 pub mod mix;
-pub mod pacing;
-pub mod timer;
 pub mod values;
 pub mod watch;
+
+pub use crate::driver::{check, pacing, timer};
 
 use std::collections::TryReserveError;
 use std::sync::atomic::{AtomicU64, Ordering};
