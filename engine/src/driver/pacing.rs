@@ -563,16 +563,17 @@ mod tests {
         assert!(queued[6..].iter().all(|q| *q == 1), "{queued:?}");
     }
 
-    /// With clients to spare, no request is queued and each leaves close to
-    /// its due time: latency - service, its send lag, is well under tokio's
-    /// millisecond (the median, so a busy machine's odd late wake does not
-    /// fail it). Closed-loop requests are never queued.
+    /// With a client for every request, none can find them all busy, so
+    /// none is queued, and latency - service (the send lag) is never
+    /// negative. Its median is below tokio's millisecond, which alone made
+    /// it 1.3-1.4 ms (the timer's own test holds it to less). Closed-loop
+    /// requests are never queued.
     #[test]
     fn open_loop_sends_on_time_while_clients_are_free() {
         let finished = run_fake(plan(
             107,
             0,
-            vec![step(8, 2, 400, 2000.0), step(2, 1, 50, 0.0)],
+            vec![step(400, 2, 400, 2000.0), step(2, 1, 50, 0.0)],
         ));
         let r = &finished.records;
         assert_eq!(r.len(), 450);
@@ -584,7 +585,7 @@ mod tests {
         lag.sort_unstable();
         assert!(lag[0] >= 0);
         assert!(
-            lag[lag.len() / 2] < 400_000,
+            lag[lag.len() / 2] < 1_000_000,
             "median send lag {} ns",
             lag[lag.len() / 2]
         );
