@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,8 @@ __all__ = [
     "SEARCH_CURVE",
     "SEARCH_ROWS",
     "SEARCH_TARGET",
+    "STALE_READ",
+    "STALE_ROW",
     "STEP_ROWS",
     "WATCH_BY_WATCHER",
     "WATCH_ROWS",
@@ -148,6 +150,9 @@ _PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
 #: count (CLIENTS-<n>-<row>), each defined as the whole run's row is but over
 #: that step's requests (see dbtester.analyze.steps)
 STEP_ROWS = ("AVG-THROUGHPUT", "Latency p50", "Latency p99", "SERVER-MAX-CPU-USAGE")
+READ_OP, INSERT_OP, READ_MODIFY_WRITE_OP = (
+    OPERATIONS.index(op) for op in ("read", "insert", "read-modify-write")
+)
 _PER_STEP = re.compile(r"^CLIENTS-([1-9][0-9]*)-(.+)$")
 _PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
 
@@ -158,6 +163,14 @@ _PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
 OPERATION_ROWS = ("THROUGHPUT", "Latency p50", "Latency p99", "Latency p99.9")
 #: read-modify-writes that lost their race (an outcome, not an error)
 CONFLICT_ROW = "CONFLICT-COUNT"
+#: mixed workloads on ZooKeeper: reads that found no key (NoNode) although
+#: the key was written and acknowledged before they were sent: stale reads
+#: (see _name_stale_reads)
+STALE_ROW = "STALE-READS"
+#: the outcome those reads are given in the analysis (the records keep NoNode)
+STALE_READ = "stale-read"
+#: a read's outcome when it found no key, by database kind
+_NOT_FOUND = {"zookeeper": "NoNode"}
 
 
 def operation_series(operation: str) -> str:
@@ -237,7 +250,7 @@ ROW_GROUPS = (
     "By clients",
     "Checks",
 )
-_CHECKS = ("KEYS-VERIFIED", "CLIENT-ERROR-COUNT", CONFLICT_ROW, *CHECK_ROWS)
+_CHECKS = ("KEYS-VERIFIED", "CLIENT-ERROR-COUNT", CONFLICT_ROW, STALE_ROW, *CHECK_ROWS)
 
 
 def row_group(row: str) -> str:
@@ -271,8 +284,9 @@ def grouped_rows(rows: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 
 def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
-    """The per-operation rows any database has, in OPERATIONS' order, and
-    CONFLICT-COUNT where a database had conflicts."""
+    """The per-operation rows any database has, in OPERATIONS' order,
+    CONFLICT-COUNT where a database had conflicts and STALE-READS where one
+    counts them."""
     have = {row for f in figures for row in f.values}
     rows = [
         operation_row(op, row)
@@ -280,7 +294,7 @@ def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
         for row in OPERATION_ROWS
         if operation_row(op, row) in have
     ]
-    return rows + ([CONFLICT_ROW] if CONFLICT_ROW in have else [])
+    return rows + [row for row in (CONFLICT_ROW, STALE_ROW) if row in have]
 
 
 @dataclass
@@ -306,7 +320,9 @@ class Figures:
 
 def compute(data: DatabaseData) -> Figures:
     figures = Figures()
+    data = _name_stale_reads(data)
     _client_rows(data, figures)
+    _stale_reads(data, figures)
     _server_rows(data, figures)
     _host_rows(data, figures)
     _faults(data, figures)
@@ -577,7 +593,10 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     v["MAX-THROUGHPUT"] = int(full.max()) if len(full) else 0
     v["AVG-THROUGHPUT"] = records.throughput(data.load_start)
     v["MIN-THROUGHPUT"] = int(full.min()) if len(full) else 0
-    v["CLIENT-ERROR-COUNT"] = records.errors()
+    # Stale reads a serializable workload allows are the database keeping its
+    # promise, not errors (as conflicts are not).
+    allowed = _allowed_stale(data, records)
+    v["CLIENT-ERROR-COUNT"] = records.errors() - int(allowed.sum())
     if len(latency_ms):
         v["FASTEST-LATENCY"] = float(latency_ms.min())
         v["AVG-LATENCY"] = float(latency_ms.mean())
@@ -604,8 +623,8 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     # A failure is timed by when the request was sent: a timeout completes only
     # request_timeout_s later, long after the trouble began. Not by when it was
     # due: in open loop a request may wait for a free client long past that.
-    sent_s = records.sent_ns()[~ok] / 1e9 - data.load_start - first_due
-    _failure_note(data, figures, sent_s, per_second)
+    sent_s = records.sent_ns()[~ok & ~allowed] / 1e9 - data.load_start - first_due
+    _failure_note(data, figures, sent_s, per_second, bool(allowed.any()))
 
 
 def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> None:
@@ -650,12 +669,15 @@ def _failure_note(
     figures: Figures,
     failed_at: npt.NDArray[np.float64],
     per_second: npt.NDArray[np.int64],
+    stale_allowed: bool = False,
 ) -> None:
     """Say what failed, by kind, and when throughput fell: the table's one error
-    count does not tell a slow trickle from a cluster that went away."""
+    count does not tell a slow trickle from a cluster that went away. Stale
+    reads the workload's consistency allows did not fail (``stale_allowed``)."""
     if len(failed_at) == 0 or data.records is None:
         return
-    kinds = {k: n for k, n in data.records.counts().items() if k != "ok"}
+    skip = {"ok", STALE_READ} if stale_allowed else {"ok"}
+    kinds = {k: n for k, n in data.records.counts().items() if k not in skip}
     listed = ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
     first = float(max(failed_at.min(), 0.0))
     second = int(first)
@@ -671,6 +693,103 @@ def _failure_note(
         f"{data.label}: {len(failed_at):,} requests failed ({listed}); the first"
         f" {first:.1f} s into the load{fell}"
     )
+
+
+def _workload(data: DatabaseData) -> dict[str, object]:
+    workload = data.record.database.get("workload")
+    return workload if isinstance(workload, dict) else {}
+
+
+def _name_stale_reads(data: DatabaseData) -> DatabaseData:
+    """``data`` with the stale reads of a mixed workload on ZooKeeper named
+    STALE_READ instead of NoNode.
+
+    A mixed workload never deletes; its reads (and read-modify-writes' reads)
+    go only to the load phase's keys, which every member had before the load
+    began (the readiness check), or to inserts already acknowledged (``latest``
+    follows them). ZooKeeper serves a read from the member its session is
+    connected to, which may not yet have applied a write the leader committed
+    (sequential consistency, not linearizability): such a read finds no key.
+    Unless an insert failed: ``latest`` may then pick a key whose insert never
+    happened, so NoNode is no proof of staleness and stays NoNode."""
+    records = data.records
+    missing = _NOT_FOUND.get(data.record.kind)
+    if (
+        records is None
+        or missing is None
+        or missing not in records.codes
+        or _workload(data).get("type") != "mixed"
+        or len(records.codes) >= 255  # no room for another outcome
+    ):
+        return data
+    reading = np.isin(records.ops, (READ_OP, READ_MODIFY_WRITE_OP))
+    inserting = records.ops == INSERT_OP
+    if (inserting & (records.code != 0)).any():
+        return data
+    stale = reading & (records.code == records.codes.index(missing))
+    if not stale.any():
+        return data
+    codes = [*records.codes, STALE_READ] if STALE_READ not in records.codes else records.codes
+    code = records.code.copy()
+    code[stale] = codes.index(STALE_READ)
+    named = Records(
+        records.due_ns,
+        records.latency_ns,
+        records.service_ns,
+        code,
+        records.step,
+        codes,
+        records.ops,
+    )
+    return replace(data, records=named)
+
+
+def _linearizable(data: DatabaseData) -> bool:
+    """Whether the workload's reads asked for linearizable consistency (the default)."""
+    return _workload(data).get("consistency", "linearizable") != "serializable"
+
+
+def _allowed_stale(data: DatabaseData, records: Records) -> npt.NDArray[np.bool_]:
+    """The stale reads the workload's consistency allows: all of them with
+    ``serializable``, none with ``linearizable``."""
+    if STALE_READ not in records.codes or _linearizable(data):
+        return np.zeros(len(records), dtype=bool)
+    stale: npt.NDArray[np.bool_] = records.code == records.codes.index(STALE_READ)
+    return stale
+
+
+def _stale_reads(data: DatabaseData, figures: Figures) -> None:
+    """STALE-READS for a mixed workload on ZooKeeper, and a note on any."""
+    records = data.records
+    if records is None or data.record.kind not in _NOT_FOUND:
+        return
+    if _workload(data).get("type") != "mixed":
+        return
+    if not np.isin(records.ops, (READ_OP, READ_MODIFY_WRITE_OP)).any():
+        return
+    stale = records.counts().get(STALE_READ, 0)
+    figures.values[STALE_ROW] = stale
+    if not stale:
+        return
+    missing = _NOT_FOUND[data.record.kind]
+    said = (
+        f"{data.label}: {stale:,} reads were stale: each found no key ({missing}) although"
+        " the key had been written and its write acknowledged before the read was sent"
+        " (a key of the load phase, or an acknowledged insert). The member the client's"
+        " session was connected to had not applied it yet: ZooKeeper serves a read from"
+        " that member, and promises sequential consistency, not linearizability."
+    )
+    if _linearizable(data):
+        said += (
+            " The workload asked for linearizable reads, for which each read must sync"
+            " that member with the leader first: these count as errors"
+        )
+    else:
+        said += (
+            " consistency: serializable allows them (reads do not sync first): they count"
+            " in STALE-READS, not as errors"
+        )
+    figures.notes.append(said)
 
 
 def _per_second(seconds: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

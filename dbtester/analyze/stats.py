@@ -115,6 +115,7 @@ METRICS: Mapping[str, Metric] = {
             )
         ),
         _resource("CONFLICT-COUNT"),
+        _resource("STALE-READS"),  # ZooKeeper (analyze.figures.STALE_ROW)
         # type: watch (analyze.figures.WATCH_ROWS)
         *(_speed(f"WATCH-LATENCY p{p}", "lower") for p in ("50", "90", "99", "99.9")),
         _speed("WATCH-LATENCY-MAX", "lower"),
