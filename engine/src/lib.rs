@@ -19,13 +19,12 @@ use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 
-use driver::engine;
-
-use crate::engine::{Engine, Taken};
+use crate::driver::StartError;
+use crate::driver::check::Operation as CheckedOperation;
+use crate::driver::engine::{Engine, Taken};
 use crate::plan::Value;
 use crate::records::Records;
-use crate::workload::Workload;
-use crate::workload::check::Operation as CheckedOperation;
+use crate::workload::OpKind;
 use crate::workload::watch::Watched;
 
 // h2 and hyper make many small allocations per request; with mimalloc instead
@@ -248,21 +247,11 @@ fn watch_dict(py: Python<'_>, watched: Watched) -> PyResult<Py<PyDict>> {
 fn start(plan: &Bound<'_, PyAny>) -> PyResult<Load> {
     let value = to_value(plan, "plan", 0)?;
     let plan = plan::parse(&value).map_err(|e| PyValueError::new_err(e.0))?;
-    // Reserve every record slot now: a run too big for memory fails here,
-    // not halfway through. (Reserving does not touch the pages.)
-    let total = plan.total_requests();
-    let records = Records::with_capacity(total).map_err(|_| {
-        PyMemoryError::new_err(format!("cannot reserve records for {total} requests"))
+    let engine = driver::start(plan).map_err(|e| match e {
+        StartError::Invalid(error) => PyValueError::new_err(error.0),
+        StartError::Memory(message) => PyMemoryError::new_err(message),
+        StartError::Engine(error) => PyRuntimeError::new_err(error.0),
     })?;
-    let workload = Workload::new(&plan).map_err(|_| {
-        PyMemoryError::new_err(format!(
-            "cannot hold the workload's random orders and its table of writes \
-             ({} existing keys, {} inserts, {total} requests)",
-            plan.keys.existing, plan.keys.insert_space
-        ))
-    })?;
-    let engine =
-        protocols::start(plan, workload, records).map_err(|e| PyRuntimeError::new_err(e.0))?;
     Ok(Load {
         engine,
         result: Mutex::new(None),
@@ -332,5 +321,10 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value>
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Load>()?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
+    // The records' `op` column indexes this: each operation's name by code.
+    m.add(
+        "OPERATIONS",
+        PyTuple::new(m.py(), OpKind::ALL.map(OpKind::name))?,
+    )?;
     Ok(())
 }

@@ -68,6 +68,7 @@ impl<P: Protocol> Checking<P> {
     /// Opens a connection per checked client and starts them.
     pub async fn start(
         plan: &Plan,
+        options: P::Options,
         check: CheckPlan,
         workload: Arc<Workload>,
         clock: Clock,
@@ -78,7 +79,7 @@ impl<P: Protocol> Checking<P> {
             requests: 0,
             rate: 0.0,
         };
-        let proto = Arc::new(P::open(plan, &step).await?);
+        let proto = Arc::new(P::open(plan, options, &step).await?);
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let members: Arc<[String]> = plan.endpoints.iter().map(|e| e.authority.clone()).collect();

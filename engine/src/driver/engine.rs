@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::driver::check::Operation as CheckedOperation;
+use crate::driver::pacing;
 use crate::outcome::EngineError;
 use crate::plan::Plan;
 use crate::protocols::Protocol;
 use crate::records::{Clock, Records};
-use crate::workload::check::Operation as CheckedOperation;
+use crate::workload::Workload;
 use crate::workload::watch::Watched;
-use crate::workload::{Workload, pacing};
 
 /// How long the runtime's remaining tasks get once the run is over.
 const SHUTDOWN: Duration = Duration::from_millis(100);
@@ -145,6 +146,7 @@ impl Engine {
     /// Spawns the engine thread and returns at once.
     pub fn start_with<P: Protocol>(
         plan: Plan,
+        options: P::Options,
         workload: Workload,
         records: Records,
     ) -> Result<Engine, EngineError> {
@@ -160,8 +162,14 @@ impl Engine {
         std::thread::Builder::new()
             .name("dbtester-engine".into())
             .spawn(move || {
-                let (result, runtime) =
-                    drive::<P>(plan, thread_control.clone(), workload, records, clock);
+                let (result, runtime) = drive::<P>(
+                    plan,
+                    options,
+                    thread_control.clone(),
+                    workload,
+                    records,
+                    clock,
+                );
                 let state = match result {
                     Ok(recorded) => State::Finished(Box::new(Finished {
                         records: recorded.records,
@@ -247,6 +255,7 @@ impl Drop for Engine {
 /// Runs the whole plan on a fresh runtime; returns the runtime for teardown.
 fn drive<P: Protocol>(
     plan: Plan,
+    options: P::Options,
     control: Arc<Control>,
     workload: Workload,
     records: Records,
@@ -271,6 +280,7 @@ fn drive<P: Protocol>(
     // everything it spawns (block_on would add this thread as one more).
     let run = runtime.spawn(pacing::run::<P>(
         Arc::new(plan),
+        options,
         control,
         workload,
         records,
@@ -309,9 +319,10 @@ mod tests {
     /// A write run then a read run against a real server, when one is named:
     /// `DBTESTER_ETCD=127.0.0.1:2379 cargo test -- --ignored` (likewise
     /// DBTESTER_ZOOKEEPER, DBTESTER_CONSUL).
-    fn live(protocol: crate::protocols::Options, variable: &str) {
+    fn live<P: Protocol>(options: P::Options, variable: &str) {
         use crate::plan::Step;
-        use crate::workload::{Choose, Mix, OpKind};
+        use crate::workload::{Mix, OpKind};
+        let protocol = P::NAME;
         let endpoint = std::env::var(variable)
             .unwrap_or_else(|_| panic!("set {variable}=host:port to run this test"));
         let step = |requests: u64, rate: f64| Step {
@@ -322,18 +333,18 @@ mod tests {
         };
         for kind in [OpKind::Insert, OpKind::Read] {
             let mut plan = crate::plan::tests::good_plan();
-            plan.protocol = protocol;
+            plan.protocol = protocol.into();
             plan.endpoints = vec![crate::plan::parse_endpoint(&endpoint).unwrap()];
             plan.key_size = 12;
             plan.value_size = 100;
             plan.keys.insert_space = 3000;
             plan.keys.existing = 1;
-            plan.keys.choose = Choose::Same;
-            plan.mix = Mix::only(kind);
+            plan.keys.choose = "same".into();
+            plan.mix = Mix::plan_only(kind);
             plan.steps = vec![step(2000, 0.0), step(1000, 1000.0)];
             let records = Records::with_capacity(plan.total_requests()).unwrap();
             let workload = Workload::new(&plan).unwrap();
-            let engine = crate::protocols::start(plan, workload, records).unwrap();
+            let engine = Engine::start_with::<P>(plan, options, workload, records).unwrap();
             assert!(engine.wait(Some(Duration::from_secs(120))));
             let finished = match engine.take() {
                 Taken::Finished(finished) => finished,
@@ -356,10 +367,11 @@ mod tests {
     #[test]
     #[ignore = "needs a live etcd: set DBTESTER_ETCD=host:port"]
     fn live_etcd() {
-        live(
-            crate::protocols::Options::Etcd(crate::protocols::etcd::Options {
-                balancer: crate::protocols::etcd::Balancer::PickFirst,
-            }),
+        use crate::protocols::etcd::{Balancer, Etcd, Options};
+        live::<Etcd>(
+            Options {
+                balancer: Balancer::PickFirst,
+            },
             "DBTESTER_ETCD",
         );
     }
@@ -367,10 +379,11 @@ mod tests {
     #[test]
     #[ignore = "needs a live ZooKeeper: set DBTESTER_ZOOKEEPER=host:port"]
     fn live_zookeeper() {
-        live(
-            crate::protocols::Options::ZooKeeper(crate::protocols::zookeeper::Options {
+        use crate::protocols::zookeeper::{Options, ZooKeeper};
+        live::<ZooKeeper>(
+            Options {
                 session_timeout: Duration::from_secs(30),
-            }),
+            },
             "DBTESTER_ZOOKEEPER",
         );
     }
@@ -378,10 +391,8 @@ mod tests {
     #[test]
     #[ignore = "needs a live Consul: set DBTESTER_CONSUL=host:port"]
     fn live_consul() {
-        live(
-            crate::protocols::Options::Consul(crate::protocols::consul::Options),
-            "DBTESTER_CONSUL",
-        );
+        use crate::protocols::consul::{Consul, Options};
+        live::<Consul>(Options, "DBTESTER_CONSUL");
     }
 
     #[test]

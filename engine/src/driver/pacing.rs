@@ -11,13 +11,13 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Control;
+use crate::driver::check::{Checking, Operation as CheckedOperation};
+use crate::driver::engine::Control;
+use crate::driver::timer::{Timer, wait_until};
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Plan, Step, WatchPlan};
 use crate::protocols::{Protocol, Request};
 use crate::records::{Clock, Record, Records, between};
-use crate::workload::check::{Checking, Operation as CheckedOperation};
-use crate::workload::timer::{Timer, wait_until};
 use crate::workload::watch::{SentTimes, WatchLog, Watched};
 use crate::workload::{OpKind, Workload};
 
@@ -39,6 +39,7 @@ pub struct Recorded {
 /// not go on.
 pub async fn run<P: Protocol>(
     plan: Arc<Plan>,
+    options: P::Options,
     control: Arc<Control>,
     workload: Workload,
     records: Records,
@@ -68,7 +69,9 @@ pub async fn run<P: Protocol>(
     };
     // The checked clients start before the measured steps and stop after.
     let checking = match plan.check {
-        Some(check) => Some(Checking::<P>::start(&plan, check, workload.clone(), clock).await?),
+        Some(check) => {
+            Some(Checking::<P>::start(&plan, options, check, workload.clone(), clock).await?)
+        }
         None => None,
     };
     let shared = Shared {
@@ -81,8 +84,10 @@ pub async fn run<P: Protocol>(
         watch: watch.clone(),
     };
     let result = match (&watch, shared.plan.watch) {
-        (Some(log), Some(watch_plan)) => watched::<P>(&shared, log.clone(), watch_plan).await,
-        _ => steps::<P>(&shared).await,
+        (Some(log), Some(watch_plan)) => {
+            watched::<P>(&shared, options, log.clone(), watch_plan).await
+        }
+        _ => steps::<P>(&shared, options).await,
     };
     let check = match checking {
         Some(checking) => Some(checking.finish().await),
@@ -113,12 +118,13 @@ pub async fn run<P: Protocol>(
 /// drain time passed.
 async fn watched<P: Protocol>(
     shared: &Shared,
+    options: P::Options,
     log: Arc<WatchLog>,
     watch: WatchPlan,
 ) -> Result<(), EngineError> {
     let stop_watching = CancellationToken::new();
-    let mut watchers = P::watch(&shared.plan, log.clone(), stop_watching.clone()).await?;
-    let result = steps::<P>(shared).await;
+    let mut watchers = P::watch(&shared.plan, options, log.clone(), stop_watching.clone()).await?;
+    let result = steps::<P>(shared, options).await;
     // Every acknowledged put's event is expected; a put of unknown outcome
     // may add one more, which the drain need not wait for.
     let expected = log.acknowledged_count();
@@ -149,7 +155,7 @@ struct Shared {
     watch: Option<Arc<WatchLog>>,
 }
 
-async fn steps<P: Protocol>(shared: &Shared) -> Result<(), EngineError> {
+async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), EngineError> {
     let plan = &shared.plan;
     let stop = shared.control.stop_token();
     for (index, step) in plan.steps.iter().enumerate() {
@@ -161,7 +167,7 @@ async fn steps<P: Protocol>(shared: &Shared) -> Result<(), EngineError> {
         let proto = tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            opened = P::open(plan, step) => opened?,
+            opened = P::open(plan, options, step) => opened?,
         };
         // Several load hosts: the first request is due at the common start.
         if index == 0
@@ -389,9 +395,9 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
-    use crate::engine::{Engine, Taken};
-    use crate::plan::Step;
-    use crate::workload::{Choose, InsertOrder, Mix};
+    use crate::driver::engine::{Engine, Taken};
+    use crate::plan::{Fields, InsertOrder, PlanError, Step};
+    use crate::workload::Mix;
 
     /// What a fake step saw, filed under the plan's seed (tests run in parallel).
     #[derive(Debug, Default, Clone)]
@@ -415,7 +421,15 @@ mod tests {
     }
 
     impl Protocol for Fake {
-        async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
+        const NAME: &'static str = "fake";
+        const OPTION_KEYS: &'static [&'static str] = &[];
+        type Options = ();
+
+        fn options(_: &Fields<'_>) -> Result<(), PlanError> {
+            Ok(())
+        }
+
+        async fn open(plan: &Plan, (): (), step: &Step) -> Result<Self, EngineError> {
             let index = plan
                 .steps
                 .iter()
@@ -472,7 +486,7 @@ mod tests {
         plan.value_size = delay_ms;
         plan.keys.insert_space = total.max(1);
         plan.keys.inserts = InsertOrder::Sequential;
-        plan.mix = Mix::only(OpKind::Insert);
+        plan.mix = Mix::plan_only(OpKind::Insert);
         plan.seed = seed;
         plan.timeout = Duration::from_secs(30);
         plan.steps = steps;
@@ -489,10 +503,10 @@ mod tests {
         }
     }
 
-    fn run_fake(plan: Plan) -> crate::engine::Finished {
+    fn run_fake(plan: Plan) -> crate::driver::engine::Finished {
         let records = Records::with_capacity(plan.total_requests()).unwrap();
         let workload = Workload::new(&plan).unwrap();
-        let engine = Engine::start_with::<Fake>(plan, workload, records).unwrap();
+        let engine = Engine::start_with::<Fake>(plan, (), workload, records).unwrap();
         assert!(engine.wait(Some(Duration::from_secs(30))));
         match engine.take() {
             Taken::Finished(finished) => *finished,
@@ -638,7 +652,7 @@ mod tests {
         p.threads = 1;
         let records = Records::with_capacity(p.total_requests()).unwrap();
         let workload = Workload::new(&p).unwrap();
-        let engine = Engine::start_with::<Fake>(p, workload, records).unwrap();
+        let engine = Engine::start_with::<Fake>(p, (), workload, records).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let stopped = Instant::now();
         engine.stop();
@@ -665,8 +679,8 @@ mod tests {
     #[test]
     fn max_errors_stops_the_run() {
         let mut p = plan(105, 1, vec![step(2, 1, 1000, 0.0)]);
-        p.mix = Mix::only(OpKind::Read);
-        p.keys.choose = Choose::Same;
+        p.mix = Mix::plan_only(OpKind::Read);
+        p.keys.choose = "same".into();
         p.keys.existing = 1;
         p.key_size = 1;
         p.max_errors = Some(5);

@@ -1,21 +1,35 @@
 //! The load plan: one typed contract with Python (its shape is the `Plan`
-//! TypedDict in `dbtester/_engine.pyi`, built by `dbtester/load/plan.py`).
+//! TypedDict in `dbtester/_engine.pyi`, built by `dbtester/load/native.py`).
 //! Defaults and the test case's bounds live in the pydantic model; this side
-//! checks types and what the engine itself needs (memory, key numbers that
-//! fit), so every rule here is testable without a Python interpreter. Each
+//! checks the plan's shape and types. It is data at the bottom of the crate
+//! and imports nothing else of it: a name that selects code (the protocol
+//! and its options, the key distribution, the operations of the mix) is
+//! kept as given and resolved by the code it names (`protocols`,
+//! `workload`), which also checks what the engine needs to run it. Each
 //! error names the offending key and what is allowed.
 
 mod value;
 
 use std::time::Duration;
 
-pub use value::{Fields, PlanError, Value};
-
-use crate::protocols;
-use crate::workload::keys;
-use crate::workload::{Choose, InsertOrder, Mix, ValueForm};
+pub use value::{Fields, PlanError, Value, quoted};
 
 type Result<T> = std::result::Result<T, PlanError>;
+
+/// What writes store: the same bytes every time, or a tag naming the key
+/// and the write (so a read can tell which write it sees).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueForm {
+    Fixed,
+    Tagged,
+}
+
+/// The order new keys are created in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertOrder {
+    Sequential,
+    Permuted,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Consistency {
@@ -46,11 +60,15 @@ pub struct Step {
 /// before the run; reads, updates and read-modify-writes choose among them
 /// (`latest`: among them and the inserts acknowledged since); insert n
 /// creates key `first + existing + order(n)`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyPlan {
     pub existing: u64,
     pub first: u64,
-    pub choose: Choose,
+    /// The key distribution's name (`workload::distribution` resolves it).
+    pub choose: String,
+    pub zipfian_constant: f64,
+    pub hot_set_fraction: f64,
+    pub hot_operation_fraction: f64,
     pub inserts: InsertOrder,
     /// How many new keys the run may create (the permutation's length).
     pub insert_space: u64,
@@ -58,13 +76,18 @@ pub struct KeyPlan {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    pub protocol: protocols::Options,
+    /// The protocol's name (`protocols` resolves it).
+    pub protocol: String,
+    /// That protocol's options, a dict it reads itself.
+    pub options: Value,
     pub endpoints: Vec<Endpoint>,
     pub key_size: usize,
     pub value_size: usize,
     pub values: ValueForm,
     pub keys: KeyPlan,
-    pub mix: Mix,
+    /// Each operation's share, by the plan's name for it, in the plan's
+    /// order; each a number from 0 to 1 (`workload::mix` resolves them).
+    pub mix: Vec<(String, f64)>,
     pub consistency: Consistency,
     pub timeout: Duration,
     pub steps: Vec<Step>,
@@ -132,9 +155,6 @@ const MAX_TIMEOUT_S: f64 = 1e6;
 const MAX_RATE: f64 = 1e9;
 /// A step's index is stored as uint16.
 const MAX_STEPS: usize = 1 << 16;
-/// A random order (of inserts, or of zipfian ranks) is kept as u32 key
-/// numbers (4 bytes per key), built before the first request: at most 1 GB.
-pub const MAX_PERMUTED: u64 = 1 << 28;
 
 const TOP_KEYS: &[&str] = &[
     "protocol",
@@ -172,13 +192,17 @@ const KEY_KEYS: &[&str] = &[
     "hot_set_fraction",
     "hot_operation_fraction",
 ];
-const MIX_KEYS: &[&str] = &["read", "update", "insert", "read_modify_write"];
 const STEP_KEYS: &[&str] = &["clients", "connections", "requests", "rate"];
 
 /// Validates a whole plan.
 pub fn parse(value: &Value) -> Result<Plan> {
     let top = Fields::new("plan".into(), value, TOP_KEYS)?;
-    let protocol = protocols::parse_options(&top)?;
+    let protocol = top.string("protocol", "a protocol's name")?;
+    // Any keys: the protocol reads them; here only a dict is required.
+    let options = Value::Dict(
+        top.entries("options", "a dict of the protocol's options")?
+            .to_vec(),
+    );
     let endpoints = parse_endpoints(&top)?;
     let key_size = top.int("key_size", 1, MAX_KEY_SIZE)? as usize;
     let value_size = top.int("value_size", 0, MAX_VALUE_SIZE)? as usize;
@@ -221,6 +245,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
     };
     let plan = Plan {
         protocol,
+        options,
         endpoints,
         key_size,
         value_size,
@@ -238,8 +263,6 @@ pub fn parse(value: &Value) -> Result<Plan> {
         check,
         start_unix_ns,
     };
-    check_capacity(&plan)?;
-    check_watch(&plan)?;
     Ok(plan)
 }
 
@@ -280,49 +303,16 @@ fn parse_check(top: &Fields<'_>) -> Result<Option<CheckPlan>> {
     }))
 }
 
-/// Watchers time the events of a write run's distinct keys: its puts must
-/// all be inserts of new keys.
-fn check_watch(plan: &Plan) -> Result<()> {
-    let inserts = plan.mix.single() == Some(crate::workload::OpKind::Insert);
-    if plan.watch.is_some() && (!inserts || plan.keys.existing != 0) {
-        return Err(PlanError(
-            "plan[\"watch\"] needs a write run of distinct keys (mix: insert only, keys: existing 0)".into(),
-        ));
-    }
-    Ok(())
-}
-
 fn parse_keys(top: &Fields<'_>) -> Result<KeyPlan> {
     let keys = top.dict("keys", KEY_KEYS, None)?;
-    let constant = || keys.float("zipfian_constant", 0.0, true, 100.0);
-    let choose = match keys.choice(
-        "choose",
-        &[
-            ("same", "same"),
-            ("uniform", "uniform"),
-            ("zipfian", "zipfian"),
-            ("latest", "latest"),
-            ("hotspot", "hotspot"),
-        ],
-        None,
-    )? {
-        "same" => Choose::Same,
-        "uniform" => Choose::Uniform,
-        "zipfian" => Choose::Zipfian(constant()?),
-        "latest" => Choose::Latest(constant()?),
-        _ => Choose::Hotspot {
-            hot_set: keys.fraction("hot_set_fraction")?,
-            hot_operations: keys.fraction("hot_operation_fraction")?,
-        },
-    };
-    // Read whatever the choice does not use too: every key is typed.
-    constant()?;
-    keys.fraction("hot_set_fraction")?;
-    keys.fraction("hot_operation_fraction")?;
     Ok(KeyPlan {
         existing: keys.int("existing", 0, i64::MAX)? as u64,
         first: keys.int("first", 0, i64::MAX)? as u64,
-        choose,
+        choose: keys.string("choose", "a key distribution's name")?,
+        // Typed whether or not the distribution uses them.
+        zipfian_constant: keys.float("zipfian_constant", 0.0, true, 100.0)?,
+        hot_set_fraction: keys.fraction("hot_set_fraction")?,
+        hot_operation_fraction: keys.fraction("hot_operation_fraction")?,
         inserts: keys.choice(
             "inserts",
             &[
@@ -335,20 +325,14 @@ fn parse_keys(top: &Fields<'_>) -> Result<KeyPlan> {
     })
 }
 
-fn parse_mix(top: &Fields<'_>) -> Result<Mix> {
-    let mix = top.dict("mix", MIX_KEYS, None)?;
-    let shares = [
-        mix.fraction("read")?,
-        mix.fraction("update")?,
-        mix.fraction("insert")?,
-        mix.fraction("read_modify_write")?,
-    ];
-    Mix::new(shares).ok_or_else(|| {
-        PlanError(format!(
-            "plan[\"mix\"]'s shares must add up to 1, got {}",
-            shares.iter().sum::<f64>()
-        ))
-    })
+/// `mix`: a dict of shares, each a number from 0 to 1, by operation name.
+fn parse_mix(top: &Fields<'_>) -> Result<Vec<(String, f64)>> {
+    let entries = top.entries("mix", "a dict of shares")?;
+    let keys: Vec<&str> = entries.iter().map(|(key, _)| key.as_str()).collect();
+    let mix = Fields::new(top.name("mix"), top.required("mix", "a dict")?, &keys)?;
+    keys.iter()
+        .map(|key| Ok(((*key).to_owned(), mix.fraction(key)?)))
+        .collect()
 }
 
 fn parse_endpoints(top: &Fields<'_>) -> Result<Vec<Endpoint>> {
@@ -441,76 +425,11 @@ fn parse_steps(top: &Fields<'_>) -> Result<Vec<Step>> {
     Ok(steps)
 }
 
-/// What the engine needs to run the plan at all: key numbers that fit in
-/// key_size, a new key for every insert, random orders it can hold, keys to
-/// choose from, and room in a value for its tag.
-fn check_capacity(plan: &Plan) -> Result<()> {
-    let keys = &plan.keys;
-    let total = plan.total_requests();
-    let inserting = plan.mix.inserts();
-    if inserting && keys.insert_space < total {
-        return Err(PlanError(format!(
-            "plan[\"keys\"][\"insert_space\"] ({}) must be at least the steps' requests \
-             added up ({total}): each request may insert a new key",
-            keys.insert_space
-        )));
-    }
-    if plan.mix.chooses() && keys.existing == 0 {
-        return Err(PlanError(
-            "plan[\"keys\"][\"existing\"] must be at least 1: reads, updates and \
-             read-modify-writes choose among existing keys"
-                .into(),
-        ));
-    }
-    let span = keys
-        .existing
-        .checked_add(if inserting { keys.insert_space } else { 0 });
-    let last = span.and_then(|span| keys.first.checked_add(span));
-    if let Some(capacity) = keys::capacity(plan.key_size)
-        && last.is_none_or(|last| last > capacity)
-    {
-        return Err(PlanError(format!(
-            "plan[\"keys\"] numbers keys up to first ({}) + existing ({}) + insert_space ({}), \
-             which does not fit in plan[\"key_size\"] ({}): {capacity} distinct keys \
-             (\"k\" and {} digits); raise key_size",
-            keys.first,
-            keys.existing,
-            if inserting { keys.insert_space } else { 0 },
-            plan.key_size,
-            plan.key_size - 1
-        )));
-    }
-    if inserting && keys.inserts == InsertOrder::Permuted && keys.insert_space > MAX_PERMUTED {
-        return Err(PlanError(format!(
-            "plan[\"keys\"][\"insert_space\"] ({}) must be at most {MAX_PERMUTED} with \
-             permuted inserts (the random order is kept in memory)",
-            keys.insert_space
-        )));
-    }
-    if matches!(keys.choose, Choose::Zipfian(_)) && keys.existing > MAX_PERMUTED {
-        return Err(PlanError(format!(
-            "plan[\"keys\"][\"existing\"] ({}) must be at most {MAX_PERMUTED} for zipfian \
-             keys (ranks are mapped to keys by a random order kept in memory)",
-            keys.existing
-        )));
-    }
-    if plan.values == ValueForm::Tagged && plan.value_size < crate::workload::values::TAG_LEN {
-        return Err(PlanError(format!(
-            "plan[\"value_size\"] ({}) must be at least {} for tagged values",
-            plan.value_size,
-            crate::workload::values::TAG_LEN
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::protocols::{Options, etcd, zookeeper};
-    use crate::workload::OpKind;
 
-    fn s(text: &str) -> Value {
+    pub(crate) fn s(text: &str) -> Value {
         Value::Str(text.into())
     }
 
@@ -538,7 +457,7 @@ pub(crate) mod tests {
         parse(&dict(&good())).unwrap()
     }
 
-    fn keys(existing: i64, choose: &str) -> Value {
+    pub(crate) fn keys(existing: i64, choose: &str) -> Value {
         dict(&[
             ("existing", Value::Int(existing)),
             ("first", Value::Int(0)),
@@ -551,7 +470,7 @@ pub(crate) mod tests {
         ])
     }
 
-    fn mix(read: f64, update: f64, insert: f64, rmw: f64) -> Value {
+    pub(crate) fn mix(read: f64, update: f64, insert: f64, rmw: f64) -> Value {
         dict(&[
             ("read", Value::Float(read)),
             ("update", Value::Float(update)),
@@ -584,31 +503,27 @@ pub(crate) mod tests {
         ]
     }
 
-    fn with(key: &str, value: Value) -> Value {
+    pub(crate) fn with(key: &str, value: Value) -> Value {
         let mut entries = good();
         entries.iter_mut().find(|(k, _)| *k == key).unwrap().1 = value;
         dict(&entries)
     }
 
-    fn without(key: &str) -> Value {
+    pub(crate) fn without(key: &str) -> Value {
         let mut entries = good();
         entries.retain(|(k, _)| *k != key);
         dict(&entries)
     }
 
-    fn error(value: Value) -> String {
+    pub(crate) fn error(value: Value) -> String {
         parse(&value).unwrap_err().0
     }
 
     #[test]
     fn good_plan_parses() {
         let plan = good_plan();
-        assert_eq!(
-            plan.protocol,
-            Options::Etcd(etcd::Options {
-                balancer: etcd::Balancer::PickFirst
-            })
-        );
+        assert_eq!(plan.protocol, "etcd");
+        assert_eq!(plan.options, dict(&[("balancer", s("pick_first"))]));
         assert_eq!(plan.endpoints[0].host, "127.0.0.1");
         assert_eq!(plan.endpoints[0].port, 2379);
         assert_eq!(plan.timeout, Duration::from_millis(2500));
@@ -617,7 +532,8 @@ pub(crate) mod tests {
         assert_eq!(plan.steps[1].rate, 100.0);
         assert_eq!(plan.max_errors, None);
         assert_eq!(plan.fixed_value(), vec![b'v'; 16]);
-        assert_eq!(plan.mix.single(), Some(OpKind::Insert));
+        assert_eq!(plan.mix[2], ("insert".to_owned(), 1.0));
+        assert_eq!(plan.keys.choose, "same");
         assert_eq!(plan.keys.inserts, InsertOrder::Permuted);
     }
 
@@ -644,217 +560,27 @@ pub(crate) mod tests {
         for key in ["options", "max_errors", "seed", "write_id_base", "values"] {
             assert!(error(without(key)).starts_with("plan is missing"), "{key}");
         }
-        let message = error(with("options", dict(&[])));
+        for (key, expected) in [
+            ("options", r#"plan["options"] must be a dict, got "x""#),
+            (
+                "protocol",
+                r#"plan["protocol"] must be a protocol's name, got 3"#,
+            ),
+            ("mix", r#"plan["mix"] must be a dict, got "x""#),
+        ] {
+            let value = if key == "protocol" {
+                Value::Int(3)
+            } else {
+                s("x")
+            };
+            let message = error(with(key, value));
+            assert!(message.starts_with(expected), "{message}");
+        }
+        let message = error(with("mix", dict(&[("read", Value::Float(1.5))])));
         assert!(
-            message.starts_with(r#"plan["options"] is missing "balancer""#),
+            message.starts_with(r#"plan["mix"]["read"] must be a number >= 0 (at most 1)"#),
             "{message}"
         );
-    }
-
-    #[test]
-    fn each_bad_key_names_itself_and_what_is_allowed() {
-        let cases: Vec<(Value, &str)> = vec![
-            (
-                with("protocol", s("redis")),
-                r#"plan["protocol"] must be one of "etcd", "zookeeper", "consul", got "redis""#,
-            ),
-            (
-                without("protocol"),
-                r#"plan is missing "protocol" (one of "etcd""#,
-            ),
-            (
-                with("endpoints", Value::List(vec![])),
-                r#"plan["endpoints"] must be a non-empty list of "host:port" strings"#,
-            ),
-            (
-                with("endpoints", Value::List(vec![s("localhost")])),
-                r#"plan["endpoints"][0] must be "host:port""#,
-            ),
-            (
-                with("options", dict(&[("balancer", s("random"))])),
-                r#"plan["options"]["balancer"] must be one of "pick_first", "round_robin", "leader", got "random""#,
-            ),
-            (
-                with("options", dict(&[("session_timeout_ms", Value::Int(5))])),
-                r#"plan["options"] has an unknown key "session_timeout_ms"; allowed keys for etcd: "balancer""#,
-            ),
-            (
-                with("values", s("random")),
-                r#"plan["values"] must be one of "fixed", "tagged", got "random""#,
-            ),
-            (
-                with("key_size", Value::Int(0)),
-                r#"plan["key_size"] must be an int from 1 to 1048576, got 0"#,
-            ),
-            (
-                with("key_size", Value::Bool(true)),
-                r#"plan["key_size"] must be an int from 1 to 1048576, got True"#,
-            ),
-            (
-                with("value_size", Value::Int(-1)),
-                r#"plan["value_size"] must be an int from 0 to"#,
-            ),
-            (
-                with("keys", keys(-1, "same")),
-                r#"plan["keys"]["existing"] must be an int >= 0, got -1"#,
-            ),
-            (
-                with("keys", keys(0, "gaussian")),
-                r#"plan["keys"]["choose"] must be one of "same", "uniform", "zipfian", "latest", "hotspot", got "gaussian""#,
-            ),
-            (
-                with("mix", mix(0.5, 0.0, 0.4, 0.0)),
-                r#"plan["mix"]'s shares must add up to 1, got 0.9"#,
-            ),
-            (
-                with("mix", mix(1.5, 0.0, -0.5, 0.0)),
-                r#"plan["mix"]["read"] must be a number >= 0 (at most 1)"#,
-            ),
-            (
-                with("mix", mix(1.0, 0.0, 0.0, 0.0)),
-                r#"plan["keys"]["existing"] must be at least 1: reads, updates and read-modify-writes choose among existing keys"#,
-            ),
-            (
-                with("consistency", s("eventual")),
-                r#"plan["consistency"] must be one of "linearizable", "serializable", got "eventual""#,
-            ),
-            (
-                with("timeout_s", Value::Float(0.0)),
-                r#"plan["timeout_s"] must be a number > 0"#,
-            ),
-            (
-                with("timeout_s", Value::Float(f64::NAN)),
-                r#"plan["timeout_s"] must be a number > 0"#,
-            ),
-            (
-                with("steps", Value::List(vec![])),
-                r#"plan["steps"] must be a non-empty list"#,
-            ),
-            (
-                with("steps", Value::List(vec![step(0, 1, 5, 0.0)])),
-                r#"plan["steps"][0]["clients"] must be an int from 1 to"#,
-            ),
-            (
-                with("steps", Value::List(vec![step(1 << 32, 1, 5, 0.0)])),
-                r#"plan["steps"][0]["clients"] must be an int from 1 to 1048576, got 4294967296"#,
-            ),
-            (
-                with("steps", Value::List(vec![step(2, 3, 5, 0.0)])),
-                r#"plan["steps"][0]["connections"] must be from 1 to clients (2), got 3"#,
-            ),
-            (
-                with("steps", Value::List(vec![step(2, 1, -5, 0.0)])),
-                r#"plan["steps"][0]["requests"] must be an int >= 0, got -5"#,
-            ),
-            (
-                with("steps", Value::List(vec![step(2, 1, 5, -1.0)])),
-                r#"plan["steps"][0]["rate"] must be a number >= 0"#,
-            ),
-            (
-                with(
-                    "steps",
-                    Value::List(vec![dict(&[
-                        ("clients", Value::Int(1)),
-                        ("connections", Value::Int(1)),
-                        ("requests", Value::Int(1)),
-                        ("rate", Value::Int(0)),
-                        ("burst", Value::Int(3)),
-                    ])]),
-                ),
-                r#"plan["steps"][0] has an unknown key "burst"; allowed keys: "clients", "connections", "requests", "rate""#,
-            ),
-            (
-                with("threads", Value::Int(0)),
-                r#"plan["threads"] must be an int from 1 to 1024, got 0"#,
-            ),
-            (
-                with("max_errors", Value::Int(-1)),
-                r#"plan["max_errors"] must be None or an int >= 0, got -1"#,
-            ),
-            (
-                with(
-                    "steps",
-                    Value::List(vec![step(10, 2, 600, 0.0), step(20, 4, 401, 100.0)]),
-                ),
-                r#"plan["keys"]["insert_space"] (1000) must be at least the steps' requests added up (1001)"#,
-            ),
-            (
-                with("key_size", Value::Int(3)),
-                r#"plan["keys"] numbers keys up to first (0) + existing (0) + insert_space (1000), which does not fit in plan["key_size"] (3): 100 distinct keys"#,
-            ),
-            (
-                with("values", s("tagged")),
-                r#"plan["value_size"] (16) must be at least 32 for tagged values"#,
-            ),
-            (
-                dict(&[("protocol", s("etcd")), ("color", s("red"))]),
-                r#"plan has an unknown key "color"; allowed keys: "protocol", "endpoints""#,
-            ),
-            (Value::List(vec![]), "plan must be a dict, got a list"),
-        ];
-        for (value, expected) in cases {
-            let message = error(value);
-            assert!(
-                message.starts_with(expected),
-                "expected {expected:?}\n     got {message:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn zookeeper_and_consul_options() {
-        let mut entries = good();
-        entries[0].1 = s("zookeeper");
-        entries[2].1 = dict(&[("session_timeout_ms", Value::Int(0))]);
-        assert!(
-            error(dict(&entries))
-                .starts_with(r#"plan["options"]["session_timeout_ms"] must be an int from 1 to"#)
-        );
-        entries[2].1 = dict(&[("session_timeout_ms", Value::Int(4000))]);
-        assert_eq!(
-            parse(&dict(&entries)).unwrap().protocol,
-            Options::ZooKeeper(zookeeper::Options {
-                session_timeout: Duration::from_secs(4)
-            })
-        );
-        entries[0].1 = s("consul");
-        assert!(error(dict(&entries)).starts_with(
-            r#"plan["options"] has an unknown key "session_timeout_ms"; consul takes none"#
-        ));
-        entries[2].1 = dict(&[]);
-        assert!(parse(&dict(&entries)).is_ok());
-    }
-
-    #[test]
-    fn key_numbers_must_fit() {
-        // key_size 8 holds 10,000,000 keys: 9,999,001 + 1000 do not fit.
-        let mut entries = good();
-        let mut with_first = |first: i64| {
-            let Value::Dict(mut keys) = keys(0, "same") else {
-                unreachable!()
-            };
-            keys[1].1 = Value::Int(first);
-            entries[6].1 = Value::Dict(keys);
-            parse(&dict(&entries))
-        };
-        assert_eq!(with_first(9_999_000).unwrap().keys.first, 9_999_000);
-        let error = with_first(9_999_001).unwrap_err().0;
-        assert!(error.contains("first (9999001)"), "{error}");
-        assert!(with_first(-1).is_err());
-    }
-
-    #[test]
-    fn insert_space_only_matters_when_inserting() {
-        // Reads (and updates) of one key: a tiny key_size is fine.
-        let mut entries = good();
-        entries[3].1 = Value::Int(1);
-        entries[6].1 = keys(1, "same");
-        entries[7].1 = mix(1.0, 0.0, 0.0, 0.0);
-        assert!(parse(&dict(&entries)).is_ok());
-        entries[7].1 = mix(0.0, 0.0, 1.0, 0.0);
-        assert!(parse(&dict(&entries)).is_err());
-        entries[7].1 = mix(0.0, 1.0, 0.0, 0.0);
-        assert!(parse(&dict(&entries)).is_ok());
     }
 
     #[test]

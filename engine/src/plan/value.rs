@@ -207,6 +207,31 @@ impl<'a> Fields<'a> {
         Fields::owned(self.name(key), value, allowed, owner)
     }
 
+    /// A string.
+    pub fn string(&self, key: &str, allowed: &str) -> Result<String> {
+        match self.required(key, allowed)? {
+            Value::Str(s) => Ok(s.clone()),
+            other => Err(PlanError(format!(
+                "{} must be {allowed}, got {}",
+                self.name(key),
+                other.describe()
+            ))),
+        }
+    }
+
+    /// The entries of the dict under `key`, whatever its keys (whoever
+    /// reads them checks them).
+    pub fn entries(&self, key: &str, allowed: &str) -> Result<&'a [(String, Value)]> {
+        match self.required(key, allowed)? {
+            Value::Dict(entries) => Ok(entries),
+            other => Err(PlanError(format!(
+                "{} must be a dict, got {}",
+                self.name(key),
+                other.describe()
+            ))),
+        }
+    }
+
     /// A share from 0 to 1.
     pub fn fraction(&self, key: &str) -> Result<f64> {
         self.float(key, 0.0, false, 1.0)

@@ -26,16 +26,9 @@ use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub const NAME: &str = "consul";
-pub const OPTION_KEYS: &[&str] = &[];
-
 /// Consul takes no options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options;
-
-pub fn options(_: &Fields<'_>) -> Result<Options, PlanError> {
-    Ok(Options)
-}
 
 const ROOT: &str = "/v1/kv/dbtester/";
 
@@ -48,7 +41,15 @@ pub struct Consul {
 }
 
 impl Protocol for Consul {
-    async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
+    const NAME: &'static str = "consul";
+    const OPTION_KEYS: &'static [&'static str] = &[];
+    type Options = Options;
+
+    fn options(_: &Fields<'_>) -> Result<Options, PlanError> {
+        Ok(Options)
+    }
+
+    async fn open(plan: &Plan, _: Options, step: &Step) -> Result<Self, EngineError> {
         let conns = try_join_all((0..step.connections).map(|c| connection(plan, c))).await?;
         let (raw, entry) = match plan.consistency {
             Consistency::Linearizable => ("?raw&consistent", "?consistent"),
@@ -67,6 +68,7 @@ impl Protocol for Consul {
     /// Consul's own watches do.
     async fn watch(
         plan: &Plan,
+        _: Options,
         log: Arc<WatchLog>,
         stop: CancellationToken,
     ) -> Result<JoinSet<()>, EngineError> {
@@ -367,8 +369,6 @@ mod tests {
     use super::*;
     use crate::workload::Workload;
 
-    const CONSUL: crate::protocols::Options = crate::protocols::Options::Consul(Options);
-
     /// A minimal HTTP/1.1 keep-alive server answering every request "true".
     /// (Consul itself is exercised live; this isolates the client's queueing.)
     async fn serve_true() -> std::net::SocketAddr {
@@ -419,7 +419,8 @@ mod tests {
 
     fn plan_for(addrs: &[std::net::SocketAddr]) -> Plan {
         let mut plan = crate::plan::tests::good_plan();
-        plan.protocol = CONSUL;
+        plan.protocol = Consul::NAME.into();
+        plan.options = crate::plan::Value::Dict(Vec::new());
         plan.endpoints = addrs
             .iter()
             .map(|a| crate::plan::parse_endpoint(&a.to_string()).unwrap())
@@ -468,7 +469,7 @@ mod tests {
         let (second, second_addr) = listen().await;
         let home_server = serve_on(home);
         serve_on(second);
-        let consul = Consul::open(&plan_for(&[home_addr, second_addr]), &ONE)
+        let consul = Consul::open(&plan_for(&[home_addr, second_addr]), Options, &ONE)
             .await
             .unwrap();
         assert_eq!(put(&consul).await, Outcome::Ok);
@@ -495,7 +496,7 @@ mod tests {
         // Home refuses from the start: the connection opens on the second.
         let (refusing, refusing_addr) = listen().await;
         drop(refusing);
-        let consul = Consul::open(&plan_for(&[refusing_addr, second_addr]), &ONE)
+        let consul = Consul::open(&plan_for(&[refusing_addr, second_addr]), Options, &ONE)
             .await
             .unwrap();
         assert_eq!(at(&consul).await, 1);
@@ -507,7 +508,7 @@ mod tests {
         let (one, one_addr) = listen().await;
         let (two, two_addr) = listen().await;
         let servers = [serve_on(one), serve_on(two)];
-        let consul = Consul::open(&plan_for(&[one_addr, two_addr]), &ONE)
+        let consul = Consul::open(&plan_for(&[one_addr, two_addr]), Options, &ONE)
             .await
             .unwrap();
         assert_eq!(put(&consul).await, Outcome::Ok);
@@ -544,7 +545,8 @@ mod tests {
     async fn clients_sharing_a_connection_take_turns() {
         let addr = serve_true().await;
         let mut plan = crate::plan::tests::good_plan();
-        plan.protocol = CONSUL;
+        plan.protocol = Consul::NAME.into();
+        plan.options = crate::plan::Value::Dict(Vec::new());
         plan.endpoints = vec![crate::plan::parse_endpoint(&addr.to_string()).unwrap()];
         let step = Step {
             clients: 100,
@@ -552,7 +554,7 @@ mod tests {
             requests: 0,
             rate: 0.0,
         };
-        let consul = Arc::new(Consul::open(&plan, &step).await.unwrap());
+        let consul = Arc::new(Consul::open(&plan, Options, &step).await.unwrap());
         let workload = Arc::new(Workload::new(&plan).unwrap());
         // Turns are counted from `begin` on: the clients the barrier releases
         // are run one by one, and the first may take turns alone on its

@@ -25,9 +25,6 @@ use crate::transport::grpc::{Conn, Failure, Stream, frame};
 use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 use crate::workload::{OpKind, keys};
 
-pub const NAME: &str = "etcd";
-pub const OPTION_KEYS: &[&str] = &["balancer"];
-
 /// Which member each connection goes to (as clientv3's balancers pick).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Balancer {
@@ -39,20 +36,6 @@ pub enum Balancer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     pub balancer: Balancer,
-}
-
-pub fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
-    Ok(Options {
-        balancer: fields.choice(
-            "balancer",
-            &[
-                ("pick_first", Balancer::PickFirst),
-                ("round_robin", Balancer::RoundRobin),
-                ("leader", Balancer::Leader),
-            ],
-            None,
-        )?,
-    })
 }
 
 const PUT: &str = "/etcdserverpb.KV/Put";
@@ -202,10 +185,26 @@ pub struct Etcd {
 }
 
 impl Protocol for Etcd {
-    async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
-        let crate::protocols::Options::Etcd(Options { balancer }) = plan.protocol else {
-            unreachable!("etcd opened for another protocol");
-        };
+    const NAME: &'static str = "etcd";
+    const OPTION_KEYS: &'static [&'static str] = &["balancer"];
+    type Options = Options;
+
+    fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
+        Ok(Options {
+            balancer: fields.choice(
+                "balancer",
+                &[
+                    ("pick_first", Balancer::PickFirst),
+                    ("round_robin", Balancer::RoundRobin),
+                    ("leader", Balancer::Leader),
+                ],
+                None,
+            )?,
+        })
+    }
+
+    async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
+        let Options { balancer } = options;
         let leader = if balancer == Balancer::Leader {
             Some(leader(plan).await?)
         } else {
@@ -248,6 +247,7 @@ impl Protocol for Etcd {
     /// compacted away) is not, and what it did not deliver counts as missed.
     async fn watch(
         plan: &Plan,
+        _: Options,
         log: Arc<WatchLog>,
         stop: CancellationToken,
     ) -> Result<JoinSet<()>, EngineError> {

@@ -1,6 +1,7 @@
-//! The databases' wire protocols behind one small interface. Each protocol's
-//! file owns its name, its options and their parsing; this file holds the
-//! interface and the one table that maps a plan's `protocol` to its code.
+//! The databases' wire protocols behind one small interface. Each protocol
+//! owns its name, its options and their parsing (the trait's `NAME`,
+//! `Options` and `options`); this file holds the interface and `select`,
+//! the one list of protocols, which hands the plan's to whoever runs it.
 
 pub mod consul;
 pub mod etcd;
@@ -14,57 +15,60 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Engine;
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Endpoint, Fields, Plan, PlanError, Step};
-use crate::records::Records;
+use crate::plan::{Endpoint, Fields, Plan, PlanError, Step, quoted};
 use crate::workload::watch::WatchLog;
 use crate::workload::{OpKind, Workload};
 
-/// Each protocol's options, as its own file parsed them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Options {
-    Etcd(etcd::Options),
-    ZooKeeper(zookeeper::Options),
-    Consul(consul::Options),
+/// What to do with the plan's protocol once it is known: generic over the
+/// protocol, so its request path compiles down to direct calls.
+pub trait Select {
+    type Output;
+
+    /// The plan whose `protocol` and `options` are read.
+    fn plan(&self) -> &Plan;
+
+    fn select<P: Protocol>(self, options: P::Options) -> Self::Output;
 }
 
-type ParseOptions = fn(Fields<'_>) -> Result<Options, PlanError>;
-
-/// Every protocol: its name, the keys of its options and their parser.
-const PROTOCOLS: &[(&str, &[&str], ParseOptions)] = &[
-    (etcd::NAME, etcd::OPTION_KEYS, |f| {
-        Ok(Options::Etcd(etcd::options(&f)?))
-    }),
-    (zookeeper::NAME, zookeeper::OPTION_KEYS, |f| {
-        Ok(Options::ZooKeeper(zookeeper::options(&f)?))
-    }),
-    (consul::NAME, consul::OPTION_KEYS, |f| {
-        Ok(Options::Consul(consul::options(&f)?))
-    }),
-];
-
-/// The plan's `protocol` and its `options`.
-pub fn parse_options(top: &Fields<'_>) -> Result<Options, PlanError> {
-    let choices: Vec<(&str, usize)> = PROTOCOLS
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _, _))| (*name, i))
-        .collect();
-    let (name, keys, parse) = PROTOCOLS[top.choice("protocol", &choices, None)?];
-    let value = top.required("options", "a dict of the protocol's options")?;
-    parse(Fields::owned(top.name("options"), value, keys, Some(name))?)
-}
-
-/// Starts the engine on the plan's protocol.
-pub fn start(plan: Plan, workload: Workload, records: Records) -> Result<Engine, EngineError> {
-    match plan.protocol {
-        Options::Etcd(_) => Engine::start_with::<etcd::Etcd>(plan, workload, records),
-        Options::ZooKeeper(_) => {
-            Engine::start_with::<zookeeper::ZooKeeper>(plan, workload, records)
-        }
-        Options::Consul(_) => Engine::start_with::<consul::Consul>(plan, workload, records),
+/// Resolves the plan's `protocol` and reads its `options`, then hands both
+/// to `with`. The one list of the protocols there are.
+pub fn select<S: Select>(with: S) -> Result<S::Output, PlanError> {
+    let name = with.plan().protocol.as_str();
+    if name == etcd::Etcd::NAME {
+        return choose::<etcd::Etcd, S>(with);
     }
+    if name == zookeeper::ZooKeeper::NAME {
+        return choose::<zookeeper::ZooKeeper, S>(with);
+    }
+    if name == consul::Consul::NAME {
+        return choose::<consul::Consul, S>(with);
+    }
+    let names = [
+        etcd::Etcd::NAME,
+        zookeeper::ZooKeeper::NAME,
+        consul::Consul::NAME,
+    ];
+    Err(PlanError(format!(
+        "plan[\"protocol\"] must be one of {}, got {name:?}",
+        quoted(&names)
+    )))
+}
+
+fn choose<P: Protocol, S: Select>(with: S) -> Result<S::Output, PlanError> {
+    let options = options::<P>(with.plan())?;
+    Ok(with.select::<P>(options))
+}
+
+/// The plan's `options`, read by protocol `P`.
+pub fn options<P: Protocol>(plan: &Plan) -> Result<P::Options, PlanError> {
+    let fields = Fields::owned(
+        "plan[\"options\"]".into(),
+        &plan.options,
+        P::OPTION_KEYS,
+        Some(P::NAME),
+    )?;
+    P::options(&fields)
 }
 
 /// One request as a protocol sends it.
@@ -130,9 +134,23 @@ impl<'a> Request<'a> {
 /// One step's connections to a database. Generic (not boxed) so each
 /// protocol's request path compiles down to direct calls.
 pub trait Protocol: Sized + Send + Sync + 'static {
+    /// Its name in the plan's `protocol`.
+    const NAME: &'static str;
+    /// The keys of its `options`, every one required.
+    const OPTION_KEYS: &'static [&'static str];
+    /// Its options, as `options` reads them.
+    type Options: Copy + Send + Sync + std::fmt::Debug + 'static;
+
+    /// Reads the plan's `options` (only `OPTION_KEYS` are there).
+    fn options(fields: &Fields<'_>) -> Result<Self::Options, PlanError>;
+
     /// Opens `step.connections` connections, all of them before returning
     /// (the step's start barrier); failing to is an engine failure.
-    fn open(plan: &Plan, step: &Step) -> impl Future<Output = Result<Self, EngineError>> + Send;
+    fn open(
+        plan: &Plan,
+        options: Self::Options,
+        step: &Step,
+    ) -> impl Future<Output = Result<Self, EngineError>> + Send;
 
     /// Sends `request` over connection `conn` and checks the reply.
     /// `sent` holds when the call began; a protocol that first waits for its
@@ -173,10 +191,11 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// protocol that cannot watch refuses.
     fn watch(
         plan: &Plan,
+        options: Self::Options,
         log: Arc<WatchLog>,
         stop: CancellationToken,
     ) -> impl Future<Output = Result<JoinSet<()>, EngineError>> + Send {
-        let _ = (plan, log, stop);
+        let _ = (plan, options, log, stop);
         async { Err(EngineError("this protocol cannot watch".into())) }
     }
 }

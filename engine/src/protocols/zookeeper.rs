@@ -20,22 +20,13 @@ use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Consistency, Fields, Plan, PlanError, Step};
 use crate::protocols::{Protocol, Request, within};
 use crate::transport::failover::ordered;
+use crate::workload::OpKind;
+use crate::workload::distribution::SAME;
 use crate::workload::watch::{WatchLog, key_number, unless_stopped};
-use crate::workload::{Choose, OpKind};
-
-pub const NAME: &str = "zookeeper";
-pub const OPTION_KEYS: &[&str] = &["session_timeout_ms"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     pub session_timeout: Duration,
-}
-
-pub fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
-    let ms = fields.int("session_timeout_ms", 1, i64::from(u32::MAX))?;
-    Ok(Options {
-        session_timeout: Duration::from_millis(ms as u64),
-    })
 }
 
 const ROOT: &str = "/dbtester";
@@ -57,12 +48,24 @@ pub struct ZooKeeper {
 }
 
 impl Protocol for ZooKeeper {
-    async fn open(plan: &Plan, step: &Step) -> Result<Self, EngineError> {
-        let clients = try_join_all((0..step.connections).map(|c| session(plan, c))).await?;
+    const NAME: &'static str = "zookeeper";
+    const OPTION_KEYS: &'static [&'static str] = &["session_timeout_ms"];
+    type Options = Options;
+
+    fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
+        let ms = fields.int("session_timeout_ms", 1, i64::from(u32::MAX))?;
+        Ok(Options {
+            session_timeout: Duration::from_millis(ms as u64),
+        })
+    }
+
+    async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
+        let clients =
+            try_join_all((0..step.connections).map(|c| session(plan, options, c))).await?;
         create_root(plan, &clients[0]).await?;
         Ok(ZooKeeper {
             clients,
-            create_missing: plan.keys.choose == Choose::Same,
+            create_missing: plan.keys.choose == SAME,
             sync_reads: plan.consistency == Consistency::Linearizable,
         })
     }
@@ -74,11 +77,13 @@ impl Protocol for ZooKeeper {
     /// write by its path, and order is judged by the zxids of the creates.
     async fn watch(
         plan: &Plan,
+        options: Options,
         log: Arc<WatchLog>,
         stop: CancellationToken,
     ) -> Result<JoinSet<()>, EngineError> {
         let watch = plan.watch.expect("watchers are planned");
-        let clients = try_join_all((0..watch.connections).map(|c| session(plan, c))).await?;
+        let clients =
+            try_join_all((0..watch.connections).map(|c| session(plan, options, c))).await?;
         // The parent exists before the watches, so its own creation is no
         // event: each session's server syncs with the leader first, or one
         // that has not applied the creation yet would report it.
@@ -223,10 +228,8 @@ async fn update(client: &Client, path: &str, value: &[u8], create_missing: bool)
 /// session moves, the requests it had in flight fail with ConnectionLoss;
 /// new ones wait in the crate's queue and go out once it is connected again
 /// (or time out).
-async fn session(plan: &Plan, c: usize) -> Result<Client, EngineError> {
-    let crate::protocols::Options::ZooKeeper(Options { session_timeout }) = plan.protocol else {
-        unreachable!("zookeeper opened for another protocol");
-    };
+async fn session(plan: &Plan, options: Options, c: usize) -> Result<Client, EngineError> {
+    let Options { session_timeout } = options;
     let servers = ordered(&plan.endpoints, c % plan.endpoints.len())
         .into_iter()
         .map(|e| e.authority)

@@ -569,6 +569,29 @@ fn messages<T>(body: &[u8], decode: impl Fn(&[u8]) -> Option<T>) -> Result<Optio
 mod tests {
     use super::*;
 
+    // Messages of the shapes etcd's calls carry, defined here: the transport
+    // sits below the protocols and knows none of them.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct PutRequest {
+        #[prost(bytes = "bytes", tag = "1")]
+        key: Bytes,
+        #[prost(bytes = "bytes", tag = "2")]
+        value: Bytes,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct RangeRequest {
+        #[prost(bytes = "bytes", tag = "1")]
+        key: Bytes,
+        #[prost(bool, tag = "7")]
+        serializable: bool,
+        #[prost(bool, tag = "9")]
+        count_only: bool,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct StatusRequest {}
+
     fn framed(messages: &[&[u8]]) -> Vec<u8> {
         let mut body = Vec::new();
         for message in messages {
@@ -750,7 +773,7 @@ mod tests {
         let conn = Conn::open(vec![endpoint], Duration::from_secs(1))
             .await
             .unwrap();
-        let message = frame(&crate::protocols::etcd::RangeRequest {
+        let message = frame(&RangeRequest {
             key: Bytes::from_static(b"key"),
             serializable: true,
             count_only: false,
@@ -789,7 +812,7 @@ mod tests {
             .unwrap();
         let uri = conn.uri("/ok");
         let calls = (0..200u32).map(|i| {
-            let message = frame(&crate::protocols::etcd::PutRequest {
+            let message = frame(&PutRequest {
                 key: Bytes::from(format!("key-{i}")),
                 value: Bytes::from(vec![b'v'; 300 + i as usize]),
             });
@@ -800,7 +823,7 @@ mod tests {
             }
         });
         futures_util::future::join_all(calls).await;
-        let large = frame(&crate::protocols::etcd::PutRequest {
+        let large = frame(&PutRequest {
             key: Bytes::from_static(b"large"),
             value: Bytes::from(vec![b'v'; 3 << 20]),
         });
@@ -815,7 +838,7 @@ mod tests {
         let conn = Conn::open(vec![endpoint], Duration::from_secs(1))
             .await
             .unwrap();
-        let message = frame(&crate::protocols::etcd::StatusRequest {});
+        let message = frame(&StatusRequest {});
         let call = |how: &'static str| {
             let (conn, message) = (&conn, message.clone());
             async move { conn.unary(&conn.uri(how), message, echo).await }
@@ -846,7 +869,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_moves_to_the_next_endpoint_and_back_home() {
         use std::sync::atomic::Ordering::SeqCst;
-        let message = frame(&crate::protocols::etcd::StatusRequest {});
+        let message = frame(&StatusRequest {});
         // Its own endpoint refuses from the start: it opens on the next one.
         let (second, _, second_server) = serve_switchable().await;
         let conn = Conn::open(
@@ -906,7 +929,7 @@ mod tests {
         let conn = Conn::open(vec![first, second], Duration::from_secs(1))
             .await
             .unwrap();
-        let message = frame(&crate::protocols::etcd::StatusRequest {});
+        let message = frame(&StatusRequest {});
         let call = |how: &'static str| {
             let (conn, message) = (&conn, message.clone());
             async move { conn.unary(&conn.uri(how), message, echo).await }
@@ -947,7 +970,7 @@ mod tests {
         assert_eq!(request.uri(), &uri);
         assert_eq!(request.headers()[CONTENT_TYPE], "application/grpc");
         assert_eq!(request.headers()[TE], "trailers");
-        let framed = frame(&crate::protocols::etcd::RangeRequest {
+        let framed = frame(&RangeRequest {
             key: Bytes::from_static(b"k"),
             serializable: true,
             count_only: false,

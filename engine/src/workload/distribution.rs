@@ -21,6 +21,7 @@ use std::collections::{BTreeSet, TryReserveError};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::plan::{KeyPlan, PlanError, quoted};
 use crate::workload::keys::{SplitMix64, permutation};
 
 /// How keys are chosen among the existing ones.
@@ -37,6 +38,33 @@ pub enum Choose {
         hot_set: f64,
         hot_operations: f64,
     },
+}
+
+/// Every distribution's name in the plan (`keys.choose`).
+const NAMES: [&str; 5] = [SAME, "uniform", "zipfian", "latest", "hotspot"];
+/// `same`'s name: the one key (ZooKeeper creates it when missing).
+pub const SAME: &str = "same";
+
+impl Choose {
+    /// The plan's `keys.choose`, with the parameters it takes.
+    pub fn from_plan(keys: &KeyPlan) -> Result<Choose, PlanError> {
+        Ok(match keys.choose.as_str() {
+            SAME => Choose::Same,
+            "uniform" => Choose::Uniform,
+            "zipfian" => Choose::Zipfian(keys.zipfian_constant),
+            "latest" => Choose::Latest(keys.zipfian_constant),
+            "hotspot" => Choose::Hotspot {
+                hot_set: keys.hot_set_fraction,
+                hot_operations: keys.hot_operation_fraction,
+            },
+            other => {
+                return Err(PlanError(format!(
+                    "plan[\"keys\"][\"choose\"] must be one of {}, got {other:?}",
+                    quoted(&NAMES)
+                )));
+            }
+        })
+    }
 }
 
 /// Zipf's law over ranks 1..=n with exponent `s`, sampled by rejection-inversion.

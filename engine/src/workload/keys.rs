@@ -3,8 +3,7 @@
 //! bytes to seed and verify), so keys are distinct, fixed-size and share a
 //! prefix a verifier can count.
 
-use crate::plan::Plan;
-use crate::workload::InsertOrder;
+use crate::plan::{InsertOrder, Plan};
 use std::collections::TryReserveError;
 
 pub const PREFIX: u8 = b'k';
@@ -55,12 +54,13 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// Builds the run's insert order (a permutation costs 4 bytes per key);
-    /// an error when this machine cannot hold it, never an abort.
-    pub fn new(plan: &Plan) -> Result<Self, TryReserveError> {
+    /// Builds the run's insert order (a permutation costs 4 bytes per key,
+    /// and only a run that `inserts` needs one); an error when this machine
+    /// cannot hold it, never an abort.
+    pub fn new(plan: &Plan, inserts: bool) -> Result<Self, TryReserveError> {
         let keys = &plan.keys;
         let inserts = match keys.inserts {
-            InsertOrder::Permuted if plan.mix.inserts() => {
+            InsertOrder::Permuted if inserts => {
                 Order::Permuted(permutation(keys.insert_space, plan.seed)?)
             }
             _ => Order::Sequential,
@@ -211,20 +211,20 @@ mod tests {
     fn indexes_map_to_key_numbers() {
         let mut plan = crate::plan::tests::good_plan();
         plan.keys.inserts = InsertOrder::Sequential;
-        let keys = Keys::new(&plan).unwrap();
+        let keys = Keys::new(&plan, true).unwrap();
         let mut out = Vec::new();
         keys.key_into(keys.number(123), &mut out);
         assert_eq!(out, b"k0000123");
 
         plan.keys.inserts = InsertOrder::Permuted;
-        let keys = Keys::new(&plan).unwrap();
+        let keys = Keys::new(&plan, true).unwrap();
         let perm = permutation(plan.keys.insert_space, plan.seed).unwrap();
         assert_eq!(keys.number(5), u64::from(perm[5]));
 
         // Existing keys come first, in order; inserts are numbered after them.
         plan.keys.existing = 100;
         plan.keys.first = 1000;
-        let keys = Keys::new(&plan).unwrap();
+        let keys = Keys::new(&plan, true).unwrap();
         assert_eq!(keys.number(7), 1007);
         assert_eq!(keys.number(105), 1100 + u64::from(perm[5]));
     }

@@ -1,4 +1,7 @@
-//! The operation mix: each request's operation drawn from the plan's shares.
+//! The operations and their mix: each operation's names beside its code,
+//! and each request's operation drawn from the plan's shares.
+
+use crate::plan::{PlanError, quoted};
 
 /// What one request does. The numbers are the records' `op` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -15,12 +18,31 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// Every operation, in the order of its code.
     pub const ALL: [OpKind; 4] = [
         OpKind::Read,
         OpKind::Update,
         OpKind::Insert,
         OpKind::ReadModifyWrite,
     ];
+
+    /// Its name in records and reports (Python's `_engine.OPERATIONS[code]`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Update => "update",
+            OpKind::Insert => "insert",
+            OpKind::ReadModifyWrite => "read-modify-write",
+        }
+    }
+
+    /// Its key in the plan's `mix` (a Python identifier).
+    pub const fn plan_key(self) -> &'static str {
+        match self {
+            OpKind::ReadModifyWrite => "read_modify_write",
+            other => other.name(),
+        }
+    }
 }
 
 /// The shares of read, update, insert and read-modify-write, adding up to 1.
@@ -31,6 +53,35 @@ pub struct Mix {
     ends: [f64; 4],
     /// The operation every request does, when there is one (no draw needed).
     single: Option<OpKind>,
+}
+
+/// The plan's `mix`: every operation's share, by its plan key, adding up to 1.
+pub fn from_plan(shares: &[(String, f64)]) -> Result<Mix, PlanError> {
+    let keys = OpKind::ALL.map(OpKind::plan_key);
+    if let Some((unknown, _)) = shares.iter().find(|(k, _)| !keys.contains(&k.as_str())) {
+        return Err(PlanError(format!(
+            "plan[\"mix\"] has an unknown key {unknown:?}; allowed keys: {}",
+            quoted(&keys)
+        )));
+    }
+    let mut ordered = [0.0; 4];
+    for (kind, share) in OpKind::ALL.into_iter().zip(&mut ordered) {
+        *share = match shares.iter().find(|(k, _)| k == kind.plan_key()) {
+            Some((_, value)) => *value,
+            None => {
+                return Err(PlanError(format!(
+                    "plan[\"mix\"] is missing {:?} (a number >= 0 (at most 1))",
+                    kind.plan_key()
+                )));
+            }
+        };
+    }
+    Mix::new(ordered).ok_or_else(|| {
+        PlanError(format!(
+            "plan[\"mix\"]'s shares must add up to 1, got {}",
+            ordered.iter().sum::<f64>()
+        ))
+    })
 }
 
 /// How far the shares may add up from 1 (decimal fractions do not add exactly).
@@ -67,6 +118,25 @@ impl Mix {
         let mut shares = [0.0; 4];
         shares[kind as usize] = 1.0;
         Mix::new(shares).expect("one share of 1")
+    }
+
+    /// A plan's `mix` of these shares (read, update, insert,
+    /// read-modify-write).
+    #[cfg(test)]
+    pub fn plan(shares: [f64; 4]) -> Vec<(String, f64)> {
+        OpKind::ALL
+            .into_iter()
+            .zip(shares)
+            .map(|(kind, share)| (kind.plan_key().to_owned(), share))
+            .collect()
+    }
+
+    /// A plan's `mix` where every request does `kind`.
+    #[cfg(test)]
+    pub fn plan_only(kind: OpKind) -> Vec<(String, f64)> {
+        let mut shares = [0.0; 4];
+        shares[kind as usize] = 1.0;
+        Mix::plan(shares)
     }
 
     pub fn single(&self) -> Option<OpKind> {
@@ -114,6 +184,44 @@ impl Mix {
 mod tests {
     use super::*;
     use crate::workload::keys::SplitMix64;
+
+    #[test]
+    fn each_operation_names_itself_once_by_its_code() {
+        for (code, kind) in OpKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind as usize, code);
+        }
+        let names = OpKind::ALL.map(OpKind::name);
+        assert_eq!(names, ["read", "update", "insert", "read-modify-write"]);
+        let keys = OpKind::ALL.map(OpKind::plan_key);
+        assert_eq!(keys, ["read", "update", "insert", "read_modify_write"]);
+    }
+
+    #[test]
+    fn the_plan_names_every_operation_once() {
+        let shares = |pairs: &[(&str, f64)]| -> Vec<(String, f64)> {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+        };
+        let all = [
+            ("read", 0.5),
+            ("update", 0.0),
+            ("insert", 0.0),
+            ("read_modify_write", 0.5),
+        ];
+        let mix = from_plan(&shares(&all)).unwrap();
+        assert_eq!(mix.share(OpKind::ReadModifyWrite), 0.5);
+        let error = from_plan(&shares(&all[..3])).unwrap_err().0;
+        assert!(
+            error.contains(r#"is missing "read_modify_write""#),
+            "{error}"
+        );
+        let mut odd = all.to_vec();
+        odd.push(("scan", 0.0));
+        let error = from_plan(&shares(&odd)).unwrap_err().0;
+        assert!(
+            error.starts_with(r#"plan["mix"] has an unknown key "scan""#),
+            "{error}"
+        );
+    }
 
     #[test]
     fn shares_must_add_up_to_one() {

@@ -1,14 +1,14 @@
-//! What the load does, request by request: pacing (closed and open loop,
-//! steps), which operation each request makes (the mix), which key it uses
-//! (keys and their distributions), and what it writes and accepts (values).
+//! What the load does, request by request: which operation each request
+//! makes (the mix), which key it uses (keys and their distributions), what
+//! it writes and accepts (values), and what watchers saw. The names the
+//! plan gives these are resolved here, beside their code, and `check`
+//! tells whether the engine can run the plan's workload at all.
 
 pub mod distribution;
 pub mod keys;
 pub mod mix;
 pub mod values;
 pub mod watch;
-
-pub use crate::driver::{check, pacing, timer};
 
 use std::collections::TryReserveError;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,18 +17,103 @@ use bytes::Bytes;
 
 pub use distribution::Choose;
 pub use mix::{Mix, OpKind};
-pub use values::ValueForm;
 
-use crate::plan::Plan;
+use crate::plan::{InsertOrder, Plan, PlanError, ValueForm};
 use distribution::{Acked, Chooser};
 use keys::{Keys, SplitMix64};
 use values::Written;
 
-/// The order new keys are created in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InsertOrder {
-    Sequential,
-    Permuted,
+/// A random order (of inserts, or of zipfian ranks) is kept as u32 key
+/// numbers (4 bytes per key), built before the first request: at most 1 GB.
+pub const MAX_PERMUTED: u64 = 1 << 28;
+
+/// The plan's workload, its names resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spec {
+    pub mix: Mix,
+    pub choose: Choose,
+}
+
+/// Why a workload cannot be built.
+#[derive(Debug)]
+pub enum Unfit {
+    /// The plan names something unknown or asks what the engine cannot run.
+    Plan(PlanError),
+    /// This machine cannot hold its random orders or its table of writes.
+    Memory,
+}
+
+/// Resolves the plan's workload names and checks what the engine needs to
+/// run them: key numbers that fit in key_size, a new key for every insert,
+/// random orders it can hold, keys to choose from, room in a value for its
+/// tag, and watchers only over a run of distinct new keys.
+pub fn check(plan: &Plan) -> Result<Spec, PlanError> {
+    let mix = mix::from_plan(&plan.mix)?;
+    let choose = Choose::from_plan(&plan.keys)?;
+    let keys = &plan.keys;
+    let total = plan.total_requests();
+    let inserting = mix.inserts();
+    if inserting && keys.insert_space < total {
+        return Err(PlanError(format!(
+            "plan[\"keys\"][\"insert_space\"] ({}) must be at least the steps' requests \
+             added up ({total}): each request may insert a new key",
+            keys.insert_space
+        )));
+    }
+    if mix.chooses() && keys.existing == 0 {
+        return Err(PlanError(
+            "plan[\"keys\"][\"existing\"] must be at least 1: reads, updates and \
+             read-modify-writes choose among existing keys"
+                .into(),
+        ));
+    }
+    let span = keys
+        .existing
+        .checked_add(if inserting { keys.insert_space } else { 0 });
+    let last = span.and_then(|span| keys.first.checked_add(span));
+    if let Some(capacity) = keys::capacity(plan.key_size)
+        && last.is_none_or(|last| last > capacity)
+    {
+        return Err(PlanError(format!(
+            "plan[\"keys\"] numbers keys up to first ({}) + existing ({}) + insert_space ({}), \
+             which does not fit in plan[\"key_size\"] ({}): {capacity} distinct keys \
+             (\"k\" and {} digits); raise key_size",
+            keys.first,
+            keys.existing,
+            if inserting { keys.insert_space } else { 0 },
+            plan.key_size,
+            plan.key_size - 1
+        )));
+    }
+    if inserting && keys.inserts == InsertOrder::Permuted && keys.insert_space > MAX_PERMUTED {
+        return Err(PlanError(format!(
+            "plan[\"keys\"][\"insert_space\"] ({}) must be at most {MAX_PERMUTED} with \
+             permuted inserts (the random order is kept in memory)",
+            keys.insert_space
+        )));
+    }
+    if matches!(choose, Choose::Zipfian(_)) && keys.existing > MAX_PERMUTED {
+        return Err(PlanError(format!(
+            "plan[\"keys\"][\"existing\"] ({}) must be at most {MAX_PERMUTED} for zipfian \
+             keys (ranks are mapped to keys by a random order kept in memory)",
+            keys.existing
+        )));
+    }
+    if plan.values == ValueForm::Tagged && plan.value_size < values::TAG_LEN {
+        return Err(PlanError(format!(
+            "plan[\"value_size\"] ({}) must be at least {} for tagged values",
+            plan.value_size,
+            values::TAG_LEN
+        )));
+    }
+    // Watchers time the events of a write run's distinct keys: its puts
+    // must all be inserts of new keys.
+    if plan.watch.is_some() && (mix.single() != Some(OpKind::Insert) || keys.existing != 0) {
+        return Err(PlanError(
+            "plan[\"watch\"] needs a write run of distinct keys (mix: insert only, keys: existing 0)".into(),
+        ));
+    }
+    Ok(Spec { mix, choose })
 }
 
 /// One request's operation and the number of the key it uses.
@@ -58,18 +143,24 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// An error when this machine cannot hold the run's random orders or
-    /// its table of writes.
-    pub fn new(plan: &Plan) -> Result<Workload, TryReserveError> {
-        let written = if plan.values == ValueForm::Tagged && plan.mix.overwrites() {
-            Some(Written::new(plan.write_id_base, plan.total_requests())?)
+    /// The plan's workload (`check`ed first); an error when the engine
+    /// cannot run it or this machine cannot hold its random orders or its
+    /// table of writes.
+    pub fn new(plan: &Plan) -> Result<Workload, Unfit> {
+        let Spec { mix, choose } = check(plan).map_err(Unfit::Plan)?;
+        let written = if plan.values == ValueForm::Tagged && mix.overwrites() {
+            Some(
+                Written::new(plan.write_id_base, plan.total_requests())
+                    .map_err(|_: TryReserveError| Unfit::Memory)?,
+            )
         } else {
             None
         };
         Ok(Workload {
-            keys: Keys::new(plan)?,
-            chooser: Chooser::new(plan.keys.choose, plan.keys.existing, plan.seed)?,
-            mix: plan.mix,
+            keys: Keys::new(plan, mix.inserts()).map_err(|_: TryReserveError| Unfit::Memory)?,
+            chooser: Chooser::new(choose, plan.keys.existing, plan.seed)
+                .map_err(|_: TryReserveError| Unfit::Memory)?,
+            mix,
             seed: plan.seed,
             form: plan.values,
             value_size: plan.value_size,
@@ -169,9 +260,10 @@ mod tests {
 
     fn mixed_plan() -> Plan {
         let mut plan = good_plan();
-        plan.mix = Mix::new([0.5, 0.3, 0.1, 0.1]).unwrap();
+        plan.mix = Mix::plan([0.5, 0.3, 0.1, 0.1]);
         plan.keys.existing = 100;
-        plan.keys.choose = Choose::Zipfian(0.99);
+        plan.keys.choose = "zipfian".into();
+        plan.keys.zipfian_constant = 0.99;
         plan.values = ValueForm::Tagged;
         plan.value_size = 40;
         plan

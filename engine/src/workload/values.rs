@@ -20,12 +20,6 @@ use crate::workload::keys::SplitMix64;
 /// The tag's length: key and writer, 16 hex digits each.
 pub const TAG_LEN: usize = 32;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ValueForm {
-    Fixed,
-    Tagged,
-}
-
 /// No write made this slot's request (a read, or not sent yet).
 const NONE: u64 = u64::MAX;
 
