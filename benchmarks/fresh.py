@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbtester.config.model import Workload
 from dbtester.databases import get_kind
 from dbtester.databases.base import MemberSpec, Peer
 from dbtester.util.net import free_port
 from dbtester.util.progress import Reporter
+from dbtester.workloads import Workload, workload_of
 
 
 def workload(
@@ -26,7 +26,7 @@ def workload(
 ) -> Workload:
     """Writes of distinct keys or serializable reads of one key; ``size`` is
     (key bytes, value bytes)."""
-    return Workload(
+    return workload_of(
         type="write" if write else "read",
         requests=requests,
         key_size=size[0],

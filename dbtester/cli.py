@@ -214,32 +214,7 @@ class RepeatType(click.ParamType[int | Literal["auto"]]):
 def describe_workload(w: Workload, search: Search | None = None) -> str:
     """One line on what the load does (with ``search``: per probe)."""
     requests = "rate x hold_s" if search is not None else f"{w.requests:,}"
-    if w.type == "watch":
-        what = (
-            f"write {requests} keys while {w.watchers:,} watchers over"
-            f" {w.watch_connections:,} connections watch them"
-        )
-    elif w.type == "write":
-        keys = (
-            "one key, overwritten"
-            if w.same_key
-            else ("sequential keys" if w.sequential_keys else "random keys")
-        )
-        what = f"write {requests} requests ({keys})"
-    elif w.type == "mixed":
-        shares = {
-            "read": w.read_proportion,
-            "update": w.update_proportion,
-            "insert": w.insert_proportion,
-            "read-modify-write": w.read_modify_write_proportion,
-        }
-        mix = ", ".join(f"{share:.0%} {op}" for op, share in shares.items() if share)
-        what = (
-            f"load {w.key_count:,} keys, then {requests} operations ({mix};"
-            f" {w.request_distribution} keys; {w.consistency} reads)"
-        )
-    else:
-        what = f"read one key {requests} times ({w.consistency})"
+    what = w.describe(requests)
     sizes = f"key {w.key_size:,} B, value {w.value_size:,} B"
     if w.client_steps:
         clients = f"clients in steps {', '.join(map(str, w.client_steps))}"

@@ -26,6 +26,7 @@ from dbtester.analyze.faults import (
 )
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import OPERATIONS, FaultSummary, Records, WatchEvents
+from dbtester.workloads import TYPES
 
 __all__ = [
     "CHECK_ROWS",
@@ -718,7 +719,7 @@ def _name_stale_reads(data: DatabaseData) -> DatabaseData:
         records is None
         or missing is None
         or missing not in records.codes
-        or _workload(data).get("type") != "mixed"
+        or not _missing_is_stale(data)
         or len(records.codes) >= 255  # no room for another outcome
     ):
         return data
@@ -744,6 +745,13 @@ def _name_stale_reads(data: DatabaseData) -> DatabaseData:
     return replace(data, records=named)
 
 
+def _missing_is_stale(data: DatabaseData) -> bool:
+    """Whether the database's workload type reads only keys that exist (its
+    ``STALE_IF_MISSING``), so a read that finds none was stale."""
+    workload_type = TYPES.get(str(_workload(data).get("type")))
+    return workload_type is not None and workload_type.STALE_IF_MISSING
+
+
 def _linearizable(data: DatabaseData) -> bool:
     """Whether the workload's reads asked for linearizable consistency (the default)."""
     return _workload(data).get("consistency", "linearizable") != "serializable"
@@ -763,7 +771,7 @@ def _stale_reads(data: DatabaseData, figures: Figures) -> None:
     records = data.records
     if records is None or data.record.kind not in _NOT_FOUND:
         return
-    if _workload(data).get("type") != "mixed":
+    if not _missing_is_stale(data):
         return
     if not np.isin(records.ops, (READ_OP, READ_MODIFY_WRITE_OP)).any():
         return

@@ -19,6 +19,7 @@ from typing import Any
 from dbtester.config.source import KeyPath, Position, SourceDoc, quoted
 from dbtester.databases import KINDS
 from dbtester.errors import ConfigError, Problem
+from dbtester.workloads import TYPES
 
 __all__ = ["convert", "is_legacy"]
 
@@ -327,9 +328,11 @@ class _Converter:
         elif isinstance(steps, list):
             out.pop("client_steps")
         stale = out.pop("consistency", None)
-        if out.get("type") == "read":
-            out.pop("same_key", None)  # reads always read one key
-            if stale is not None:
+        workload_type = TYPES.get(str(out.get("type")))
+        if workload_type is not None:
+            for key in workload_type.IGNORED:  # e.g. a read always reads one key
+                out.pop(key, None)
+            if stale is not None and "consistency" in workload_type.model_fields:
                 out["consistency"] = "serializable" if stale else "linearizable"
         return out
 

@@ -19,9 +19,7 @@ from dbtester.config.model import (
     ENDPOINT_PATTERN,
     HOST_PATTERN,
     ID_PATTERN,
-    READ_ONLY,
     SCHEMA_KEYS,
-    WRITE_ONLY,
     TestCase,
     version_hint,
 )
@@ -29,6 +27,8 @@ from dbtester.config.search import first_probe_requests, search_conflicts
 from dbtester.config.source import KeyPath, SourceDoc, load_yaml_file, load_yaml_text, quoted
 from dbtester.databases import KINDS
 from dbtester.errors import ConfigError, Problem
+from dbtester.workloads import TYPES, owners
+from dbtester.workloads.base import KeyValueError
 
 __all__ = ["Loaded", "load_test_case", "load_test_case_text", "parse_test_case"]
 
@@ -149,7 +149,7 @@ def _clean_loc(raw: Any, loc: tuple[int | str, ...]) -> tuple[KeyPath, list[str 
     while rest:
         step = rest[0]
         if isinstance(node, dict) and isinstance(step, str) and step not in node:
-            if node.get("kind") == step:  # a discriminated-union tag, not a key
+            if step in (node.get("kind"), node.get("type")):  # a union's tag, not a key
                 rest.pop(0)
                 continue
             break
@@ -183,7 +183,11 @@ def _problems(doc: SourceDoc, raw: dict[str, Any], errors: list[ErrorDetails]) -
             found.add(doc.problem(where, _unknown_key(key, raw, parent), key=True))
             continue
         if kind == "union_tag_invalid":
-            path = (*path, "kind")
+            path = (*path, _tag(err))
+        problem = err.get("ctx", {}).get("error")
+        if isinstance(problem, KeyValueError):
+            found.add(doc.problem(_locate(doc, (*path, problem.key)), str(problem)))
+            continue
         where = _locate(doc, path)
         if kind == "missing" and rest:
             found.add(doc.problem(where, f"missing required key '{rest[0]}'"))
@@ -192,7 +196,14 @@ def _problems(doc: SourceDoc, raw: dict[str, Any], errors: list[ErrorDetails]) -
     return sorted(found)
 
 
+def _tag(err: ErrorDetails) -> str:
+    """The key a discriminated union's tag is in: a workload's ``type``, else ``kind``."""
+    return str(err.get("ctx", {}).get("discriminator", "'kind'")).strip("'")
+
+
 def _unknown_key(key: str, raw: dict[str, Any], parent: KeyPath) -> str:
+    if _section(parent) == "workload" and (wrong := _other_types_key(key, raw, parent)):
+        return wrong
     allowed = _allowed_keys(raw, parent)
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -209,7 +220,19 @@ def _allowed_keys(raw: dict[str, Any], parent: KeyPath) -> list[str]:
             model = kind.flags_model if section == "flags" else kind.client_model
             return list(model.model_fields)
         return []
+    if section == "workload":
+        workload_type = TYPES.get(str(_node(raw, parent).get("type")))
+        if workload_type is not None:
+            return list(workload_type.model_fields)
     return list(SCHEMA_KEYS.get(section, ()))
+
+
+def _node(raw: dict[str, Any], path: KeyPath) -> dict[str, Any]:
+    """The mapping at ``path`` in ``raw`` (empty when there is none)."""
+    node: Any = raw
+    for step in path:
+        node = node[step] if _has(node, step) else {}
+    return node if isinstance(node, dict) else {}
 
 
 def _section(parent: KeyPath) -> str:
@@ -251,6 +274,8 @@ def _message(err: ErrorDetails, path: KeyPath) -> str:
     name = _name(path)
     if name == "version" and (hint := version_hint(value)):
         return hint
+    if kind.startswith("union_tag") and _tag(err) == "type":
+        return _type_message(kind, value)
     if kind in _PLAIN_MESSAGES:
         return _PLAIN_MESSAGES[kind].format(name=name, got=_show(value), kinds=", ".join(KINDS))
     ctx = err.get("ctx", {})
@@ -270,6 +295,14 @@ def _message(err: ErrorDetails, path: KeyPath) -> str:
     if kind == "value_error":
         return str(err["msg"]).removeprefix("Value error, ")
     return f"{name}: {err['msg']}"
+
+
+def _type_message(kind: str, value: Any) -> str:
+    """A workload's ``type`` missing or unknown, with the types there are."""
+    if kind == "union_tag_not_found":
+        return f"missing required key 'type' (one of: {', '.join(TYPES)})"
+    given = value.get("type") if isinstance(value, dict) else value
+    return f"type: {given!r} is not allowed; allowed: {', '.join(TYPES)}"
 
 
 PATTERN_RULES = {
@@ -296,23 +329,34 @@ def _show(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def _other_types_key(key: str, raw: dict[str, Any], parent: KeyPath) -> str | None:
+    """A key of another workload type, said so (None: no type has it)."""
+    given = _node(raw, parent).get("type")
+    workload_type = TYPES.get(str(given))
+    types = owners(key)
+    if workload_type is None or not types:
+        return None
+    reason = workload_type.REFUSED.get(key)
+    if reason:
+        return f"{key} means nothing for type: {given} ({reason}); remove it"
+    return f"{key} is for type: {' and '.join(types)} only, not {given}; remove it"
+
+
 def _read_workload_warnings(doc: SourceDoc, case: TestCase) -> list[Problem]:
-    """Keys that mean nothing for a workload's type (a read's ``same_key``, a
-    write's ``consistency``) are flagged, never silently dropped."""
+    """Keys that mean nothing for a workload's type but are harmless (a read's
+    ``same_key``, a write's ``consistency``) are flagged, never silently dropped."""
     found = []
     for i, db in enumerate(case.databases):
-        if db.workload.type == "mixed":
-            continue  # its type's stray keys are refused, never ignored
-        reads = db.workload.type == "read"
-        keys, only = (WRITE_ONLY, "write") if reads else (READ_ONLY, "read and mixed")
-        for key in keys:
+        workload = db.workload
+        for key in workload.IGNORED:
+            only = " and ".join(owners(key))
             for path in (("databases", i, "workload", key), ("workload", key)):
                 if path in doc.values:
                     found.append(
                         doc.problem(
                             path,
                             f"'{key}' applies to {only} workloads only;"
-                            f" ignored for {db.workload.type}s",
+                            f" ignored for {workload.type}s",
                             key=True,
                         )
                     )

@@ -8,8 +8,6 @@ editing this file.
 
 from __future__ import annotations
 
-import itertools
-import math
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union
 
@@ -17,14 +15,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
     ValidationInfo,
     create_model,
     field_validator,
     model_validator,
 )
 
-from dbtester.workloads.check import Check
 from dbtester.config.faults import (
     MAX_AT_S,
     Fault,
@@ -36,8 +32,8 @@ from dbtester.config.search import SEARCH_SETS, Search
 from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
-from dbtester.util.keys import KeySpace
 from dbtester.util.net import is_loopback
+from dbtester.workloads import MIN_MIXED_VALUE_SIZE, TYPES, AnyWorkload, Workload
 
 __all__ = [
     "DEFAULT_FAULT_RECOVERY_S",
@@ -46,12 +42,8 @@ __all__ = [
     "ID_PATTERN",
     "MAX_LOAD_HOSTS",
     "MIN_MIXED_VALUE_SIZE",
-    "MIXED_ONLY",
-    "READ_ONLY",
     "SCHEMA_KEYS",
     "VERSION_PATTERN",
-    "WATCH_ONLY",
-    "WRITE_ONLY",
     "DatabaseSpec",
     "Host",
     "Publish",
@@ -71,30 +63,6 @@ HOST_PATTERN = r"^[A-Za-z0-9.:\[\]-]+$"
 USER_PATTERN = r"^[a-z_][a-z0-9_.-]{0,31}$"
 AGENT_DIR_PATTERN = r"^[A-Za-z0-9._/-]+$"
 MAX_MEMBERS = 9
-WRITE_ONLY = ("sequential_keys", "same_key")
-READ_ONLY = ("consistency",)
-#: keys only the mixed workload reads
-MIXED_ONLY = (
-    "key_count",
-    "read_proportion",
-    "update_proportion",
-    "insert_proportion",
-    "read_modify_write_proportion",
-    "request_distribution",
-    "zipfian_constant",
-    "hot_set_fraction",
-    "hot_operation_fraction",
-)
-#: keys only the watch workload reads
-WATCH_ONLY = ("watchers", "watch_connections")
-#: a mixed workload's values name their key and write: 32 bytes of tag
-MIN_MIXED_VALUE_SIZE = 32
-
-
-#: a run's requests: their records take 27 bytes each in the controller's memory
-MAX_REQUESTS = 1_000_000_000
-#: distinct keys in random order (the engine's bound: 4 bytes of memory each)
-MAX_RANDOM_ORDER = 1 << 28
 #: trials per database
 MAX_REPEAT = 100
 #: repeat: auto's default bound on trials
@@ -105,329 +73,8 @@ AUTO_ONLY_KEYS = ("max_trials", "time_budget", "equivalence", "stopping_metrics"
 MIN_AUTO_TRIALS = 3
 
 
-def _only_for(workload_type: str) -> Any:
-    """A validator refusing a key of ``workload_type``'s workloads in any other."""
-
-    def check(cls: type, value: Any, info: ValidationInfo) -> Any:
-        kind = info.data.get("type")
-        if kind is not None and kind != workload_type:
-            raise ValueError(
-                f"{info.field_name} is for type: {workload_type} only, not {kind}; remove it"
-            )
-        return value
-
-    return classmethod(check)
-
-
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class Workload(_Model):
-    """What the load generator does; shared by every database unless overridden."""
-
-    type: Literal["write", "read", "mixed", "watch"] = Field(
-        description="write: distinct keys (or one, with same_key); read: one key, seeded"
-        " first, read `requests` times; mixed: YCSB's reads, updates, inserts and"
-        " read-modify-writes over `key_count` keys; watch: writes of distinct keys at"
-        " `rate` while `watchers` watch them, timing each event"
-    )
-    requests: int = Field(
-        gt=0, le=MAX_REQUESTS, description="Measured requests per trial, shared across client steps"
-    )
-    key_size: int = Field(
-        256, ge=1, le=1 << 20, description="Bytes per key: 'k' and the key's number, zero-padded"
-    )
-    value_size: int = Field(
-        1024, ge=0, le=64 << 20, description="Bytes per value written (mixed: at least 32)"
-    )
-    sequential_keys: bool = Field(
-        True, description="write: keys in order (true) or in a seeded random order (false)"
-    )
-    same_key: bool = Field(False, description="write: overwrite one key instead of distinct keys")
-    clients: int = Field(1000, ge=1, le=100_000, description="Requests in flight at once")
-    connections: int = Field(
-        100,
-        ge=1,
-        le=100_000,
-        description="gRPC channels, ZooKeeper sessions or HTTP connections; at most `clients`",
-    )
-    client_steps: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Field(strict=False)] = Field(
-        (),
-        description="Client counts to step through, increasing (e.g. [1, 10, 100]); the"
-        " requests are shared across the steps",
-    )
-    rate: float = Field(
-        0,
-        ge=0,
-        description="Target requests/s (open loop: latency counts from each request's due"
-        " time); 0: as fast as possible",
-    )
-    consistency: Literal["linearizable", "serializable"] = Field(
-        "linearizable", description="read and mixed: the reads' consistency"
-    )
-    request_timeout_s: float = Field(
-        10.0, gt=0, le=600, description="Seconds before a request counts as `timeout`"
-    )
-    max_error_rate: float = Field(
-        0.01,
-        ge=0,
-        le=1,
-        description="The share of requests that may fail before the run stops and fails"
-        " (off with faults)",
-    )
-    warmup_requests: int = Field(
-        0,
-        ge=0,
-        le=MAX_REQUESTS,
-        description="Requests made before each trial's measured load, counted in no figure",
-    )
-    # mixed: YCSB's core workload. A load phase writes key_count keys (not
-    # measured), then requests operations are drawn with these shares.
-    key_count: int = Field(
-        1000,
-        ge=1,
-        le=MAX_RANDOM_ORDER,
-        description="mixed: keys the load phase writes before the measured requests",
-    )
-    read_proportion: float = Field(0.95, ge=0, le=1, description="mixed: the share of reads")
-    update_proportion: float = Field(
-        0.05, ge=0, le=1, description="mixed: the share of updates (overwrite an existing key)"
-    )
-    insert_proportion: float = Field(
-        0.0, ge=0, le=1, description="mixed: the share of inserts (create a new key)"
-    )
-    read_modify_write_proportion: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="mixed: the share of atomic read-modify-writes (a lost race: `conflict`);"
-        " the four shares add up to 1",
-    )
-    request_distribution: Literal["uniform", "zipfian", "latest", "hotspot"] = Field(
-        "zipfian", description="mixed: how each request's key is chosen"
-    )
-    zipfian_constant: float = Field(
-        0.99,
-        gt=0,
-        le=10,
-        description="zipfian and latest: θ; the key of rank r gets r^-θ / H(n, θ) of the requests",
-    )
-    hot_set_fraction: float = Field(
-        0.2, gt=0, le=1, description="hotspot: the share of the keys that are hot"
-    )
-    hot_operation_fraction: float = Field(
-        0.8, ge=0, le=1, description="hotspot: the share of the requests the hot keys get"
-    )
-    watchers: int = Field(
-        10,
-        ge=1,
-        le=10_000,
-        description="watch: watchers, each watching every key the load writes",
-    )
-    watch_connections: int = Field(
-        1,
-        ge=1,
-        le=10_000,
-        description="watch: connections the watchers share (at most `watchers`)",
-    )
-    check: Check | None = Field(
-        None,
-        description="checked clients beside the load, their history checked for"
-        " linearizability: {model: linearizability, clients: 8, keys: 8, on_violation: fail};"
-        " with type: watch, {model: watch} judges the watchers' events",
-    )
-
-    @field_validator("check")
-    @classmethod
-    def _check_fits_the_type(cls, check: Check | None, info: ValidationInfo) -> Check | None:
-        kind = info.data.get("type")
-        if check is None or kind is None:
-            return check
-        if kind == "watch" and check.runs_clients:
-            raise ValueError(
-                "check with type: watch takes model: watch, which judges the"
-                " watchers' events (checked clients' keys would be events the"
-                " watchers do not expect)"
-            )
-        if kind != "watch" and not check.runs_clients:
-            raise ValueError(
-                f"check's model: watch judges a watch load's watchers, and this is"
-                f" type: {kind}: use model: linearizability"
-            )
-        return check
-
-    @field_validator("sequential_keys", "same_key")
-    @classmethod
-    def _not_for_mixed(cls, value: bool, info: ValidationInfo) -> bool:
-        if info.data.get("type") == "mixed":
-            raise ValueError(
-                f"{info.field_name} means nothing for type: mixed (its keys are chosen"
-                " by request_distribution); remove it"
-            )
-        return value
-
-    _only_for_mixed = field_validator(*MIXED_ONLY)(_only_for("mixed"))
-    _only_for_watch = field_validator(*WATCH_ONLY)(_only_for("watch"))
-
-    @field_validator("value_size")
-    @classmethod
-    def _room_for_the_tag(cls, value: int, info: ValidationInfo) -> int:
-        if info.data.get("type") == "mixed" and value < MIN_MIXED_VALUE_SIZE:
-            raise ValueError(
-                f"value_size must be at least {MIN_MIXED_VALUE_SIZE} for type: mixed"
-                f" (each value names its key and the write that made it), got {value}"
-            )
-        return value
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _ignore_other_types_keys(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        """A read's write-only keys (and a write's read-only ones) are checked,
-        then not kept: they mean nothing for it, the loader warns of them, and
-        the workload is then what runs (and what `convert` writes back)."""
-        workload = handler(data)
-        ignored = {"read": WRITE_ONLY, "write": READ_ONLY, "watch": READ_ONLY}.get(
-            workload.type, ()
-        )
-        if not isinstance(data, dict) or not set(ignored) & workload.model_fields_set:
-            return workload
-        return handler({k: v for k, v in data.items() if k not in ignored})
-
-    @field_validator("client_steps")
-    @classmethod
-    def _steps_increase(cls, steps: tuple[int, ...]) -> tuple[int, ...]:
-        if any(b <= a for a, b in itertools.pairwise(steps)):
-            raise ValueError(f"client_steps must increase strictly, got {list(steps)}")
-        return steps
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.connections > self.clients:
-            raise ValueError(
-                f"connections ({self.connections}) must not exceed clients ({self.clients}):"
-                " a connection without a client would sit idle"
-            )
-        if self.client_steps and len(self.client_steps) > self.requests:
-            raise ValueError(
-                f"requests ({self.requests}) must be at least the number of client_steps"
-                f" ({len(self.client_steps)}): the requests are shared across the steps"
-            )
-        if self.type == "watch":
-            self._check_watch()
-        writes = self.writes_keys
-        random_order = writes and not (self.same_key or self.sequential_keys)
-        if random_order and max(self.requests, self.warmup_requests) > MAX_RANDOM_ORDER:
-            name = "requests" if self.requests > MAX_RANDOM_ORDER else "warmup_requests"
-            raise ValueError(
-                f"{name} ({max(self.requests, self.warmup_requests):,}) must be at most"
-                f" {MAX_RANDOM_ORDER:,} with sequential_keys: false (the random order is"
-                " held in memory, 4 bytes a key)"
-            )
-        if writes and not self.same_key:
-            # Keys are "k" + the request number, zero-padded to key_size bytes; a
-            # warm-up writes the numbers after the load's.
-            distinct = KeySpace.capacity(self.key_size)
-            needed = self.requests + self.warmup_requests
-            if needed > distinct:
-                what = (
-                    f"requests + warmup_requests ({needed:,})"
-                    if self.warmup_requests
-                    else f"requests ({needed:,})"
-                )
-                raise ValueError(
-                    f"key_size {self.key_size} holds {distinct:,} distinct keys ('k' and"
-                    f" {self.key_size - 1} digits), fewer than {what}:"
-                    " raise key_size or set same_key"
-                )
-        if self.type == "mixed":
-            self._check_mix()
-        if self.client_steps and self.client_steps[-1] > self.clients:
-            raise ValueError(
-                f"the largest client step ({self.client_steps[-1]}) exceeds clients"
-                f" ({self.clients})"
-            )
-        return self
-
-    def _check_watch(self) -> None:
-        if self.rate <= 0:
-            raise ValueError(
-                "type: watch needs rate above 0: events are timed against puts sent at a"
-                " steady rate (open loop)"
-            )
-        if self.same_key:
-            raise ValueError(
-                "same_key cannot be used with type: watch: each put writes a key of its own,"
-                " so each event names the put it reports"
-            )
-        if self.client_steps:
-            raise ValueError("client_steps cannot be used with type: watch; remove it")
-        if self.watch_connections > self.watchers:
-            raise ValueError(
-                f"watch_connections ({self.watch_connections}) must not exceed watchers"
-                f" ({self.watchers})"
-            )
-
-    def _check_mix(self) -> None:
-        shares = (
-            self.read_proportion,
-            self.update_proportion,
-            self.insert_proportion,
-            self.read_modify_write_proportion,
-        )
-        if abs(sum(shares) - 1.0) > 1e-9:
-            raise ValueError(
-                "read_proportion, update_proportion, insert_proportion and"
-                " read_modify_write_proportion must add up to 1, got"
-                f" {' + '.join(f'{s:g}' for s in shares)} = {sum(shares):g}"
-            )
-        inserts = math.ceil(self.insert_proportion * (self.requests + self.warmup_requests))
-        needed = self.key_count + self.requests + self.warmup_requests
-        if inserts and needed > KeySpace.capacity(self.key_size):
-            raise ValueError(
-                f"key_size {self.key_size} holds {KeySpace.capacity(self.key_size):,} distinct"
-                f" keys, fewer than key_count + requests + warmup_requests ({needed:,}) that"
-                " inserts may need: raise key_size"
-            )
-        if self.key_count > KeySpace.capacity(self.key_size):
-            raise ValueError(
-                f"key_size {self.key_size} holds {KeySpace.capacity(self.key_size):,} distinct"
-                f" keys, fewer than key_count ({self.key_count:,}): raise key_size"
-            )
-
-    @property
-    def writes_keys(self) -> bool:
-        """Its requests write keys of their own (write and watch), rather than
-        reading or choosing among keys written before it."""
-        return self.type in ("write", "watch")
-
-    def as_raw(self) -> dict[str, Any]:
-        """Every key that means something for this type of workload, for YAML."""
-        raw = self.model_dump(mode="json")
-        if raw.get("check") is None:
-            raw.pop("check", None)
-        return {k: v for k, v in raw.items() if k not in self.meaningless()}
-
-    def meaningless(self) -> tuple[str, ...]:
-        """The keys this type of workload does not use."""
-        if self.type == "mixed":
-            return WRITE_ONLY + WATCH_ONLY
-        if self.type == "watch":
-            return READ_ONLY + MIXED_ONLY
-        dropped = WRITE_ONLY if self.type == "read" else READ_ONLY
-        return dropped + MIXED_ONLY + WATCH_ONLY
-
-    def step_plan(self) -> list[tuple[int, int, int]]:
-        """(clients, connections, requests) per step; one step without client_steps.
-        Requests are shared evenly, the remainder going to the last step; each
-        step uses at most ``connections`` connections and never more than its clients."""
-        steps = self.client_steps or (self.clients,)
-        share, extra = divmod(self.requests, len(steps))
-        plan = []
-        for i, clients in enumerate(steps):
-            requests = share + (extra if i == len(steps) - 1 else 0)
-            plan.append((clients, min(self.connections, clients), requests))
-        return plan
 
 
 class Host(_Model):
@@ -519,7 +166,7 @@ class DatabaseSpec(_Model):
     )
     flags: Options = Field(Options(), description="The kind's server settings (below)")
     client: Options = Field(Options(), description="The kind's client settings (below)")
-    workload: Workload = Field(
+    workload: AnyWorkload = Field(
         description="Workload keys to override for this database only",
         # The loader fills it in from the test case's workload.
         json_schema_extra={"doc_default": "the test case's"},
@@ -540,10 +187,11 @@ class DatabaseSpec(_Model):
 
     @model_validator(mode="after")
     def _can_run_its_workload(self) -> Self:
-        if self.workload.type == "watch" and not KINDS[self.kind].watches:
+        if self.workload.WATCHES and not KINDS[self.kind].watches:
             able = ", ".join(name for name, kind in KINDS.items() if kind.watches)
             raise ValueError(
-                f"kind {self.kind} cannot run type: watch yet (the load engine watches: {able})"
+                f"kind {self.kind} cannot run type: {self.workload.type} yet (the load engine"
+                f" watches: {able})"
             )
         return self
 
@@ -590,7 +238,7 @@ class TestCase(_Model):
 
     title: str = Field(min_length=1, description="Heads the table, the README and the report")
     description: str = Field("", description="Free text, shown above the table")
-    workload: Workload = Field(description="What the load does (the workload keys)")
+    workload: AnyWorkload = Field(description="What the load does (the workload keys)")
     databases: Annotated[tuple[AnySpec, ...], Field(strict=False, min_length=1)] = Field(
         description="One column of the table each, run in this order (the database keys)"
     )
@@ -771,25 +419,7 @@ class TestCase(_Model):
 
 def spread_problem(workload: Workload, hosts: int) -> str | None:
     """Why ``workload`` cannot be shared among ``hosts`` load hosts (None: it can)."""
-    if workload.type == "watch":
-        return (
-            "a watch load keeps its writers and watchers on one host (an event's delay is"
-            " measured on one clock): remove load_hosts"
-        )
-    if workload.type == "mixed" and workload.insert_proportion > 0:
-        return (
-            "a mixed load's inserts number new keys on one host: with load_hosts, set"
-            " insert_proportion to 0"
-        )
-    for number, (clients, connections, _) in enumerate(workload.step_plan()):
-        if min(clients, connections) < hosts:
-            what = "clients" if clients < hosts else "connections"
-            step = f" in client step {number + 1}" if len(workload.step_plan()) > 1 else ""
-            return (
-                f"{hosts} load hosts need at least {hosts} {what}{step}, one each; there"
-                f" are {min(clients, connections)}"
-            )
-    return None
+    return workload.spread_problem(hosts)
 
 
 def version_hint(value: Any) -> str | None:
@@ -804,7 +434,7 @@ def version_hint(value: Any) -> str | None:
 # Every key the schema knows, per section, for "did you mean" across sections.
 SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
     "": tuple(TestCase.model_fields),
-    "workload": tuple(Workload.model_fields),
+    "workload": tuple(dict.fromkeys(k for cls in TYPES.values() for k in cls.model_fields)),
     "database": tuple(DatabaseSpec.model_fields),
     "host": tuple(Host.model_fields),
     "publish": tuple(Publish.model_fields),

@@ -19,6 +19,7 @@ from dbtester.config.faults import Fault
 from dbtester.config.model import DatabaseSpec, Host, Publish, TestCase, Workload
 from dbtester.config.search import Search
 from dbtester.databases import KINDS
+from dbtester.workloads import TYPES
 
 __all__ = ["SECTIONS", "missing_descriptions", "render_reference"]
 
@@ -40,8 +41,22 @@ def _kind_sections() -> Iterator[tuple[str, str, type[BaseModel]]]:
         yield (f"{name}: client", f"databases: [- kind: {name}, client:]", kind.client_model)
 
 
+def _type_sections() -> Iterator[tuple[str, str, type[BaseModel]]]:
+    for name, workload_type in TYPES.items():
+        yield (f"workload type: {name}", f"workload: (type: {name})", workload_type)
+
+
 def _all_sections() -> list[tuple[str, str, type[BaseModel]]]:
-    return [*SECTIONS, *_kind_sections()]
+    sections = list(SECTIONS)
+    at = [s[2] for s in sections].index(Workload) + 1
+    return [*sections[:at], *_type_sections(), *sections[at:], *_kind_sections()]
+
+
+def _fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's keys; a workload type's own only (the shared ones are listed once)."""
+    if issubclass(model, Workload) and model is not Workload:
+        return {n: f for n, f in model.model_fields.items() if n not in Workload.model_fields}
+    return dict(model.model_fields)
 
 
 def _type_name(annotation: Any) -> str:
@@ -122,7 +137,7 @@ def _default(field: FieldInfo) -> str:
 
 
 def _rows(model: type[BaseModel]) -> Iterator[str]:
-    for name, field in model.model_fields.items():
+    for name, field in _fields(model).items():
         meaning = (field.description or "").replace("|", "\\|")
         cells = (f"`{name}`", _type_name(field.annotation), _default(field), _bounds(field))
         yield f"| {' | '.join(cells)} | {meaning} |"
@@ -144,8 +159,8 @@ def render_reference() -> str:
             lines += [f"Under `{where}`.", ""]
         if model.__doc__:
             lines += [" ".join(model.__doc__.split()), ""]
-        if not model.model_fields:
-            lines += ["No keys.", ""]
+        if not _fields(model):
+            lines += ["No keys of its own.", ""]
             continue
         lines += ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
         lines += [*_rows(model), ""]
@@ -157,6 +172,6 @@ def missing_descriptions() -> list[str]:
     return [
         f"{heading}.{name}"
         for heading, _, model in _all_sections()
-        for name, field in model.model_fields.items()
+        for name, field in _fields(model).items()
         if not field.description
     ]

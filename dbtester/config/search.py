@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dbtester.config.faults import parse_duration
+from dbtester.workloads import TYPES
 
 __all__ = [
     "DEFAULT_SEARCH_BUDGET_S",
@@ -103,14 +104,9 @@ def search_conflicts(raw: dict[str, Any]) -> list[tuple[tuple[str | int, ...], s
         )
     workloads: list[tuple[tuple[str | int, ...], Any]] = [(("workload",), raw.get("workload"))]
     base = raw.get("workload")
-    if isinstance(base, dict) and base.get("type") == "watch":
-        found.append(
-            (
-                ("workload", "type"),
-                "a search cannot run type: watch yet (its watchers time the events of one"
-                " rate); search a write workload",
-            )
-        )
+    workload_type = TYPES.get(str(base.get("type"))) if isinstance(base, dict) else None
+    if workload_type is not None and workload_type.SEARCH_REFUSED:
+        found.append((("workload", "type"), workload_type.SEARCH_REFUSED))
     databases = raw.get("databases")
     if isinstance(databases, Sequence):
         for i, entry in enumerate(databases):

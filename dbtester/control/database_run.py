@@ -436,9 +436,9 @@ class DatabaseRun:
             client=self.db.client.model_dump(),
             key_size=w.key_size,
             value_size=w.value_size,
-            consistency=w.consistency,
+            consistency=w.read_consistency,
             timeout_s=w.request_timeout_s,
-            same_key=w.same_key,
+            same_key=w.one_key,
         )
 
     def _seed_if_read(self) -> None:
@@ -446,10 +446,12 @@ class DatabaseRun:
         phase's keys), then wait until every endpoint returns it."""
         w = self.db.workload
         try:
-            if w.type == "read":
+            if w.SEEDING == "one-key":
                 seed_key(self.db.kind, self._settings())
-            elif w.type == "mixed":
-                self.reporter.say(f"{self.db.id}: load phase, {w.key_count:,} keys (not counted)")
+            elif (phase := w.load_phase()) is not None:
+                self.reporter.say(
+                    f"{self.db.id}: load phase, {phase.requests:,} keys (not counted)"
+                )
                 self.loaded = load_keys(
                     self.db.kind,
                     self._settings(),
@@ -641,7 +643,7 @@ class DatabaseRun:
         """Count the keys in the database against what the load wrote: attempted,
         acknowledged, refused, unknown outcome, found. Never raises: a cluster
         that cannot be counted is noted in the error instead."""
-        if self.db.workload.type == "read" or self.load is None:
+        if not self.db.workload.VERIFIED or self.load is None:
             return
         try:
             found = self._count_keys()
@@ -650,7 +652,7 @@ class DatabaseRun:
             self.reporter.say(f"{self.db.id}: {self._count_problem}")
             return
         counts = self._key_writes()
-        v = account(counts, found, same_key=self.db.workload.same_key)
+        v = account(counts, found, same_key=self.db.workload.one_key)
         self.verification = v
         self.reporter.say(
             f"{self.db.id}: {v.found:,} keys found; {v.attempted:,} writes attempted,"
@@ -668,8 +670,8 @@ class DatabaseRun:
         counts: Counter[str] = Counter()
         for run in runs:
             records = run.records
-            if self.db.workload.type == "mixed" and run is not self.loaded:
-                records = records.subset(records.ops == OPERATIONS.index("insert"))
+            if run is not self.loaded:
+                records = self.db.workload.key_writes(records)
             counts.update(records.counts())
         return counts
 
@@ -811,10 +813,7 @@ class DatabaseRun:
                     load.watch, on_violation=check.on_violation, faults=spans
                 )
         elif load.check is not None:
-            workload = self.db.workload
-            serializable = (
-                workload.type in ("read", "mixed") and workload.consistency == "serializable"
-            )
+            serializable = self.db.workload.read_consistency == "serializable"
             self.correctness = judge(
                 load.check,
                 clients=check.clients,
@@ -833,7 +832,7 @@ class DatabaseRun:
 
     def _watch_note(self) -> str | None:
         """How this kind's watchers work, where it shapes the figures."""
-        if self.db.workload.type != "watch":
+        if not self.db.workload.WATCHES:
             return None
         return self.kind.watch_note or None
 

@@ -173,12 +173,12 @@ class ProbeLoads:
         w = self.workload
         # Only a write load's keys move: a mixed load chooses among the keys
         # there are (its inserts follow them), a read reads its one key.
-        first_key = self._next_key if w.type == "write" else 0
+        first_key = self._next_key if w.moves_keys else 0
         warm = (w.requests, w.requests + w.warmup_requests)  # the warm-up's keys
-        writes = w.type == "write" and w.warmup_requests > 0
+        writes = w.moves_keys and w.warmup_requests > 0
         if writes and first_key < warm[1] and first_key + requests > warm[0]:
             first_key = warm[1]
-        if w.type == "write" and not w.same_key:
+        if w.moves_keys:
             capacity = KeySpace.capacity(w.key_size)
             if first_key + requests > capacity:
                 raise KeysExhaustedError(

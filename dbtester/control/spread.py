@@ -199,7 +199,7 @@ def _plan(
         threads=threads,
         seed=seed + share.host,
         max_errors=max_errors,
-        existing=workload.key_count + warm_inserts if workload.type == "mixed" else None,
+        existing=workload.existing_keys(warm_inserts),
         first_key=share.first_key,
         write_id_base=share.write_id_base,
     )
@@ -207,7 +207,7 @@ def _plan(
         {"clients": clients, "connections": connections, "requests": requests, "rate": share.rate}
         for clients, connections, requests in share.steps
     ]
-    if plan["keys"]["insert_space"] and workload.type != "mixed":
+    if workload.moves_keys:
         plan["keys"]["insert_space"] = share.requests  # its own keys, and no others
     if share.host:
         plan["check"] = None

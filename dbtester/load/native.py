@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from dbtester.config.model import Workload
 from dbtester.databases import get_kind
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
 from dbtester.results import OK, CheckedOperations, Records, WatchEvents
+from dbtester.workloads import Workload
+from dbtester.workloads.base import only
 
 if TYPE_CHECKING:
-    from dbtester._engine import CheckPlan, KeysPlan, Load, MixPlan, Plan, WatchPlan
+    from dbtester._engine import CheckPlan, Load, Plan
 
 __all__ = [
     "EngineMissingError",
@@ -60,8 +61,8 @@ def plan(
     """The engine's plan for ``workload`` against ``settings.endpoints``.
 
     ``first_key`` moves a write workload's keys (a warm-up writes the numbers
-    after the measured load's). For ``mixed``, ``existing`` is how many keys
-    are there before this run (default: the load phase's ``key_count``) and
+    after the measured load's). ``existing`` is how many keys a load that
+    chooses among keys finds before it (default: its own load phase's) and
     ``write_id_base`` keeps this run's writes apart from earlier ones."""
     target = get_kind(kind).engine_target(settings)
     return {
@@ -70,9 +71,9 @@ def plan(
         "options": target["options"],
         "key_size": settings.key_size,
         "value_size": settings.value_size,
-        "values": "tagged" if workload.type == "mixed" else "fixed",
-        "keys": _keys(settings, workload, first_key, existing),
-        "mix": _mix(settings, workload),
+        "values": workload.VALUES,
+        "keys": workload.plan_keys(first_key, existing),
+        "mix": workload.plan_mix(),
         "consistency": settings.consistency,
         "timeout_s": settings.timeout_s,
         "steps": [
@@ -88,7 +89,7 @@ def plan(
         "max_errors": max_errors,
         "seed": seed,
         "write_id_base": write_id_base,
-        "watch": _watch(workload),
+        "watch": workload.plan_watch(),
         "check": _check(workload),
     }
 
@@ -100,25 +101,12 @@ def _check(workload: Workload) -> CheckPlan | None:
     return {"clients": workload.check.clients, "keys": workload.check.keys}
 
 
-def _watch(workload: Workload) -> WatchPlan | None:
-    """A watch load's watchers; they wait for every event up to the request
-    timeout after the last put."""
-    if workload.type != "watch":
-        return None
-    return {
-        "watchers": workload.watchers,
-        "connections": workload.watch_connections,
-        "drain_s": workload.request_timeout_s,
-    }
-
-
 def load_phase(kind: str, settings: LoadSettings, workload: Workload, *, threads: int = 1) -> Plan:
-    """The mixed workload's load phase: ``key_count`` inserts of keys 0, 1, ...
-    (tagged values), closed loop, with the workload's clients and connections.
-    YCSB's "load"; not measured."""
-    phase = workload.model_copy(
-        update={"requests": workload.key_count, "client_steps": (), "rate": 0.0}
-    )
+    """A workload's load phase (YCSB's "load", not measured): its keys
+    inserted, closed loop, with the workload's clients and connections."""
+    phase = workload.load_phase()
+    if phase is None:
+        raise DbtesterError(f"type: {workload.type} has no load phase")
     return single_operation(kind, settings, phase, "insert", threads=threads)
 
 
@@ -138,58 +126,13 @@ def single_operation(
     built = plan(
         kind, settings, workload, threads=threads, first_key=key, existing=0 if inserts else 1
     )
-    built["mix"] = _only(operation)
+    built["mix"] = only(operation)
     built["check"] = None  # only the measured load has checked clients
     keys = built["keys"]
     keys["choose"] = "same"
     if not inserts:
         keys["existing"], keys["insert_space"] = 1, 0
     return built
-
-
-def _only(operation: Operation) -> MixPlan:
-    mix: MixPlan = {"read": 0.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
-    mix[operation] = 1.0
-    return mix
-
-
-def _keys(
-    settings: LoadSettings, workload: Workload, first_key: int, existing: int | None
-) -> KeysPlan:
-    choose: Literal["same", "uniform", "zipfian", "latest", "hotspot"] = "same"
-    order: Literal["sequential", "permuted"] = "sequential"
-    if workload.type == "mixed":
-        count = workload.key_count if existing is None else existing
-        choose = workload.request_distribution
-        space = workload.requests
-    elif workload.writes_keys and not settings.same_key:
-        count, space = 0, workload.requests
-        order = "sequential" if workload.sequential_keys else "permuted"
-    else:  # a read of the one seeded key, or writes over one key
-        count, space = 1, 0
-    return {
-        "existing": count,
-        "first": first_key,
-        "choose": choose,
-        "inserts": order,
-        "insert_space": space,
-        "zipfian_constant": workload.zipfian_constant,
-        "hot_set_fraction": workload.hot_set_fraction,
-        "hot_operation_fraction": workload.hot_operation_fraction,
-    }
-
-
-def _mix(settings: LoadSettings, workload: Workload) -> MixPlan:
-    if workload.type == "mixed":
-        return {
-            "read": workload.read_proportion,
-            "update": workload.update_proportion,
-            "insert": workload.insert_proportion,
-            "read_modify_write": workload.read_modify_write_proportion,
-        }
-    if workload.type == "read":
-        return _only("read")
-    return _only("update" if settings.same_key else "insert")
 
 
 def start(load_plan: Plan) -> Load:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, TextIO
 
 import psutil
 
-from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
 from dbtester.load import native
@@ -27,6 +26,8 @@ from dbtester.load.client_metrics import ClientSampler
 from dbtester.results import CheckedOperations, DatabaseLayout, Records, WatchEvents
 from dbtester.util.progress import Progress
 from dbtester.util.sched import SchedMeter
+from dbtester.workloads import Workload
+from dbtester.workloads.write import WriteWorkload
 
 if TYPE_CHECKING:
     from dbtester._engine import Load
@@ -134,7 +135,7 @@ def run_load(
         seed=seed,
         max_errors=max_errors,
         # a mixed warm-up's inserts exist too, and its writes came first
-        existing=workload.key_count + warm_inserts if workload.type == "mixed" else None,
+        existing=workload.existing_keys(warm_inserts),
         first_key=first_key,
         write_id_base=workload.warmup_requests if write_id_base is None else write_id_base,
     )
@@ -182,19 +183,8 @@ def warm_up(
     DbtesterError when the warm-up stops early (its errors count against the
     workload's ``max_error_rate`` like the load's)."""
     threads = workers or DEFAULT_WORKERS
-    # A watch load's warm-up writes without watchers, and no load's warm-up
-    # has checked clients: neither would be in any figure.
-    kind_of = "write" if workload.type == "watch" else workload.type
-    warm = workload.model_copy(
-        update={
-            "requests": workload.warmup_requests,
-            "client_steps": (),
-            "type": kind_of,
-            "check": None,
-        }
-    )
+    warm = workload.warm_up()
     limit, max_errors = error_limit(workload.max_error_rate, warm.requests)
-    mixed = workload.type == "mixed"
     load_plan = native.plan(
         kind,
         settings,
@@ -202,7 +192,7 @@ def warm_up(
         threads=threads,
         seed=seed,
         max_errors=max_errors,
-        first_key=0 if mixed else workload.requests,
+        first_key=workload.warm_up_first_key(),
     )
     result = _unmeasured(load_plan, warm.requests, "warm-up", progress, label, limit, health)
     if result.aborted:
@@ -222,10 +212,11 @@ def load_keys(
     """A mixed workload's load phase: ``key_count`` keys written, every one
     acknowledged, or DbtesterError. Not measured; the result is reported apart."""
     load_plan = native.load_phase(kind, settings, workload, threads=workers or DEFAULT_WORKERS)
-    result = _unmeasured(load_plan, workload.key_count, "load phase", progress, label, 0, None)
-    if result.aborted or result.records.counts() != {"ok": workload.key_count}:
+    keys = load_plan["steps"][0]["requests"]
+    result = _unmeasured(load_plan, keys, "load phase", progress, label, 0, None)
+    if result.aborted or result.records.counts() != {"ok": keys}:
         raise DbtesterError(
-            f"the load phase did not write all {workload.key_count:,} keys:"
+            f"the load phase did not write all {keys:,} keys:"
             f" {result.aborted or result.records.counts()}"
         )
     return result
@@ -265,7 +256,7 @@ def wait_readable(
     every one is). A follower serving stale reads may not have applied the
     writes yet when the load begins; its reads would fail. DbtesterError
     naming the endpoints that never did within ``wait_s``."""
-    if workload.writes_keys:
+    if workload.SEEDING == "nothing":
         return
     deadline = time.monotonic() + wait_s
     waiting = list(settings.endpoints)
@@ -282,7 +273,7 @@ def wait_readable(
             named = ", ".join(f"{e} ({last[e]})" for e in waiting)
             raise DbtesterError(
                 f"the data written before the load never became readable within"
-                f" {wait_s:g} s ({workload.consistency} reads) on: {named}"
+                f" {wait_s:g} s ({workload.read_consistency} reads) on: {named}"
             )
         time.sleep(READABLE_RETRY_S)
 
@@ -292,8 +283,7 @@ def _read_once(kind: str, settings: LoadSettings, workload: Workload) -> str:
     read = workload.model_copy(
         update={"requests": 1, "clients": 1, "connections": 1, "client_steps": (), "rate": 0.0}
     )
-    # The load phase's last key: written last, so readable last.
-    key = workload.key_count - 1 if workload.type == "mixed" else 0
+    key = workload.readiness_key  # written last, so readable last
     load = native.start(native.single_operation(kind, settings, read, "read", key=key))
     while not load.wait(POLL_S):
         pass
@@ -306,8 +296,7 @@ def _read_once(kind: str, settings: LoadSettings, workload: Workload) -> str:
 
 def seed_key(kind: str, settings: LoadSettings) -> None:
     """Write key 0 with the workload's value: what a read workload reads."""
-    workload = Workload(
-        type="write",
+    workload = WriteWorkload(
         requests=1,
         key_size=settings.key_size,
         value_size=settings.value_size,

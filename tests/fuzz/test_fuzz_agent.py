@@ -321,10 +321,10 @@ def valid_start(draw: st.DataObject) -> pb.StartRequest:
 def valid_load(draw: st.DataObject) -> pb.LoadRequest:
     """A small load's plan, against a loopback port nothing listens on: the
     fuzzer makes the agent dial nothing else."""
-    from dbtester.config.model import Workload
     from dbtester.databases import get_kind
     from dbtester.databases.base import LoadSettings
     from dbtester.load import native
+    from dbtester.workloads import workload_of
 
     kind = draw.draw(st.sampled_from(sorted(KINDS)), label="load kind")
     settings = LoadSettings(
@@ -337,7 +337,7 @@ def valid_load(draw: st.DataObject) -> pb.LoadRequest:
         same_key=False,
     )
     requests = draw.draw(st.sampled_from([1, 5, 20]), label="load requests")
-    workload = Workload(
+    workload = workload_of(
         type="write", requests=requests, clients=1, connections=1, key_size=8, value_size=16
     )
     plan = native.plan(kind, settings, workload)

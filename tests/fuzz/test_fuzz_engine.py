@@ -25,10 +25,10 @@ import pytest
 from hypothesis import strategies as st
 
 from dbtester import _engine
-from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings
 from dbtester.load.native import plan
+from dbtester.workloads import workload_of
 from tests.fuzz.engine import budget, fuzz
 from tests.fuzz.mutate import mutate_data
 
@@ -111,10 +111,10 @@ def world() -> Iterator[World]:
     plans = []
     for kind_name, kind in KINDS.items():
         for workload in (
-            Workload(
+            workload_of(
                 type="write", requests=20, key_size=8, value_size=16, clients=4, connections=2
             ),
-            Workload(
+            workload_of(
                 type="read",
                 requests=30,
                 key_size=8,
@@ -124,7 +124,7 @@ def world() -> Iterator[World]:
                 rate=500,
                 consistency="serializable",
             ),
-            Workload(
+            workload_of(
                 type="mixed",
                 requests=40,
                 key_size=8,
@@ -144,7 +144,7 @@ def world() -> Iterator[World]:
                 client=kind.client_model().model_dump(),
                 key_size=workload.key_size,
                 value_size=workload.value_size,
-                consistency=workload.consistency,
+                consistency=workload.read_consistency,
                 timeout_s=1.0,
             )
             plans.append(dict(plan(kind_name, settings, workload, threads=1, max_errors=5)))

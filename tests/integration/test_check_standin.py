@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from dbtester.analyze.correctness import judge
-from dbtester.workloads.check import Check
-from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import run_load
 from dbtester.results import CheckedOperations, CorrectnessRecord, DatabaseLayout
+from dbtester.workloads import workload_of
+from dbtester.workloads.check import Check
 from tests.standins.etcd import EtcdStandIn, Misbehave
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ def _checked(tmp_path: Path, misbehave: Misbehave) -> CorrectnessRecord:
             (etcd.endpoint,), {"balancer": "pick_first"}, 16, 32, "linearizable", 2.0
         )
         # the measured load: 1,000 puts in 2 s, the checked clients beside it
-        workload = Workload(
+        workload = workload_of(
             type="write", requests=1000, rate=500.0, key_size=16, value_size=32, check=CHECK
         )
         layout = DatabaseLayout(tmp_path / "db")

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from dbtester.agent.client import AgentClient
-from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import Peer
 from dbtester.load.runner import LoadResult, run_load
 from dbtester.results import DatabaseLayout
+from dbtester.workloads import workload_of
 from tests.support.cluster import VERSIONS, cluster, settings_for
 
 pytestmark = pytest.mark.integration
@@ -125,7 +125,7 @@ def _load_with_leader_killed(
             leader = KINDS[kind].leader(peers)
         assert leader is not None, "no leader"
         rate, connections = LOAD[kind]
-        workload = Workload(
+        workload = workload_of(
             type="write",
             requests=rate * SECONDS,
             key_size=64,

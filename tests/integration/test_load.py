@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dbtester.config.model import Workload
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings
 from dbtester.load.runner import STALLED, LoadResult, run_load, seed_key, warm_up
 from dbtester.results import DatabaseLayout
+from dbtester.workloads import workload_of
 from tests.support.cluster import VERSIONS, cluster, settings_for
 
 
@@ -23,7 +23,7 @@ def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> Non
     home = installed_home("etcd", VERSIONS["etcd"])
     with cluster("etcd", 3, tmp_path, home) as (peers, _):
         settings = settings_for(peers, client={"balancer": "round_robin"})
-        workload = Workload(
+        workload = workload_of(
             type="write",
             requests=3000,
             key_size=64,
@@ -64,7 +64,7 @@ def test_warm_up_writes_the_keys_after_the_loads(tmp_path: Path, installed_home)
     home = installed_home("etcd", VERSIONS["etcd"])
     with cluster("etcd", 1, tmp_path, home) as (peers, _):
         settings = settings_for(peers, key_size=8, value_size=64)
-        workload = Workload(
+        workload = workload_of(
             type="write",
             requests=1000,
             warmup_requests=500,
@@ -95,7 +95,7 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
             seed_key("etcd", settings_for(peers, value_size=value_size))
 
         seed(256)
-        workload = Workload(
+        workload = workload_of(
             type="read",
             requests=2000,
             key_size=64,
@@ -127,7 +127,7 @@ def _write_while_stopping(
     """Writes to a 1-member etcd whose member is stopped ``stop_after_s`` in."""
     with cluster("etcd", 1, tmp_path, home) as (peers, clients):
         settings = settings_for(peers, timeout_s=2.0)
-        workload = Workload(
+        workload = workload_of(
             type="write", requests=requests, key_size=64, value_size=256, clients=20, connections=2
         )
         killer = threading.Timer(stop_after_s, lambda: clients[0].stop("load", "etcd", 0))
@@ -233,7 +233,7 @@ def test_closed_loop_measures_a_5ms_server(tmp_path: Path, slow_server, shared_h
     any client: the Go tool sees 6.2 ms here, the engine 6.0 ms)."""
     endpoint = slow_server("-delay", "5ms")
     settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 5.0)
-    workload = Workload(
+    workload = workload_of(
         type="write", requests=500, key_size=64, value_size=256, clients=1, connections=1
     )
     result = run_load(
@@ -252,7 +252,7 @@ def test_open_loop_shows_queueing_past_capacity(tmp_path: Path, slow_server) -> 
     time grows through the run (closed loop would have hidden it)."""
     endpoint = slow_server("-delay", "5ms", "-serial")
     settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 30.0)
-    workload = Workload(
+    workload = workload_of(
         type="write",
         requests=1200,
         key_size=64,
@@ -281,7 +281,7 @@ def test_writes_verified_for(kind: str, tmp_path: Path, installed_home) -> None:
     home = installed_home(kind, VERSIONS[kind])
     with cluster(kind, 3, tmp_path, home) as (peers, _):
         settings = settings_for(peers)
-        workload = Workload(
+        workload = workload_of(
             type="write", requests=2000, key_size=64, value_size=256, clients=20, connections=6
         )
         out = DatabaseLayout(tmp_path / "out")

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from dbtester.config.model import Workload
 from dbtester.errors import DbtesterError
 from dbtester.load import run_load, seed_key, wait_readable
 from dbtester.results import DatabaseLayout
+from dbtester.workloads import workload_of
 from tests.standins.etcd import EtcdStandIn
 from tests.support.cluster import VERSIONS, cluster, settings_for
 
 pytestmark = pytest.mark.integration
 
-READS = Workload(
+READS = workload_of(
     type="read",
     requests=20_000,
     key_size=64,

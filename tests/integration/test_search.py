@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from dbtester.analyze.probes import ProbeRule
-from dbtester.config.model import Workload
 from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
 from dbtester.databases.base import LoadSettings
 from dbtester.load.runner import run_load
 from dbtester.results import DatabaseLayout
+from dbtester.workloads import Workload, workload_of
 from tests.integration.cores import busy_loops, pinned, split_cores
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def _serial_server(start_server: Callable[..., str]) -> tuple[LoadSettings, Work
     limits the rate."""
     endpoint = start_server("-delay", "5ms", "-serial")
     settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 30.0)
-    workload = Workload(
+    workload = workload_of(
         type="write", requests=1, key_size=64, value_size=256, clients=50, connections=2
     )
     return settings, workload
@@ -151,7 +151,7 @@ def test_an_engine_short_of_cpu_is_client_bound(
     with pinned(rest):
         endpoint = slow_server("-delay", "0ms")
     settings = LoadSettings((endpoint,), {"balancer": "pick_first"}, 64, 256, "linearizable", 30.0)
-    workload = Workload(
+    workload = workload_of(
         type="write", requests=1, key_size=64, value_size=256, clients=1000, connections=2
     )
     lines: list[str] = []

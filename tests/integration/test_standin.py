@@ -9,12 +9,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import load_keys, run_load
 from dbtester.proto import etcd_pb2 as pb
 from dbtester.proto import etcd_pb2_grpc as rpc
 from dbtester.results import DatabaseLayout
+from dbtester.workloads import Workload, workload_of
 from tests.standins.etcd import EtcdStandIn, Misbehave
 
 pytestmark = pytest.mark.integration
@@ -25,7 +25,7 @@ def _settings(endpoint: str) -> LoadSettings:
 
 
 def _mixed(key_count: int = 50, **shares: float) -> Workload:
-    return Workload(
+    return workload_of(
         type="mixed",
         requests=600,
         key_size=16,

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from dbtester.analyze.correctness import judge_watch
-from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import run_load
 from dbtester.results import DatabaseLayout, WatchEvents
+from dbtester.workloads import workload_of
 from tests.standins.etcd import EtcdStandIn, Misbehave
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def _watched(
         settings = LoadSettings(
             (etcd.endpoint,), {"balancer": "pick_first"}, 16, 32, "linearizable", 1.5
         )
-        workload = Workload(
+        workload = workload_of(
             type="watch",
             requests=PUTS,
             rate=rate,

@@ -59,7 +59,12 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         "12:7",
         ("unknown key 'balancer'", "session_timeout_ms"),
     ),
-    ("bad type", GOOD.replace("type: write", "type: wirte"), "3:9", ("'wirte'", "'write', 'read'")),
+    (
+        "bad type",
+        GOOD.replace("type: write", "type: wirte"),
+        "3:9",
+        ("'wirte'", "allowed: write, read, mixed, watch"),
+    ),
     (
         "a repeat: auto key without repeat: auto",
         GOOD + "repeat: 3\nmax_trials: 10\n",
@@ -84,13 +89,13 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         GOOD.replace("type: write", "type: mixed").replace(
             "  clients: 10", "  sequential_keys: true\n  clients: 10"
         ),
-        "5:20",
+        "5:3",
         ("sequential_keys means nothing for type: mixed",),
     ),
     (
         "a mixed-only key in a write workload",
         GOOD.replace("  clients: 10", "  read_proportion: 0.5\n  clients: 10"),
-        "5:20",
+        "5:3",
         ("read_proportion is for type: mixed only, not write",),
     ),
     (

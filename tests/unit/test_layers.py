@@ -123,6 +123,11 @@ def test_no_part_of_the_package_depends_on_a_part_that_depends_on_it() -> None:
             },
         ),
         ("report", {"render", "compare", "control", "load", "agent", "history"}),
+        # workload types sit below config, load and analyze: each asks them
+        (
+            "workloads",
+            {"config", "load", "control", "agent", "analyze", "report", "render", "history"},
+        ),
         ("publish", {"config", "control", "analyze", "report", "cli", "history"}),
         # history reads results above analysis; it runs nothing and renders no run
         ("history", {"control", "load", "agent", "config", "databases", "render", "cli"}),

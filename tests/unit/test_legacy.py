@@ -78,7 +78,7 @@ def test_corners_the_published_cases_never_reach() -> None:
     assert etcd.version == "3.5"  # from the id: the description names none
     assert {h.agent_port for h in etcd.hosts} == {3600}
     assert case.database("consul-v1.15.4").embedded  # no peer_ips
-    assert case.workload.consistency == "serializable"  # stale_read: true
+    assert case.workload.read_consistency == "serializable"  # stale_read: true
     assert case.publish is None  # no bucket
     lines = (LEGACY / "odd-corners.yaml").read_text().splitlines()
     located_at = {

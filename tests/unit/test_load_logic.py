@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from dbtester.config import load_test_case_text
-from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import ConfigError
 from dbtester.load.native import plan, records_of
 from dbtester.results import Records
 from dbtester.util.keys import KeySpace
+from dbtester.workloads import workload_of
 
 SETTINGS = LoadSettings(
     ("127.0.0.1:1", "127.0.0.1:2"), {"balancer": "leader"}, 16, 8, "serializable", 3.0
@@ -34,7 +34,7 @@ def test_keys_are_distinct_fixed_size_and_permuted() -> None:
 
 
 def test_the_plan_carries_every_step_and_setting() -> None:
-    w = Workload(
+    w = workload_of(
         type="write",
         requests=1001,
         key_size=16,
@@ -63,7 +63,7 @@ def test_the_plan_carries_every_step_and_setting() -> None:
 
 
 def test_a_read_plan_reads_the_one_seeded_key_at_the_rate() -> None:
-    w = Workload(type="read", requests=10, key_size=16, clients=4, connections=2, rate=100)
+    w = workload_of(type="read", requests=10, key_size=16, clients=4, connections=2, rate=100)
     p = plan("consul", replace(SETTINGS, client={}), w)
     assert p["protocol"] == "consul" and p["mix"]["read"] == 1.0
     assert (p["keys"]["existing"], p["keys"]["choose"]) == (1, "same")

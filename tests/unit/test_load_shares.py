@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbtester.config.model import Workload
 from dbtester.errors import DbtesterError
 from dbtester.load.shares import merge, split
 from dbtester.results import Records
+from dbtester.workloads import Workload, workload_of
 
 
 def _workload(**given: object) -> Workload:
-    return Workload.model_validate({"type": "write", "key_size": 16, **given})
+    return workload_of(**{"type": "write", "key_size": 16, **given})
 
 
 @settings(max_examples=200, deadline=None)
@@ -152,8 +152,8 @@ def test_each_hosts_plan_writes_its_own_keys_at_its_rate() -> None:
 
 
 def test_a_mixed_loads_hosts_tag_their_writes_apart() -> None:
-    workload = Workload.model_validate(
-        {
+    workload = workload_of(
+        **{
             "type": "mixed",
             "requests": 1000,
             "key_count": 500,

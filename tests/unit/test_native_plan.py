@@ -4,12 +4,12 @@ workload's load phase and the one-read readiness check, both built by
 
 from __future__ import annotations
 
-from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import native
+from dbtester.workloads import workload_of
 
 SETTINGS = LoadSettings(("127.0.0.1:2379",), {}, 16, 64, "serializable", 5.0)
-MIXED = Workload(
+MIXED = workload_of(
     type="mixed",
     requests=500,
     key_count=300,
@@ -50,7 +50,7 @@ def test_the_measured_plan_keeps_the_workloads_mix() -> None:
     plan = native.plan("etcd", SETTINGS, MIXED)
     assert plan["mix"] == {"read": 0.5, "update": 0.5, "insert": 0.0, "read_modify_write": 0.0}
     assert plan["keys"]["existing"] == 300 and plan["keys"]["choose"] == "zipfian"
-    write = Workload(
+    write = workload_of(
         type="write",
         requests=10,
         key_size=16,

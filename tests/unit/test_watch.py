@@ -12,6 +12,7 @@ from dbtester.config.load import load_test_case_text
 from dbtester.databases import KINDS
 from dbtester.errors import ResultsError
 from dbtester.results import WatchEvents
+from dbtester.workloads.watch import WatchWorkload
 from tests.support.data import watch_events
 from tests.unit.problems import problems_of
 
@@ -30,6 +31,7 @@ databases:
 
 def test_a_watch_case_and_its_defaults() -> None:
     workload = load_test_case_text(CASE, "case.yaml").case.workload
+    assert isinstance(workload, WatchWorkload)
     assert (workload.type, workload.watchers, workload.watch_connections) == ("watch", 10, 1)
     assert (
         "watchers"
@@ -43,7 +45,10 @@ def test_a_watch_case_and_its_defaults() -> None:
     ("change", "words"),
     [
         (("  rate: 50\n", ""), "type: watch needs rate above 0"),
-        (("  rate: 50\n", "  rate: 50\n  same_key: true\n"), "same_key cannot be used"),
+        (
+            ("  rate: 50\n", "  rate: 50\n  same_key: true\n"),
+            "same_key means nothing for type: watch",
+        ),
         (("  rate: 50\n", "  rate: 50\n  client_steps: [1, 2]\n"), "client_steps cannot"),
         (("  rate: 50\n", "  rate: 50\n  watchers: 2\n  watch_connections: 3\n"), "must not"),
         (("type: watch", "type: write"), "watchers"),  # no such key for a write...

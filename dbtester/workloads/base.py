@@ -1,0 +1,354 @@
+"""What every workload type shares: the keys, the checks on them, and the
+questions the rest of dbtester asks a workload instead of its type's name.
+
+A type is a subclass in a module of its own (``write``, ``read``, ``mixed``,
+``watch``) with a ``Literal`` ``type`` tag; :mod:`dbtester.workloads` makes
+the tagged union of them. Code outside a type's module never compares the
+``type`` string: it asks the workload (``writes_keys``, ``plan_keys``,
+``describe`` ...), so a new type is one module, not edits in eight files.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from dbtester.workloads.check import Check
+
+if TYPE_CHECKING:
+    from dbtester._engine import KeysPlan, MixPlan, WatchPlan
+    from dbtester.results import Records
+
+__all__ = [
+    "MAX_RANDOM_ORDER",
+    "MAX_REQUESTS",
+    "Consistency",
+    "KeyValueError",
+    "Seeding",
+    "Workload",
+    "only",
+]
+
+#: a run's requests: their records take 27 bytes each in the controller's memory
+MAX_REQUESTS = 1_000_000_000
+#: distinct keys in random order (the engine's bound: 4 bytes of memory each)
+MAX_RANDOM_ORDER = 1 << 28
+
+Consistency = Literal["linearizable", "serializable"]
+#: what a load needs written before it: nothing, its one key, or a load phase
+Seeding = Literal["nothing", "one-key", "load-phase"]
+
+
+def only(operation: str) -> MixPlan:
+    """A mix of one operation (the plan's spelling: read, update, insert,
+    read_modify_write)."""
+    mix: MixPlan = {"read": 0.0, "update": 0.0, "insert": 0.0, "read_modify_write": 0.0}
+    mix[operation] = 1.0  # type: ignore[literal-required]
+    return mix
+
+
+class Workload(BaseModel):
+    """What the load generator does; shared by every database unless overridden.
+
+    The keys here are every type's; each type adds its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    #: keys of other types that this one accepts, warns of and leaves out (a
+    #: read's ``same_key``: harmless, and common in converted test cases)
+    IGNORED: ClassVar[tuple[str, ...]] = ()
+    #: keys of other types that mean nothing here, and why (refused at their line)
+    REFUSED: ClassVar[dict[str, str]] = {}
+    #: the ``check:`` models it can be judged by
+    CHECK_MODELS: ClassVar[tuple[str, ...]] = ("linearizability",)
+    #: needs a database kind whose engine can watch
+    WATCHES: ClassVar[bool] = False
+    #: ``tagged`` values name their key and the write that made them
+    VALUES: ClassVar[Literal["fixed", "tagged"]] = "fixed"
+    #: written before the load: nothing, the one key it reads, or a load phase
+    SEEDING: ClassVar[Seeding] = "nothing"
+    #: its keys are counted after the load against the acknowledged writes
+    VERIFIED: ClassVar[bool] = True
+    #: a read that finds no key was stale: the type reads only keys written
+    #: and acknowledged before the read, and deletes none
+    STALE_IF_MISSING: ClassVar[bool] = False
+    #: why a search cannot run this type (None: it can)
+    SEARCH_REFUSED: ClassVar[str | None] = None
+    #: one line on what the type is, for the key reference and `type`'s help
+    SUMMARY: ClassVar[str] = ""
+
+    type: str = Field(
+        description="The workload type: write, read, mixed or watch; each type's own keys"
+        " are listed under it"
+    )
+    requests: int = Field(
+        gt=0, le=MAX_REQUESTS, description="Measured requests per trial, shared across client steps"
+    )
+    key_size: int = Field(
+        256, ge=1, le=1 << 20, description="Bytes per key: 'k' and the key's number, zero-padded"
+    )
+    value_size: int = Field(
+        1024, ge=0, le=64 << 20, description="Bytes per value written (mixed: at least 32)"
+    )
+    clients: int = Field(1000, ge=1, le=100_000, description="Requests in flight at once")
+    connections: int = Field(
+        100,
+        ge=1,
+        le=100_000,
+        description="gRPC channels, ZooKeeper sessions or HTTP connections; at most `clients`",
+    )
+    client_steps: Annotated[tuple[Annotated[int, Field(ge=1)], ...], Field(strict=False)] = Field(
+        (),
+        description="Client counts to step through, increasing (e.g. [1, 10, 100]); the"
+        " requests are shared across the steps",
+    )
+    rate: float = Field(
+        0,
+        ge=0,
+        description="Target requests/s (open loop: latency counts from each request's due"
+        " time); 0: as fast as possible",
+    )
+    request_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Seconds before a request counts as `timeout`"
+    )
+    max_error_rate: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="The share of requests that may fail before the run stops and fails"
+        " (off with faults)",
+    )
+    warmup_requests: int = Field(
+        0,
+        ge=0,
+        le=MAX_REQUESTS,
+        description="Requests made before each trial's measured load, counted in no figure",
+    )
+    check: Check | None = Field(
+        None,
+        description="checked clients beside the load, their history checked for"
+        " linearizability: {model: linearizability, clients: 8, keys: 8, on_violation: fail};"
+        " with type: watch, {model: watch} judges the watchers' events",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _leave_out_ignored(cls, data: Any) -> Any:
+        """Keys that mean nothing for this type but are harmless (the loader
+        warns of each at its line) are checked as their own type checks them,
+        then left out: the workload is then what runs, and what `convert` and
+        the results' config.yaml write back."""
+        if not isinstance(data, dict) or not cls.IGNORED:
+            return data
+        for key in cls.IGNORED:
+            if key in data:
+                _check_as_its_owner_does(key, data[key])
+        return {k: v for k, v in data.items() if k not in cls.IGNORED}
+
+    @field_validator("check")
+    @classmethod
+    def _check_fits_the_type(cls, check: Check | None, info: ValidationInfo) -> Check | None:
+        if check is not None and check.model not in cls.CHECK_MODELS:
+            raise ValueError(cls._wrong_check(check))
+        return check
+
+    @classmethod
+    def _wrong_check(cls, check: Check) -> str:
+        return (
+            f"check's model: {check.model} judges a watch load's watchers, and this is"
+            f" type: {cls.type_name()}: use model: {' or '.join(cls.CHECK_MODELS)}"
+        )
+
+    @field_validator("client_steps")
+    @classmethod
+    def _steps_increase(cls, steps: tuple[int, ...]) -> tuple[int, ...]:
+        if any(b <= a for a, b in itertools.pairwise(steps)):
+            raise ValueError(f"client_steps must increase strictly, got {list(steps)}")
+        return steps
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.connections > self.clients:
+            raise ValueError(
+                f"connections ({self.connections}) must not exceed clients ({self.clients}):"
+                " a connection without a client would sit idle"
+            )
+        if self.client_steps and len(self.client_steps) > self.requests:
+            raise ValueError(
+                f"requests ({self.requests}) must be at least the number of client_steps"
+                f" ({len(self.client_steps)}): the requests are shared across the steps"
+            )
+        self._check_own()
+        if self.client_steps and self.client_steps[-1] > self.clients:
+            raise ValueError(
+                f"the largest client step ({self.client_steps[-1]}) exceeds clients"
+                f" ({self.clients})"
+            )
+        return self
+
+    def _check_own(self) -> None:
+        """The type's own checks across its keys (ValueError on a problem)."""
+
+    # --------------------------------------------------------------- the type
+
+    @classmethod
+    def type_name(cls) -> str:
+        """The ``type:`` tag this class stands for."""
+        default = cls.model_fields["type"].default
+        return str(default)
+
+    @property
+    def writes_keys(self) -> bool:
+        """Its requests write keys of their own (rather than reading or
+        choosing among keys written before it)."""
+        return False
+
+    @property
+    def one_key(self) -> bool:
+        """Every request goes to one key (an overwrite or a read of it)."""
+        return False
+
+    @property
+    def moves_keys(self) -> bool:
+        """Each new load of it (a search's probe, a warm-up) writes keys after
+        the previous one's, so none overwrites another's."""
+        return False
+
+    @property
+    def read_consistency(self) -> Consistency:
+        """The consistency its reads ask for (types without reads: linearizable)."""
+        return "linearizable"
+
+    @property
+    def readiness_key(self) -> int:
+        """The key whose read says every endpoint serves what was seeded: the
+        one written last (members apply writes in order)."""
+        return 0
+
+    def describe(self, requests: str) -> str:
+        """What the requests do, for ``validate``: ``requests`` is how many."""
+        raise NotImplementedError
+
+    def spread_problem(self, hosts: int) -> str | None:
+        """Why this load cannot be shared among ``hosts`` load hosts (None: it can)."""
+        for number, (clients, connections, _) in enumerate(self.step_plan()):
+            if min(clients, connections) < hosts:
+                what = "clients" if clients < hosts else "connections"
+                step = f" in client step {number + 1}" if len(self.step_plan()) > 1 else ""
+                return (
+                    f"{hosts} load hosts need at least {hosts} {what}{step}, one each; there"
+                    f" are {min(clients, connections)}"
+                )
+        return None
+
+    # ------------------------------------------------- the engine's plan parts
+
+    def plan_keys(self, first_key: int, existing: int | None) -> KeysPlan:
+        """The plan's ``keys``: which exist, how each request's is chosen, how
+        inserts are numbered. ``first_key`` moves a write load's keys;
+        ``existing`` is how many a mixed load finds (None: its load phase's)."""
+        raise NotImplementedError
+
+    def plan_mix(self) -> MixPlan:
+        """The plan's ``mix``: each operation's share."""
+        raise NotImplementedError
+
+    def plan_watch(self) -> WatchPlan | None:
+        """The plan's ``watch``: its watchers (None: none)."""
+        return None
+
+    def existing_keys(self, warm_inserts: int) -> int | None:
+        """How many keys a measured load finds before it (None: the default of
+        its plan), given the keys a warm-up inserted."""
+        return None
+
+    def warm_up(self) -> Workload:
+        """The workload a warm-up runs: ``warmup_requests`` of the same, in one
+        step, without checked clients (they would be in no figure)."""
+        return self.model_copy(
+            update={"requests": self.warmup_requests, "client_steps": (), "check": None}
+        )
+
+    def warm_up_first_key(self) -> int:
+        """Where a warm-up's keys start: after the measured load's for types
+        that write keys of their own, so neither overwrites the other."""
+        return self.requests if self.writes_keys else 0
+
+    def load_phase(self) -> Workload | None:
+        """What a load phase writes before the load (None: there is none)."""
+        return None
+
+    def key_writes(self, records: Records) -> Records:
+        """The requests of a measured load or warm-up that may create keys,
+        for counting them against the keys found."""
+        return records
+
+    # --------------------------------------------------------------- written
+
+    def as_raw(self) -> dict[str, Any]:
+        """Every key of this type, for YAML (no ``check`` when there is none)."""
+        raw = self.model_dump(mode="json")
+        if raw.get("check") is None:
+            raw.pop("check", None)
+        return raw
+
+    def step_plan(self) -> list[tuple[int, int, int]]:
+        """(clients, connections, requests) per step; one step without client_steps.
+        Requests are shared evenly, the remainder going to the last step; each
+        step uses at most ``connections`` connections and never more than its clients."""
+        steps = self.client_steps or (self.clients,)
+        share, extra = divmod(self.requests, len(steps))
+        plan = []
+        for i, clients in enumerate(steps):
+            requests = share + (extra if i == len(steps) - 1 else 0)
+            plan.append((clients, min(self.connections, clients), requests))
+        return plan
+
+
+class KeyValueError(ValueError):
+    """A problem with one key of the mapping being validated: the loader
+    points at ``key``'s line rather than at the mapping's."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _check_as_its_owner_does(key: str, value: Any) -> None:
+    """ValueError naming ``key`` when ``value`` is not one the type that has
+    the key accepts."""
+    for owner in _types(Workload):
+        field = owner.model_fields.get(key)
+        if field is None or key in Workload.model_fields:
+            continue
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(Annotated[field.annotation, field])  # type: ignore[arg-type]
+            adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            if error["type"] == "literal_error":
+                allowed = str(error.get("ctx", {}).get("expected", "")).replace(" or ", ", ")
+                reason = f"{value!r} is not allowed; allowed: {allowed}"
+            else:
+                reason = f"{value!r}: {error['msg']}"
+            raise KeyValueError(key, f"{key}: {reason}") from None
+        return
+
+
+def _types(cls: type[Workload]) -> list[type[Workload]]:
+    """Every subclass of ``cls``, nearest first."""
+    found = list(cls.__subclasses__())
+    for sub in cls.__subclasses__():
+        found += _types(sub)
+    return found
