@@ -102,6 +102,13 @@ ROWS = (
 )
 
 
+#: open loop: how late the engine sent the requests a free client took at
+#: their due time (due time to the start of sending), in ms; a request that
+#: waited for a busy client is the open loop's queue and is counted apart
+SCHEDULE_ROWS = ("SCHEDULE-LAG p50", "SCHEDULE-LAG p99")
+#: the send lag is worth a note when its p50 is this share of latency's p50
+VISIBLE_LAG = 0.1
+
 #: a workload with ``check:``: its checked clients' verdict, and how many of
 #: their serializable reads returned an overwritten value (after KEYS-VERIFIED)
 CHECK_ROWS = ("CORRECTNESS", "STALE-SERIALIZABLE-READS")
@@ -226,6 +233,9 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     if any(CHECK_ROWS[0] in f.values for f in figures):
         at = rows.index("KEYS-VERIFIED") + 1
         rows[at:at] = CHECK_ROWS
+    if any(SCHEDULE_ROWS[0] in f.values for f in figures):
+        at = rows.index("Latency p99.99") + 1
+        rows[at:at] = SCHEDULE_ROWS
     steps = {found for f in figures for row in f.values if (found := unstepped(row))}
     by_step = sorted(steps, key=lambda s: (s[0], STEP_ROWS.index(s[1])))
     numbers = (int(m[1]) for f in figures for r in f.values if (m := _PER_FAULT.match(r)))
@@ -620,12 +630,43 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     )
     _latency_by_key(records.latency_ns, done_s, ok, figures)
     _operation_rows(data, records, figures)
+    _schedule_lag(data, records, figures)
     _client_metrics(data, figures)
     # A failure is timed by when the request was sent: a timeout completes only
     # request_timeout_s later, long after the trouble began. Not by when it was
     # due: in open loop a request may wait for a free client long past that.
     sent_s = records.sent_ns()[~ok & ~allowed] / 1e9 - data.load_start - first_due
     _failure_note(data, figures, sent_s, per_second, bool(allowed.any()))
+
+
+def _schedule_lag(data: DatabaseData, records: Records, figures: Figures) -> None:
+    """An open-loop load's send lag (SCHEDULE-LAG rows, always there: no data
+    for records saved before it was recorded), and notes when it, or the
+    queue for a free client, is a visible part of the latency."""
+    if offered_rate(data) <= 0:
+        return
+    v = figures.values
+    lag_ms = records.send_lag_ns() / 1e6
+    v.update(dict.fromkeys(SCHEDULE_ROWS))
+    if len(lag_ms):
+        p50, p99 = (float(x) for x in np.percentile(lag_ms, (50, 99)))
+        v[SCHEDULE_ROWS[0]], v[SCHEDULE_ROWS[1]] = p50, p99
+        latency = v.get("Latency p50")
+        if isinstance(latency, float) and latency > 0 and p50 >= VISIBLE_LAG * latency:
+            figures.notes.append(
+                f"{data.label}: the engine sent requests {p50:.3f} ms after their due time at"
+                f" p50 ({p99:.3f} ms at p99), {p50 / latency:.0%} of the p50 latency: every"
+                " latency figure includes it (the client, not the database)"
+            )
+    queued = int((records.waited == 1).sum())
+    if queued:
+        waits = records.latency_ns[records.waited == 1] - records.service_ns[records.waited == 1]
+        figures.notes.append(
+            f"{data.label}: {queued:,} requests ({queued / len(records):.1%}) found every"
+            f" client busy at their due time and waited for one (p99 wait"
+            f" {float(np.percentile(waits, 99)) / 1e6:.3f} ms): the open loop's queue, counted"
+            " in their latency and not in SCHEDULE-LAG"
+        )
 
 
 def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> None:
@@ -733,16 +774,7 @@ def _name_stale_reads(data: DatabaseData) -> DatabaseData:
     codes = [*records.codes, STALE_READ] if STALE_READ not in records.codes else records.codes
     code = records.code.copy()
     code[stale] = codes.index(STALE_READ)
-    named = Records(
-        records.due_ns,
-        records.latency_ns,
-        records.service_ns,
-        code,
-        records.step,
-        codes,
-        records.ops,
-    )
-    return replace(data, records=named)
+    return replace(data, records=replace(records, code=code, codes=codes))
 
 
 def _missing_is_stale(data: DatabaseData) -> bool:

@@ -198,4 +198,5 @@ def records_of(result: Mapping[str, Any]) -> Records:
         np.asarray(result["step"], dtype=np.uint16),
         codes,
         np.asarray(result["op"], dtype=np.uint8),
+        np.asarray(result["queued"], dtype=np.uint8) if "queued" in result else None,
     )

@@ -117,4 +117,5 @@ def merge(records: Sequence[Records], offsets_ns: Sequence[int]) -> Records:
         np.concatenate([r.step for r in records])[order],
         codes,
         np.concatenate([r.ops for r in records])[order],
+        np.concatenate([r.waited for r in records])[order],
     )

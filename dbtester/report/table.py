@@ -41,6 +41,8 @@ _FORMATS = {
     "WATCH-LATENCY-MAX": "{:.4f} ms",
     "WATCH-EVENTS-PER-SEC": "{:,.0f} events/sec",
     "CLIENT-CPU-SECONDS-PER-10K-REQUESTS": "{:.3f} s",
+    "SCHEDULE-LAG p50": "{:.3f} ms",
+    "SCHEDULE-LAG p99": "{:.3f} ms",
 }
 
 

@@ -1,10 +1,13 @@
-"""Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 + 1
+"""Every request's outcome, in compact numpy arrays (8 + 8 + 8 + 1 + 2 + 1 + 1
 bytes), saved as ``<db-id>/client-latency.npz``.
 
 The load engine fills them (one slot per request) and hands them over without
 a copy. Latency is measured from when a request was *due* (issued, in
 closed loop; scheduled, in open loop), so a slow server cannot hide queueing;
-``service_ns`` is the time from sending to the reply.
+``service_ns`` is the time from sending to the reply. ``queued`` is 1 for an
+open-loop request that found every client busy at its due time and waited
+for one (the open loop's queue); for the others ``latency_ns - service_ns``
+is the engine's send lag, from the due time to when it began sending.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy.typing as npt
 from dbtester.errors import ResultsError
 from dbtester.results.files import check_regular_file, check_unicode
 
-__all__ = ["NOT_ERRORS", "OK", "OPERATIONS", "UNKNOWN_OP", "Records"]
+__all__ = ["NOT_ERRORS", "OK", "OPERATIONS", "UNKNOWN_OP", "UNKNOWN_QUEUED", "Records"]
 
 OK = "ok"
 #: outcomes that are not errors: a read-modify-write that lost its race to
@@ -30,6 +33,8 @@ NOT_ERRORS = frozenset({OK, "conflict"})
 OPERATIONS = ("read", "update", "insert", "read-modify-write")
 #: ``op`` of records saved before operations were recorded (schema < 6)
 UNKNOWN_OP = 255
+#: ``queued`` of records saved before it was recorded
+UNKNOWN_QUEUED = 255
 _ARRAYS = {
     "due_ns": np.dtype(np.int64),
     "latency_ns": np.dtype(np.int64),
@@ -49,10 +54,27 @@ class Records:
     codes: list[str]
     #: the operation, an index into OPERATIONS (UNKNOWN_OP: not recorded)
     op: npt.NDArray[np.uint8] | None = None
+    #: 1: waited for a busy client (open loop); 0: sent on time; UNKNOWN_QUEUED
+    queued: npt.NDArray[np.uint8] | None = None
 
     def __post_init__(self) -> None:
         if self.op is None:
             self.op = np.full(len(self.due_ns), UNKNOWN_OP, np.uint8)
+        if self.queued is None:
+            self.queued = np.full(len(self.due_ns), UNKNOWN_QUEUED, np.uint8)
+
+    @property
+    def waited(self) -> npt.NDArray[np.uint8]:
+        """The ``queued`` column (always set after construction)."""
+        assert self.queued is not None
+        return self.queued
+
+    def send_lag_ns(self) -> npt.NDArray[np.int64]:
+        """Each request sent when due (a client was free): from its due time
+        to when the engine began sending it."""
+        on_time = self.waited == 0
+        lag: npt.NDArray[np.int64] = self.latency_ns[on_time] - self.service_ns[on_time]
+        return lag
 
     @property
     def ops(self) -> npt.NDArray[np.uint8]:
@@ -76,6 +98,7 @@ class Records:
             self.step[mask],
             self.codes,
             self.ops[mask],
+            self.waited[mask],
         )
 
     def moved(self, by_ns: int) -> Records:
@@ -91,6 +114,7 @@ class Records:
             self.step,
             self.codes,
             self.ops,
+            self.waited,
         )
 
     def errors(self) -> int:
@@ -121,6 +145,7 @@ class Records:
             code=self.code,
             step=self.step,
             op=self.ops,
+            queued=self.waited,
             codes=np.array(self.codes),
         )
 
@@ -135,6 +160,7 @@ class Records:
                 table = data["codes"]
                 # Saved since schema 6; older records read as "not recorded".
                 op = data["op"] if "op" in data.files else None
+                queued = data["queued"] if "queued" in data.files else None
         except KeyError as exc:
             raise ResultsError(path, f"no {exc.args[0]} array: not dbtester's records") from None
         except ResultsError:
@@ -154,6 +180,7 @@ class Records:
                 raise ResultsError(path, f"{name} is {arrays[name].dtype}, expected {dtype}")
         codes = _outcome_table(path, table, arrays["code"])
         _check_op(path, op, len(arrays["code"]))
+        _check_op(path, queued, len(arrays["code"]), "queued")
         return cls(
             arrays["due_ns"],
             arrays["latency_ns"],
@@ -162,6 +189,7 @@ class Records:
             arrays["step"],
             codes,
             op,
+            queued,
         )
 
     def counts(self) -> dict[str, int]:
@@ -203,9 +231,9 @@ def _outcome_table(path: Path, table: npt.NDArray[Any], code: npt.NDArray[np.uin
     return codes
 
 
-def _check_op(path: Path, op: npt.NDArray[Any] | None, length: int) -> None:
+def _check_op(path: Path, op: npt.NDArray[Any] | None, length: int, name: str = "op") -> None:
     if op is not None and (op.ndim != 1 or op.dtype != np.uint8 or len(op) != length):
-        raise ResultsError(path, "the op array does not match the records")
+        raise ResultsError(path, f"the {name} array does not match the records")
 
 
 def _check_declared_sizes(path: Path) -> None:
