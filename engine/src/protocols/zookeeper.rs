@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client::{
     Acls, AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, PersistentWatcher,
-    SessionState, WatchedEvent,
+    SessionState, Stat, WatchedEvent,
 };
 
 use crate::outcome::{EngineError, Outcome};
@@ -43,8 +43,26 @@ pub struct ZooKeeper {
     /// An update of a missing key creates it (every client writing one
     /// key: the first write finds none).
     create_missing: bool,
-    /// Checked reads sync first (linearizable consistency).
+    /// Reads sync first (linearizable consistency).
     sync_reads: bool,
+}
+
+impl ZooKeeper {
+    /// getData of `path`; with linearizable consistency, after a sync. A
+    /// session's server may not have applied a write another session had
+    /// acknowledged (ZooKeeper's reads are sequentially consistent: served
+    /// by the session's own server); a sync first brings it up to the
+    /// leader's state as of the sync. The two go out together: the server
+    /// answers a session's requests in order and holds the read until its
+    /// sync is done, so this costs no extra round trip from the client.
+    async fn read(&self, client: &Client, path: &str) -> Result<(Vec<u8>, Stat), Error> {
+        let synced = self.sync_reads.then(|| client.sync(path));
+        let read = client.get_data(path);
+        if let Some(synced) = synced {
+            synced.await?;
+        }
+        read.await
+    }
 }
 
 impl Protocol for ZooKeeper {
@@ -125,7 +143,7 @@ impl Protocol for ZooKeeper {
         let path = znode(request.key);
         let value = &request.value[..];
         match request.kind {
-            OpKind::Read => match client.get_data(&path).await {
+            OpKind::Read => match self.read(client, &path).await {
                 Ok((data, _)) if request.accepts(&data) => Outcome::Ok,
                 Ok(_) => Outcome::WrongValue,
                 Err(e) => outcome(&e),
@@ -142,7 +160,7 @@ impl Protocol for ZooKeeper {
                 update(client, &path, value, create).await
             }
             OpKind::ReadModifyWrite => {
-                let version = match client.get_data(&path).await {
+                let version = match self.read(client, &path).await {
                     Ok((data, stat)) if request.accepts(&data) => stat.version,
                     Ok(_) => return Outcome::WrongValue,
                     Err(e) => return outcome(&e),
@@ -163,10 +181,7 @@ impl Protocol for ZooKeeper {
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
         let client = &self.clients[conn];
         let path = znode(key);
-        if self.sync_reads {
-            client.sync(&path).await.map_err(|e| outcome(&e))?;
-        }
-        match client.get_data(&path).await {
+        match self.read(client, &path).await {
             Ok((data, _)) => Ok(Some(Bytes::from(data))),
             Err(Error::NoNode) => Ok(None),
             Err(e) => Err(outcome(&e)),
