@@ -17,7 +17,7 @@ from dbtester.errors import DbtesterError
 from dbtester.load.runner import LoadResult
 from dbtester.results import Records, ResultsDir, Verification
 from dbtester.util.progress import Reporter
-from tests.unit.test_analysis import START, _data, verified
+from tests.support.data import START, analysis_data, verified
 
 CASE = """
 title: t
@@ -143,7 +143,7 @@ def test_keys_that_cannot_be_counted_fail(tmp_path: Path) -> None:
 
 
 def test_failed_verification_shows_in_the_table() -> None:
-    data = _data()
+    data = analysis_data()
     data = replace(data, record=data.record.model_copy(update={"verification": verified(90, 95)}))
     assert compute(data).values["KEYS-VERIFIED"] == "90 / 95 FAILED"
 
@@ -156,7 +156,7 @@ def test_the_report_says_when_throughput_fell() -> None:
     code = np.where(due >= START * 1e9 + 6e9, 1, 0).astype(np.uint8)
     code[-100:] = 2
     data = replace(
-        _data(),
+        analysis_data(),
         records=Records(
             due, latency, latency, code, np.zeros(n, np.uint16), ["ok", "UNAVAILABLE", "timeout"]
         ),

@@ -9,12 +9,7 @@ import pandas as pd
 
 from dbtester.analyze.figures import PERCENTILES, ROWS, Figures, compute
 from dbtester.report.table import format_value, human_bytes, render_table
-from tests.support.data import START, analysis_data, verified  # noqa: F401 (see below)
-
-# tests/unit/test_accounting.py still imports START, _data and verified from
-# here (someone else is refactoring it): switch it to tests.support.data, then
-# drop this alias and the hygiene test's exception for it.
-_data = analysis_data
+from tests.support.data import START, analysis_data
 
 
 def test_percentiles_are_exact() -> None:

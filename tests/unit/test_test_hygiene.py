@@ -16,9 +16,6 @@ TESTS = ROOT / "tests"
 #: (importing file, module, name). Delete an entry when its import goes: the
 #: stale-entry test below fails until then.
 PENDING = {
-    ("tests/unit/test_accounting.py", "tests.unit.test_analysis", "START"),
-    ("tests/unit/test_accounting.py", "tests.unit.test_analysis", "_data"),
-    ("tests/unit/test_accounting.py", "tests.unit.test_analysis", "verified"),
     ("tests/e2e/test_faults.py", "tests.integration.test_agent_cluster", "_wait_serving"),
     ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_agent_of"),
     ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_finish"),
