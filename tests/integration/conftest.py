@@ -1,5 +1,6 @@
 """Integration tests use real database binaries, installed once per machine;
-the load tests' slow gRPC server (``slow_server``) is a fixture here.
+the load tests' slow gRPC server (``slow_server``) and moto's S3 server
+(``s3_bucket``, for the publishing and history tests) are fixtures here.
 
 They share one DBTESTER_HOME (``$DBTESTER_TEST_HOME``, default
 ``~/.cache/dbtester-tests``) so a second ``make test`` does not build again;
@@ -8,12 +9,16 @@ tests that need a clean slate make their own.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from dbtester.util import net
+from tests.support.s3 import Bucket, below, serve, tool
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -63,3 +68,43 @@ def slow_server(slowput_binary: Path) -> Iterator[Callable[..., str]]:
     for process in servers:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
+    """A publicly readable bucket "results" on moto's S3 server on loopback,
+    for the module; read back with boto3."""
+    import boto3  # type: ignore[import-untyped]
+
+    port = net.free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with serve([tool("moto_server"), "-H", "127.0.0.1", "-p", str(port)], port, log):
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        client.create_bucket(Bucket="results")
+        # Publicly readable, as a bucket that serves published results is.
+        statement = {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::results/*",
+        }
+        policy = {"Version": "2012-10-17", "Statement": [statement]}
+        client.put_bucket_policy(Bucket="results", Policy=json.dumps(policy))
+
+        def objects(prefix: str) -> dict[str, bytes]:
+            found = {}
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket="results")
+            for page in pages:
+                for item in page.get("Contents", []):
+                    body = client.get_object(Bucket="results", Key=item["Key"])["Body"].read()
+                    found[item["Key"]] = body
+            return below(prefix, found)
+
+        yield Bucket("s3", "results", endpoint, {"AWS_ENDPOINT_URL": endpoint}, objects)

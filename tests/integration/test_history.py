@@ -20,15 +20,9 @@ import yaml
 
 from benchmarks.history_scale import derive_run
 from dbtester.results import ResultsDir
+from dbtester.util import net
 from tests.conftest import ROOT
-from tests.integration.test_publish import (
-    MARKER,
-    Bucket,
-    _env,
-    _free_port,
-    _serve,
-    s3_bucket,  # noqa: F401  (moto's S3 server on loopback, a module fixture)
-)
+from tests.support.s3 import MARKER, Bucket, cloud_env, serve
 
 pytestmark = pytest.mark.integration
 
@@ -69,10 +63,10 @@ def versity_bucket(shared_home: Path, tmp_path_factory: pytest.TempPathFactory) 
     binary = _versitygw(shared_home)
     root = tmp_path_factory.mktemp("versitygw")
     (root / "data" / "results").mkdir(parents=True)  # a folder below the root is a bucket
-    port = _free_port()
+    port = net.free_port()
     argv = [str(binary), "--access", "testing", "--secret", MARKER]
     argv += ["--port", f"127.0.0.1:{port}", "posix", str(root / "data")]
-    with _serve(argv, port, root / "versitygw.log"):
+    with serve(argv, port, root / "versitygw.log"):
         endpoint = f"http://127.0.0.1:{port}"
 
         def objects(prefix: str) -> dict[str, bytes]:
@@ -89,7 +83,8 @@ def versity_bucket(shared_home: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture(params=["versitygw", "moto"])
 def bucket(request: pytest.FixtureRequest) -> Bucket:
-    """A real S3 server on loopback, shared by the module."""
+    """A real S3 server on loopback, shared by the module (``s3_bucket``,
+    moto's, is a fixture in tests/integration/conftest.py)."""
     name = "versity_bucket" if request.param == "versitygw" else "s3_bucket"
     found: Bucket = request.getfixturevalue(name)
     return found
@@ -119,7 +114,7 @@ def real_run(installed_home, tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "case.yaml").write_text(yaml.safe_dump(case))
     out = root / "results"
-    env = {**_env({}, root), "DBTESTER_HOME": home}
+    env = {**cloud_env({}, root), "DBTESTER_HOME": home}
     result = _dbtester(env, "run", str(root / "case.yaml"), "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert list((out / "parquet" / "figures").glob("database=etcd/date=*/*.parquet"))
@@ -150,7 +145,7 @@ def _publish(env: dict[str, str], run: Path, url: str) -> None:
 def test_history_in_the_bucket_and_locally_gives_the_same_table_and_gate(
     real_run: Path, bucket: Bucket, tmp_path: Path
 ) -> None:
-    env = _env(bucket.env, tmp_path)
+    env = cloud_env(bucket.env, tmp_path)
     local = tmp_path / "history"
     url = bucket.url("nightly")
     for k, factor in enumerate([1.0, 1.01, 0.99]):

@@ -5,21 +5,15 @@ files, which must not change."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 import secrets
 import shlex
-import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,125 +26,30 @@ from dbtester.publish import publish, published_readme
 from dbtester.report.charts import STANDARD
 from dbtester.util import net
 from tests.support.data import make_results, tree_hashes
+from tests.support.s3 import MARKER, Bucket, below, cloud_env, get, serve, tool
 
 pytestmark = pytest.mark.integration
-
-# Stands in for a secret key: it must never show up in output or in any file.
-MARKER = f"dbtester-secret-{secrets.token_hex(8)}"
-# The host's own cloud settings stay out of the subprocesses.
-FOREIGN = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "GCSFS_", "CLOUDSDK_")
-
-
-def _free_port() -> int:
-    # below the ephemeral range, never twice (a member's port must stay free)
-    return net.free_port()
-
-
-@contextlib.contextmanager
-def _serve(argv: list[str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a server until the test module is done; stop it by its PID."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{argv[0]} did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@dataclass
-class Bucket:
-    """A bucket on a loopback server, and how to read it without dbtester."""
-
-    scheme: str
-    name: str
-    endpoint: str
-    env: dict[str, str]
-    objects: Callable[[str], dict[str, bytes]]  # prefix -> {key below it: content}
-
-    def url(self, prefix: str) -> str:
-        return f"{self.scheme}://{self.name}/{prefix}"
-
-    def public(self, prefix: str) -> str:
-        return f"{self.endpoint}/{self.name}/{prefix}"
-
-
-def _tool(name: str) -> str:
-    """A dev dependency's script: beside this interpreter (a venv that is not
-    on PATH, as under `make test`), else on PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else (shutil.which(name) or name)
-
-
-@pytest.fixture(scope="module")
-def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
-    import boto3  # type: ignore[import-untyped]
-
-    port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with _serve([_tool("moto_server"), "-H", "127.0.0.1", "-p", str(port)], port, log):
-        endpoint = f"http://127.0.0.1:{port}"
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        client.create_bucket(Bucket="results")
-        # Publicly readable, as a bucket that serves published results is.
-        statement = {
-            "Effect": "Allow",
-            "Principal": "*",
-            "Action": "s3:GetObject",
-            "Resource": "arn:aws:s3:::results/*",
-        }
-        policy = {"Version": "2012-10-17", "Statement": [statement]}
-        client.put_bucket_policy(Bucket="results", Policy=json.dumps(policy))
-
-        def objects(prefix: str) -> dict[str, bytes]:
-            found = {}
-            pages = client.get_paginator("list_objects_v2").paginate(Bucket="results")
-            for page in pages:
-                for item in page.get("Contents", []):
-                    body = client.get_object(Bucket="results", Key=item["Key"])["Body"].read()
-                    found[item["Key"]] = body
-            return _below(prefix, found)
-
-        yield Bucket("s3", "results", endpoint, {"AWS_ENDPOINT_URL": endpoint}, objects)
 
 
 @pytest.fixture(scope="module")
 def gcs_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
-    port = _free_port()
+    port = net.free_port()
     log = tmp_path_factory.mktemp("gcs") / "gcs.log"
-    argv = [_tool("gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", str(port)]
+    argv = [tool("gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--in-memory", "--default-bucket", "results"]
-    with _serve(argv, port, log):
+    with serve(argv, port, log):
         endpoint = f"http://127.0.0.1:{port}"
 
         def objects(prefix: str) -> dict[str, bytes]:
-            listing = _get(f"{endpoint}/storage/v1/b/results/o")
+            listing = get(f"{endpoint}/storage/v1/b/results/o")
             names = [item["name"] for item in json.loads(listing).get("items", [])]
             found = {
-                name: _get(
+                name: get(
                     f"{endpoint}/download/storage/v1/b/results/o/{quote(name, safe='')}?alt=media"
                 )
                 for name in names
             }
-            return _below(prefix, found)
+            return below(prefix, found)
 
         yield Bucket("gs", "results", endpoint, {"STORAGE_EMULATOR_HOST": endpoint}, objects)
 
@@ -160,31 +59,6 @@ def bucket(request: pytest.FixtureRequest) -> Bucket:
     fixture = "s3_bucket" if request.param == "s3" else "gcs_bucket"
     found: Bucket = request.getfixturevalue(fixture)
     return found
-
-
-def _below(prefix: str, objects: dict[str, bytes]) -> dict[str, bytes]:
-    return {
-        k.removeprefix(f"{prefix}/"): v for k, v in objects.items() if k.startswith(f"{prefix}/")
-    }
-
-
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        data: bytes = reply.read()
-        return data
-
-
-def _env(extra: dict[str, str], tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN)}
-    return {
-        **env,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": MARKER,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
-        **extra,
-    }
 
 
 def _dbtester(
@@ -232,14 +106,14 @@ def _check_published(bucket: Bucket, prefix: str, root: Path, local: dict[str, s
     for link in charts:
         assert link.startswith(f"{base}/charts/") and link.endswith(".svg")
         chart = root / "charts" / link.rsplit("/", 1)[1]
-        assert _get(link) == chart.read_bytes()
+        assert get(link) == chart.read_bytes()
     assert all(MARKER.encode() not in data for data in objects.values())
 
 
 def test_publish_and_read_back(bucket: Bucket, tmp_path: Path) -> None:
     root = make_results(tmp_path / "results")
     local = tree_hashes(root)
-    env = _env(bucket.env, tmp_path)
+    env = cloud_env(bucket.env, tmp_path)
     prefix = f"round-trip/{secrets.token_hex(3)}"
 
     first = _dbtester(env, "publish", str(root), bucket.url(prefix))
@@ -265,7 +139,7 @@ def test_dead_endpoint_fails_fast_then_the_retry_completes(
     local = tree_hashes(root)
     prefix = "after-a-failure"
     url = s3_bucket.url(prefix)
-    dead = _env({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}, tmp_path)
+    dead = cloud_env({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{net.free_port()}"}, tmp_path)
 
     began = time.monotonic()
     failed = _dbtester(dead, "publish", str(root), url)
@@ -280,7 +154,7 @@ def test_dead_endpoint_fails_fast_then_the_retry_completes(
     assert s3_bucket.objects(prefix) == {}
 
     # The command it names, word for word, finishes the job once the endpoint answers.
-    live = _env(s3_bucket.env, tmp_path)
+    live = cloud_env(s3_bucket.env, tmp_path)
     words = shlex.split(retry)
     assert words[0] == "dbtester"
     done = _dbtester(live, *words[1:])
@@ -297,7 +171,7 @@ def test_gcs_deadline_bounds_a_dead_endpoint(
     deadline is what stops it, and the message still gives the cause."""
     root = make_results(tmp_path / "results")
     local = tree_hashes(root)
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"127.0.0.1:{net.free_port()}")
     began = time.monotonic()
     with pytest.raises(PublishError) as caught:
         publish(root, "gs://results/x", quiet=True, attempts=2, deadline_s=1.0)
@@ -323,7 +197,7 @@ def test_run_publishes_when_the_case_says_so(
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "out"
-    env = {**_env(s3_bucket.env, tmp_path), "DBTESTER_HOME": home}
+    env = {**cloud_env(s3_bucket.env, tmp_path), "DBTESTER_HOME": home}
     result = _dbtester(env, "run", str(config), "--out", str(out), "--workers", "1", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"README: {s3_bucket.public('from-run')}/README.md" in result.stderr

@@ -7,5 +7,7 @@
 - :mod:`tests.support.cluster`: database versions, real clusters on
   loopback agents, the ``dbtester`` command as a subprocess;
 - :mod:`tests.support.data`: synthetic records, trials and results
-  directories for the unit tests.
+  directories for the unit tests;
+- :mod:`tests.support.s3`: object stores on loopback (a server run by PID,
+  a bucket read without dbtester) and the environment publishing runs in.
 """

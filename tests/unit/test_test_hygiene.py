@@ -23,11 +23,6 @@ PENDING = {
     ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_wait_for"),
     ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_write_case"),
     ("tests/e2e/test_fault_suite.py", "tests.unit.test_config_errors", "CASES"),
-    # not yet moved (S3/GCS servers and their fixture: tests/support/s3.py to be)
-    *(
-        ("tests/integration/test_history.py", "tests.integration.test_publish", name)
-        for name in ("MARKER", "Bucket", "_env", "_free_port", "_serve", "s3_bucket")
-    ),
 }
 
 
