@@ -14,7 +14,14 @@ Send lag is latency_ns - service_ns of the requests not ``queued``: latency
 runs from the due time, service time from when the engine began sending.
 
     python benchmarks/open_loop_lag.py [--rates 200 2000 10000] [--seconds 5]
-        [--clients 100 --connections 10] [--engine lib_engine.so]
+        [--clients 100 --connections 10] [--engine lib_engine.so] [--go]
+
+``--go`` runs etcd's own Go benchmark tool the same way beside each load (one
+client closed loop, then each rate), on the same server: its latencies run
+from each request's send (0.1 ms resolution), so they say what the server
+and the host take at that rate with no send lag at all. At low rates both
+tools see the same rise over the closed loop: etcd and the kernel waking from
+idle for each request, not the engine.
 
 ``--engine`` measures another build of the engine's library (``lib_engine.so``
 from ``cargo build --release --features extension-module`` in engine/, copied
@@ -26,7 +33,9 @@ from __future__ import annotations
 import argparse
 import importlib.machinery
 import importlib.util
+import re
 import resource
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -128,6 +137,30 @@ def report(name: str, result: dict[str, Any], cpu: float) -> None:
     )
 
 
+def go_latency(endpoint: str, rate: float, requests: int, clients: int, conns: int) -> str:
+    """etcd's Go benchmark tool's put p50 and p99 (ms, from send) at ``rate``
+    (0: closed loop), on keys of its own."""
+    from benchmarks.vs_etcd_benchmark import go_tool
+
+    argv = [
+        str(go_tool(VERSION)),
+        f"--endpoints={endpoint}",
+        f"--conns={conns}",
+        f"--clients={clients}",
+        "put",
+        f"--key-size={KEY_SIZE}",
+        f"--val-size={VALUE_SIZE}",
+        f"--total={requests}",
+        f"--key-space-size={requests}",
+        "--sequential-keys",
+        *([f"--rate={rate:g}"] if rate else []),
+    ]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    found = [re.search(rf"{q}% in ([\d.]+) secs", out) for q in (50, 99)]
+    p50, p99 = (float(m.group(1)) * 1e3 if m else float("nan") for m in found)
+    return f"{'  go tool':14} {requests:7,} {p50:7.3f} {p99:7.3f}  (from send)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", nargs="+", type=float, default=[200.0, 2000.0, 10000.0])
@@ -136,6 +169,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=100, help="open loop's clients")
     parser.add_argument("--connections", type=int, default=10, help="open loop's connections")
     parser.add_argument("--engine", type=Path, default=None, help="another build's library")
+    parser.add_argument("--go", action="store_true", help="etcd's Go tool beside each load")
     args = parser.parse_args()
     engine = load_engine(args.engine)
 
@@ -154,12 +188,16 @@ def main() -> None:
         closed = args.closed_requests
         result, cpu = run(engine, write_plan(endpoint, first, closed, 1, 1, 0.0))
         report("closed, 1", result, cpu)
+        if args.go:
+            print(go_latency(endpoint, 0.0, closed, 1, 1), flush=True)
         first += closed
         for rate in args.rates:
             requests = max(1, round(rate * args.seconds))
             plan = write_plan(endpoint, first, requests, args.clients, args.connections, rate)
             result, cpu = run(engine, plan)
             report(f"open {rate:,.0f}/s", result, cpu)
+            if args.go:
+                print(go_latency(endpoint, rate, requests, args.clients, args.connections))
             first += requests
     finally:
         server.stop()
