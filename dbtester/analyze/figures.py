@@ -27,6 +27,8 @@ from dbtester.analyze.faults import (
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import OPERATIONS, FaultSummary, Records, WatchEvents
 from dbtester.workloads import TYPES
+from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS, STALE_ROW
+from dbtester.workloads.watch import WATCH_PERCENTILES, WatchWorkload
 
 __all__ = [
     "CHECK_ROWS",
@@ -125,22 +127,8 @@ SEARCH_ROWS = SEARCH_METRICS
 SEARCH_CURVE = "SEARCH-LATENCY-BY-OFFERED-RATE"
 SEARCH_TARGET = "SEARCH-TARGET"
 
-#: type: watch: what the watchers saw, over every (event, watcher) pair. An
-#: event's latency runs from its put's send to its arrival at the watcher,
-#: on the engine's one clock. Expected: watchers x acknowledged puts; missed:
-#: acknowledged puts whose event never reached a watcher (summed over them).
-WATCH_PERCENTILES = (50, 90, 99, 99.9)
-WATCH_ROWS = (
-    "WATCH-EVENTS-EXPECTED",
-    "WATCH-EVENTS-RECEIVED",
-    "WATCH-EVENTS-MISSED",
-    "WATCH-EVENTS-DUPLICATED",
-    "WATCH-EVENTS-OUT-OF-ORDER",
-    "WATCH-EVENTS-COALESCED",
-    *(f"WATCH-LATENCY p{p:g}" for p in WATCH_PERCENTILES),
-    "WATCH-LATENCY-MAX",
-    "WATCH-EVENTS-PER-SEC",
-)
+#: type: watch's rows (declared by the type; computed here from its events)
+WATCH_ROWS = WatchWorkload.ROWS
 #: the chart series of the events' average latency per second, by arrival
 WATCH_SERIES = "AVG-WATCH-LATENCY-MS"
 #: and of each watcher's p99 event latency, by watcher
@@ -165,16 +153,8 @@ _PER_STEP = re.compile(r"^CLIENTS-([1-9][0-9]*)-(.+)$")
 _PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
 
 
-#: runs of more than one operation (mixed): these rows per operation, named
-#: <OPERATION>-<row> (READ-, UPDATE-, INSERT-, READ-MODIFY-WRITE-), over that
-#: operation's requests
-OPERATION_ROWS = ("THROUGHPUT", "Latency p50", "Latency p99", "Latency p99.9")
-#: read-modify-writes that lost their race (an outcome, not an error)
-CONFLICT_ROW = "CONFLICT-COUNT"
-#: mixed workloads on ZooKeeper: reads that found no key (NoNode) although
-#: the key was written and acknowledged before they were sent: stale reads
-#: (see _name_stale_reads)
-STALE_ROW = "STALE-READS"
+#: a mixed load's rows are declared by the type (each operation's, conflicts,
+#: stale reads; see _name_stale_reads for the last), and computed here
 #: the outcome those reads are given in the analysis (the records keep NoNode)
 STALE_READ = "stale-read"
 #: a read's outcome when it found no key, by database kind

@@ -16,10 +16,19 @@ from dbtester.workloads.base import MAX_RANDOM_ORDER, Consistency, Seeding, Work
 if TYPE_CHECKING:
     from dbtester._engine import KeysPlan, MixPlan
 
-__all__ = ["MIN_MIXED_VALUE_SIZE", "MixedWorkload"]
+__all__ = ["CONFLICT_ROW", "MIN_MIXED_VALUE_SIZE", "OPERATION_ROWS", "STALE_ROW", "MixedWorkload"]
 
 #: a mixed workload's values name their key and write: 32 bytes of tag
 MIN_MIXED_VALUE_SIZE = 32
+#: a load of more than one operation has these rows per operation, named
+#: <OPERATION>-<row> (READ-, UPDATE-, INSERT-, READ-MODIFY-WRITE-), over that
+#: operation's requests
+OPERATION_ROWS = ("THROUGHPUT", "Latency p50", "Latency p99", "Latency p99.9")
+#: read-modify-writes that lost their race (an outcome, not an error)
+CONFLICT_ROW = "CONFLICT-COUNT"
+#: reads that found no key although it was written and acknowledged before
+#: they were sent (ZooKeeper serves reads from a member that may lag): stale
+STALE_ROW = "STALE-READS"
 
 
 class MixedWorkload(Workload):
@@ -29,6 +38,11 @@ class MixedWorkload(Workload):
     SEEDING: ClassVar[Seeding] = "load-phase"
     # its reads go to the load phase's keys or to acknowledged inserts
     STALE_IF_MISSING: ClassVar[bool] = True
+    ROWS: ClassVar[tuple[str, ...]] = (
+        *(f"{op.upper()}-{row}" for op in OPERATIONS for row in OPERATION_ROWS),
+        CONFLICT_ROW,
+        STALE_ROW,
+    )
     SUMMARY: ClassVar[str] = (
         "YCSB's reads, updates, inserts and read-modify-writes over `key_count` keys"
     )

@@ -14,7 +14,13 @@ if TYPE_CHECKING:
     from dbtester._engine import WatchPlan
     from dbtester.workloads.base import Workload
 
-__all__ = ["WatchWorkload"]
+__all__ = ["WATCH_PERCENTILES", "WatchWorkload"]
+
+#: what the watchers saw, over every (event, watcher) pair. An event's latency
+#: runs from its put's send to its arrival at the watcher, on the engine's one
+#: clock. Expected: watchers x acknowledged puts; missed: acknowledged puts
+#: whose event never reached a watcher (summed over them).
+WATCH_PERCENTILES = (50, 90, 99, 99.9)
 
 
 class WatchWorkload(KeyWriting):
@@ -26,6 +32,17 @@ class WatchWorkload(KeyWriting):
         "same_key": "each put writes a key of its own, so each event names the put it reports"
     }
     WATCHES: ClassVar[bool] = True
+    ROWS: ClassVar[tuple[str, ...]] = (
+        "WATCH-EVENTS-EXPECTED",
+        "WATCH-EVENTS-RECEIVED",
+        "WATCH-EVENTS-MISSED",
+        "WATCH-EVENTS-DUPLICATED",
+        "WATCH-EVENTS-OUT-OF-ORDER",
+        "WATCH-EVENTS-COALESCED",
+        *(f"WATCH-LATENCY p{p:g}" for p in WATCH_PERCENTILES),
+        "WATCH-LATENCY-MAX",
+        "WATCH-EVENTS-PER-SEC",
+    )
     SEARCH_REFUSED: ClassVar[str | None] = (
         "a search cannot run type: watch yet (its watchers time the events of one"
         " rate); search a write workload"

@@ -130,3 +130,16 @@ def test_every_type_answers_what_the_rest_of_dbtester_asks() -> None:
         assert keys["first"] == 5
         assert (workload.plan_watch() is not None) == cls.WATCHES
         assert workload.as_raw()["type"] == name
+
+
+def test_the_rows_a_type_declares_are_the_ones_analysis_computes() -> None:
+    """A type owns its row names; analysis computes those, under those names."""
+    from dbtester.analyze import figures
+    from dbtester.results import OPERATIONS
+
+    assert figures.WATCH_ROWS == TYPES["watch"].ROWS
+    per_operation = [
+        figures.operation_row(o, r) for o in OPERATIONS for r in figures.OPERATION_ROWS
+    ]
+    assert (*per_operation, figures.CONFLICT_ROW, figures.STALE_ROW) == TYPES["mixed"].ROWS
+    assert all(not cls.ROWS for name, cls in TYPES.items() if name in ("write", "read"))
