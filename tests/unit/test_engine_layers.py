@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.support.graph import find_cycle
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "engine" / "src"
 
@@ -45,29 +47,6 @@ def graph(source: Path) -> dict[str, set[str]]:
         named = imports(path.read_text(encoding="utf-8")) - {module}
         edges.setdefault(module, set()).update(named)
     return edges
-
-
-def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
-    """One cycle as [a, b, ..., a], or None."""
-    state: dict[str, int] = {}  # 1: on the path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)) is not None:
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(edges):
-        if node not in state and (found := visit(node)) is not None:
-            return found
-    return None
 
 
 def test_the_cycle_finder_finds_cycles_and_only_cycles() -> None:

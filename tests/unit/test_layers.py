@@ -7,10 +7,12 @@ cycle cannot hide behind a lazy import."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.graph import find_cycle
 
 PACKAGE = Path(__file__).resolve().parents[2] / "dbtester"
 
@@ -62,31 +64,8 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
-    """One cycle in ``graph`` (as a path that returns to its start), or None."""
-    state: dict[str, int] = {}  # 1 on the stack, 2 done
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
-
-
 def test_no_module_imports_itself_back() -> None:
-    cycle = _cycle(_graph())
+    cycle = find_cycle(_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
@@ -96,7 +75,7 @@ def test_no_part_of_the_package_depends_on_a_part_that_depends_on_it() -> None:
         # The package root only names the version; every part may use it.
         edges = {_part(m) for m in imported} - {_part(module), ""}
         parts.setdefault(_part(module), set()).update(edges)
-    cycle = _cycle(parts)
+    cycle = find_cycle(parts)
     assert cycle is None, "dbtester parts in a cycle: " + " -> ".join(cycle or [])
 
 
@@ -145,4 +124,4 @@ def test_the_walk_sees_lazy_imports() -> None:
     graph = _graph()
     assert "dbtester.render" in graph["dbtester.cli"]  # imported inside a command
     assert "dbtester.results" in graph["dbtester.analyze"]
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
