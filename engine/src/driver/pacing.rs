@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::driver::check::{Checking, Operation as CheckedOperation};
 use crate::driver::engine::Control;
-use crate::driver::timer::{Timer, wait_until};
+use crate::driver::timer::{Timer, wait_spinning, wait_until};
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Plan, Step, WatchPlan};
 use crate::protocols::{Protocol, Request};
@@ -328,9 +328,10 @@ async fn open_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(),
     // before then found every client busy.
     let mut waited_until: Option<Instant> = None;
     let start = Instant::now();
+    let spin = spin_for(step.rate);
     for j in 0..step.requests {
         let due = start + due_offset(j, step.rate);
-        if !wait_until(&mut timer, due, &stop).await {
+        if !wait_spinning(&mut timer, due, spin, &stop).await {
             break;
         }
         let (client, queued) = match free_rx.try_recv() {
@@ -372,6 +373,19 @@ async fn open_loop<P: Protocol>(run: Arc<StepRun<P>>, step: &Step) -> Result<(),
 /// and each costs a task (or a queue slot) before it finds none.
 fn working_clients(step: &Step) -> usize {
     usize::try_from(step.requests).map_or(step.clients, |requests| step.clients.min(requests))
+}
+
+/// The longest stretch before a due time the open loop spins through.
+const MAX_SPIN: Duration = Duration::from_micros(200);
+
+/// How long before each due time an open loop at `rate` stops sleeping and
+/// spins (yielding): at most MAX_SPIN and a twentieth of the interval, so
+/// the engine spends at most about 5% of a core on it at any rate.
+pub fn spin_for(rate: f64) -> Duration {
+    if !(rate.is_finite() && rate > 0.0) {
+        return Duration::ZERO;
+    }
+    MAX_SPIN.min(Duration::from_secs_f64(1.0 / rate / 20.0))
 }
 
 /// When request `j` of an open-loop step at `rate` per second is due,
@@ -522,6 +536,14 @@ mod tests {
         assert_eq!(working_clients(&step(4, 1, u64::MAX, 0.0)), 4);
         let finished = run_fake(plan(106, 0, vec![step(1 << 20, 1, 3, 0.0)]));
         assert_eq!(finished.records.len(), 3);
+    }
+
+    #[test]
+    fn the_spin_is_a_twentieth_of_the_interval_at_most_200_us() {
+        assert_eq!(spin_for(200.0), Duration::from_micros(200));
+        assert_eq!(spin_for(2_000.0), Duration::from_micros(25));
+        assert_eq!(spin_for(10_000.0), Duration::from_micros(5));
+        assert_eq!(spin_for(0.0), Duration::ZERO);
     }
 
     #[test]
