@@ -32,12 +32,13 @@ from dbtester.config.search import Search
 from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.control.faults import FaultRunner
 from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
-from dbtester.control.spread import run_spread
+from dbtester.control.spread import LoadHosts, run_spread
 from dbtester.databases import get_kind
 from dbtester.databases.base import DatabaseKind, LoadSettings, Peer
 from dbtester.errors import AgentError, DbtesterError
 from dbtester.load import (
     STALLED,
+    LoadOptions,
     LoadResult,
     load_keys,
     run_load,
@@ -494,15 +495,17 @@ class DatabaseRun:
             runner.start(time.time())
             try:
                 self.load = drive(
-                    workers=self.workers,
-                    # Errors are what a scheduled fault is for: counted, never a limit.
-                    max_error_rate=1.0 if self.faults else w.max_error_rate,
-                    # ... but a cluster that never recovers must not be loaded forever
-                    stall_s=self.fault_recovery_s if self.faults else None,
-                    progress=self.reporter.stream,
-                    label=self.db.id,
-                    health=lambda: self.health.problem or runner.problem,
-                    warm_inserts=self._warm_inserts(),
+                    LoadOptions(
+                        workers=self.workers,
+                        # Errors are what a scheduled fault is for: counted, never a limit.
+                        max_error_rate=1.0 if self.faults else w.max_error_rate,
+                        # ... but a cluster that never recovers must not be loaded forever
+                        stall_s=self.fault_recovery_s if self.faults else None,
+                        progress=self.reporter.stream,
+                        label=self.db.id,
+                        health=lambda: self.health.problem or runner.problem,
+                        warm_inserts=self._warm_inserts(),
+                    )
                 )
             finally:
                 self.fault_records = runner.stop()
@@ -510,13 +513,13 @@ class DatabaseRun:
             raise DbtesterError(f"{self.db.id}: {self._not_recovered()}")
         self._check_loads("load", (self.load,))
 
-    def _here(self, **options: Any) -> LoadResult:
+    def _here(self, options: LoadOptions) -> LoadResult:
         """The measured load from this process's engine."""
         w = self.db.workload
         self.reporter.say(f"{self.db.id}: {w.type} load, {w.requests:,} requests")
-        return run_load(self.db.kind, self._settings(), w, self.out, **options)
+        return run_load(self.db.kind, self._settings(), w, self.out, options)
 
-    def _spread(self, stack: ExitStack) -> Callable[..., LoadResult]:
+    def _spread(self, stack: ExitStack) -> Callable[[LoadOptions], LoadResult]:
         """The measured load from the load hosts' agents, merged here: their
         clients (closed with ``stack``) and clock offsets first."""
         if any(not is_loopback(h.address) for h in self.load_hosts):
@@ -531,25 +534,16 @@ class DatabaseRun:
                 offsets.append(_clock_offset(client))
             except AgentError as exc:
                 raise DbtesterError(f"{self.db.id}: load host {exc}") from None
+        hosts = LoadHosts(tuple(clients), tuple(offsets), self.agent_run_id, self.db.id)
 
-        def drive(**options: Any) -> LoadResult:
+        def drive(options: LoadOptions) -> LoadResult:
             w = self.db.workload
             self.reporter.say(
                 f"{self.db.id}: {w.type} load, {w.requests:,} requests from"
                 f" {len(clients)} load hosts"
             )
             try:
-                spread = run_spread(
-                    self.db.kind,
-                    self._settings(),
-                    w,
-                    self.out,
-                    clients,
-                    offsets,
-                    run_id=self.agent_run_id,
-                    database_id=self.db.id,
-                    **options,
-                )
+                spread = run_spread(self.db.kind, self._settings(), w, self.out, hosts, options)
             except DbtesterError as exc:
                 raise DbtesterError(f"{self.db.id}: {exc}") from None
             self.load_host_records = spread.hosts
@@ -572,11 +566,13 @@ class DatabaseRun:
             self._settings(),
             w,
             self.out,
-            workers=self.workers,
-            progress=self.reporter.stream,
-            label=self.db.id,
-            health=lambda: self.health.problem,
-            warm_inserts=self._warm_inserts(),
+            LoadOptions(
+                workers=self.workers,
+                progress=self.reporter.stream,
+                label=self.db.id,
+                health=lambda: self.health.problem,
+                warm_inserts=self._warm_inserts(),
+            ),
         )
         self.searched = outcome = search_rate(
             probes,

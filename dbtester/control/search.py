@@ -28,17 +28,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TextIO
+from dataclasses import dataclass, field, replace
 
 from dbtester.analyze.probes import Probe, ProbeRule, judge
 from dbtester.config.model import Workload
 from dbtester.databases.base import LoadSettings
-from dbtester.load.runner import LoadResult, run_load
+from dbtester.load.runner import LoadOptions, LoadResult, run_load
 from dbtester.results import OPERATIONS, DatabaseLayout
 from dbtester.util.keys import KeySpace
 
 __all__ = ["KeysExhaustedError", "ProbeLoads", "RateSearch", "SearchOutcome", "search_rate"]
+
+#: a search's probes by default: no progress bar
+PROBE_OPTIONS = LoadOptions(progress=None)
 
 
 @dataclass
@@ -148,25 +150,19 @@ class ProbeLoads:
         settings: LoadSettings,
         workload: Workload,
         out: DatabaseLayout,
-        *,
-        workers: int | None = None,
-        progress: TextIO | None = None,
-        label: str = "",
-        health: Callable[[], str] | None = None,
-        warm_inserts: int = 0,
+        options: LoadOptions = PROBE_OPTIONS,
     ) -> None:
         self.kind = kind
         self.settings = settings
         self.workload = workload
         self.out = out
-        self.workers = workers
-        self.progress = progress
-        self.label = label
-        self.health = health
+        #: every probe's; its label gains the probe's number, and its seed,
+        #: keys and write ids are the probe's own
+        self.options = options
         #: the next write probe's first key (the warm-up wrote workload.requests
         #: keys from workload.requests on: probes skip them)
         self._next_key = 0
-        self._inserts = warm_inserts
+        self._inserts = options.warm_inserts
         self._write_ids = workload.warmup_requests
 
     def __call__(self, number: int, rate: float, requests: int) -> LoadResult:
@@ -186,21 +182,15 @@ class ProbeLoads:
                     f" {number} would need keys up to {first_key + requests:,}"
                 )
         load = w.model_copy(update={"rate": rate, "requests": requests, "client_steps": ()})
-        label = f"{self.label} probe {number}".strip()
-        result = run_load(
-            self.kind,
-            self.settings,
-            load,
-            self.out.probe(number),
-            workers=self.workers,
-            progress=self.progress,
-            label=label,
+        options = replace(
+            self.options,
+            label=f"{self.options.label} probe {number}".strip(),
             seed=number,
-            health=self.health,
             first_key=first_key,
             warm_inserts=self._inserts,
             write_id_base=self._write_ids,
         )
+        result = run_load(self.kind, self.settings, load, self.out.probe(number), options)
         self._next_key = first_key + requests
         self._inserts += int((result.records.ops == OPERATIONS.index("insert")).sum())
         self._write_ids += requests

@@ -16,13 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import grpc
 
@@ -33,9 +32,9 @@ from dbtester.databases.base import LoadSettings
 from dbtester.errors import AgentError, DbtesterError
 from dbtester.load import native
 from dbtester.load.runner import (
-    DEFAULT_WORKERS,
     POLL_S,
     EarlyStop,
+    LoadOptions,
     LoadResult,
     describe,
     error_limit,
@@ -46,7 +45,14 @@ from dbtester.proto import agent_pb2 as pb
 from dbtester.results import CheckedOperations, DatabaseLayout, LoadHostRecord, Records
 from dbtester.util.progress import Progress
 
-__all__ = ["SILENT_S", "START_AHEAD_S", "SpreadLoad", "at_cpu_limit", "run_spread"]
+__all__ = [
+    "SILENT_S",
+    "START_AHEAD_S",
+    "LoadHosts",
+    "SpreadLoad",
+    "at_cpu_limit",
+    "run_spread",
+]
 
 #: how far ahead of now the hosts are told to start: time for every Load
 #: call to reach its agent
@@ -107,6 +113,17 @@ class _Host:
 
 
 @dataclass(frozen=True)
+class LoadHosts:
+    """The agents that share a measured load, their clocks' offsets from
+    ours, and the run and database their agents know the load by."""
+
+    clients: tuple[AgentClient, ...]
+    offsets: tuple[ClockOffset, ...]
+    run_id: str
+    database_id: str
+
+
+@dataclass(frozen=True)
 class SpreadLoad:
     """A spread load's merged result and each host's part in it."""
 
@@ -119,51 +136,49 @@ def run_spread(
     settings: LoadSettings,
     workload: Workload,
     out: DatabaseLayout,
-    clients: Sequence[AgentClient],
-    offsets: Sequence[ClockOffset],
-    *,
-    run_id: str,
-    database_id: str,
-    workers: int | None = None,
-    max_error_rate: float = 1.0,
-    progress: TextIO | None = sys.stderr,
-    label: str = "",
-    seed: int = 1,
-    health: Callable[[], str] | None = None,
-    stall_s: float | None = None,
-    warm_inserts: int = 0,
+    load_hosts: LoadHosts,
+    options: LoadOptions,
 ) -> SpreadLoad:
-    """Run ``workload`` from the load hosts ``clients`` (their clocks
-    ``offsets`` from ours) against ``settings.endpoints``; save the merged
-    records into ``out``. As :func:`~dbtester.load.runner.run_load`, with
-    ``aborted`` saying why the load stopped early; DbtesterError naming the
-    load host that failed or fell silent (the others are stopped)."""
-    threads = workers or DEFAULT_WORKERS
-    limit, max_errors = error_limit(max_error_rate, workload.requests)
-    write_base = workload.warmup_requests
-    shares = split(workload, len(clients), write_id_base=write_base)
+    """Run ``workload`` from ``load_hosts`` against ``settings.endpoints`` as
+    ``options`` say; save the merged records into ``out``. As
+    :func:`~dbtester.load.runner.run_load`, with ``aborted`` saying why the
+    load stopped early; DbtesterError naming the load host that failed or
+    fell silent (the others are stopped)."""
+    threads = options.threads
+    limit, max_errors = error_limit(options.max_error_rate, workload.requests)
+    shares = split(
+        workload,
+        len(load_hosts.clients),
+        first_key=options.first_key,
+        write_id_base=options.write_ids_from(workload),
+    )
     folder = _folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     plans = [
-        _plan(kind, settings, workload, share, threads, seed, max_errors, warm_inserts)
+        _plan(
+            kind, settings, workload, share, threads, options.seed, max_errors, options.warm_inserts
+        )
         for share in shares
     ]
     start = time.time() + START_AHEAD_S
     hosts = [
         _Host(i, client, offset, share, folder / f"host-{i}")
-        for i, (client, offset, share) in enumerate(zip(clients, offsets, shares, strict=True))
+        for i, (client, offset, share) in enumerate(
+            zip(load_hosts.clients, load_hosts.offsets, shares, strict=True)
+        )
     ]
+    ref = (load_hosts.run_id, load_hosts.database_id)
     for host, plan in zip(hosts, plans, strict=True):
         host.folder.mkdir(exist_ok=True)
         at = start + host.share.start_offset_s + host.offset.offset_s
-        host.call = host.client.load(run_id, database_id, json.dumps(plan), at)
+        host.call = host.client.load(*ref, json.dumps(plan), at)
         threading.Thread(target=host.follow, name=f"load-host-{host.index}", daemon=True).start()
-    bar = Progress(progress, workload.requests, label)
+    bar = Progress(options.progress, workload.requests, options.label)
     try:
-        aborted = _follow(hosts, bar, limit, health, stall_s, run_id, database_id)
+        aborted = _follow(hosts, bar, limit, options, ref)
     except KeyboardInterrupt:
         bar.abandon()
-        _keep_what_was_recorded(hosts, out, start, threads, run_id, database_id)
+        _keep_what_was_recorded(hosts, out, start, threads, ref)
         raise
     except BaseException:
         bar.abandon()
@@ -174,7 +189,7 @@ def run_spread(
         result, records = _gather(hosts, out, start, aborted, threads)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    bar.finish(load_summary(result.records, start, label))
+    bar.finish(load_summary(result.records, start, options.label))
     return SpreadLoad(
         result, tuple(_record(h, r, start) for h, r in zip(hosts, records, strict=True))
     )
@@ -218,16 +233,14 @@ def _follow(
     hosts: Sequence[_Host],
     bar: Progress,
     limit: float,
-    health: Callable[[], str] | None,
-    stall_s: float | None,
-    run_id: str,
-    database_id: str,
+    options: LoadOptions,
+    ref: tuple[str, str],
 ) -> str:
     """Progress until every host has finished; why the load stopped early
     (""), or DbtesterError when a host failed."""
     total = int(bar.total)
     aborted = ""
-    stop = EarlyStop(limit, health, stall_s)
+    stop = EarlyStop(limit, options.health, options.stall_s)
     while not all(h.finished.wait(0) for h in hosts):
         time.sleep(POLL_S)
         _check_hosts(hosts)
@@ -236,25 +249,20 @@ def _follow(
         if not aborted:
             aborted = stop.problem(done, errors)
             if aborted:
-                _stop_all(hosts, run_id, database_id)
+                _stop_all(hosts, ref)
         bar.update(done, _describe(describe(done, total, errors), len(hosts)))
     _check_hosts(hosts)
     return aborted or stop.over_limit(sum(h.errors for h in hosts))
 
 
 def _keep_what_was_recorded(
-    hosts: Sequence[_Host],
-    out: DatabaseLayout,
-    start: float,
-    threads: int,
-    run_id: str,
-    database_id: str,
+    hosts: Sequence[_Host], out: DatabaseLayout, start: float, threads: int, ref: tuple[str, str]
 ) -> None:
     """Ctrl-C: every host asked to stop, and their records saved as a single
     host's are, unless a host cannot send them within COLLECT_S or a second
     Ctrl-C comes first."""
     try:
-        _stop_all(hosts, run_id, database_id)
+        _stop_all(hosts, ref)
         deadline = time.monotonic() + COLLECT_S
         for host in hosts:
             host.finished.wait(max(0.0, deadline - time.monotonic()))
@@ -287,10 +295,11 @@ def _check_hosts(hosts: Sequence[_Host]) -> None:
             raise DbtesterError(f"load host {host.index} failed: {problem}")
 
 
-def _stop_all(hosts: Sequence[_Host], run_id: str, database_id: str) -> None:
+def _stop_all(hosts: Sequence[_Host], ref: tuple[str, str]) -> None:
+    """Every host asked to stop its load (``ref``: the run and database)."""
     for host in hosts:
         with contextlib.suppress(AgentError):
-            host.client.stop_load(run_id, database_id)
+            host.client.stop_load(*ref)
 
 
 def _gather(

@@ -5,6 +5,7 @@ workload against a database's endpoints and records every request
 from dbtester.load.runner import (
     DEFAULT_WORKERS,
     STALLED,
+    LoadOptions,
     LoadResult,
     load_keys,
     run_load,
@@ -16,6 +17,7 @@ from dbtester.load.runner import (
 __all__ = [
     "DEFAULT_WORKERS",
     "STALLED",
+    "LoadOptions",
     "LoadResult",
     "load_keys",
     "run_load",

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import psutil
 
@@ -33,12 +33,14 @@ if TYPE_CHECKING:
     from dbtester._engine import Load
 
 __all__ = [
+    "DEFAULT_OPTIONS",
     "DEFAULT_WORKERS",
     "ENGINE_THREADS",
     "POLL_S",
     "READABLE_WAIT_S",
     "STALLED",
     "EarlyStop",
+    "LoadOptions",
     "LoadResult",
     "cpu_seconds",
     "describe",
@@ -95,49 +97,77 @@ class LoadResult:
 STALLED = "no request succeeded for"
 
 
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a measured load runs, whichever engines run it: this process's
+    (:func:`run_load`) or the load hosts' (``control.spread.run_spread``)."""
+
+    #: engine threads (None: DEFAULT_WORKERS)
+    workers: int | None = None
+    #: the share of requests that may fail before the load stops (1: no limit)
+    max_error_rate: float = 1.0
+    #: where the progress bar goes (None: nowhere)
+    progress: TextIO | None = sys.stderr
+    #: the progress bar's and the summary line's name
+    label: str = ""
+    seed: int = 1
+    #: polled four times a second; a non-empty answer (e.g. "agent
+    #: 10.0.0.2:3500 stopped answering") stops the load and becomes ``aborted``
+    health: Callable[[], str] | None = None
+    #: a load in which no request succeeded for this long stops (``aborted``
+    #: then starts with STALLED)
+    stall_s: float | None = None
+    #: the keys a mixed workload's warm-up (or earlier loads on the cluster)
+    #: inserted
+    warm_inserts: int = 0
+    #: a write load's first key, past earlier loads' keys
+    first_key: int = 0
+    #: where a mixed load's write ids start (None: past the warm-up's)
+    write_id_base: int | None = None
+
+    @property
+    def threads(self) -> int:
+        return self.workers or DEFAULT_WORKERS
+
+    def write_ids_from(self, workload: Workload) -> int:
+        """Where the load's write ids start: after the warm-up's, unless set."""
+        return workload.warmup_requests if self.write_id_base is None else self.write_id_base
+
+
+DEFAULT_OPTIONS = LoadOptions()
+
+
 def run_load(
     kind: str,
     settings: LoadSettings,
     workload: Workload,
     out: DatabaseLayout,
-    *,
-    workers: int | None = None,
-    max_error_rate: float = 1.0,
-    progress: TextIO | None = sys.stderr,
-    label: str = "",
-    seed: int = 1,
-    health: Callable[[], str] | None = None,
-    stall_s: float | None = None,
-    warm_inserts: int = 0,
-    first_key: int = 0,
-    write_id_base: int | None = None,
+    options: LoadOptions = DEFAULT_OPTIONS,
+    **changes: Any,
 ) -> LoadResult:
-    """Drive ``workload`` against ``settings.endpoints``; save the records and
-    the client sampler's CSV into ``out``.
+    """Drive ``workload`` against ``settings.endpoints`` as ``options`` say;
+    save the records and the client sampler's CSV into ``out``. ``changes``
+    replace fields of ``options`` by name (``progress=None``), as
+    :func:`dataclasses.replace` does, a wrong name included.
 
-    ``health`` is polled four times a second; a non-empty answer (e.g. "agent
-    10.0.0.2:3500 stopped answering") stops the load and becomes ``aborted``.
-    With ``stall_s``, so does a load in which no request succeeded for that
-    long (``aborted`` then starts with STALLED).
-    Ctrl-C stops the engine within a second; what it recorded is saved.
-    ``warm_inserts``: the keys a mixed workload's warm-up (or earlier loads
-    on the cluster) inserted; ``first_key`` and ``write_id_base`` move a
-    write load's keys and a mixed load's write ids past earlier loads'
-    (default: past the warm-up's write ids)."""
-    threads = workers or DEFAULT_WORKERS
-    limit, max_errors = error_limit(max_error_rate, workload.requests)
+    ``aborted`` says why the load stopped early: the health check, a stall,
+    the error limit. Ctrl-C stops the engine within a second; what it
+    recorded is saved."""
+    options = replace(options, **changes)
+    threads = options.threads
+    limit, max_errors = error_limit(options.max_error_rate, workload.requests)
     out.root.mkdir(parents=True, exist_ok=True)
     load_plan = native.plan(
         kind,
         settings,
         workload,
         threads=threads,
-        seed=seed,
+        seed=options.seed,
         max_errors=max_errors,
         # a mixed warm-up's inserts exist too, and its writes came first
-        existing=workload.existing_keys(warm_inserts),
-        first_key=first_key,
-        write_id_base=workload.warmup_requests if write_id_base is None else write_id_base,
+        existing=workload.existing_keys(options.warm_inserts),
+        first_key=options.first_key,
+        write_id_base=options.write_ids_from(workload),
     )
     cpu_before = cpu_seconds()
     sched = SchedMeter(ENGINE_THREADS)
@@ -149,16 +179,16 @@ def run_load(
     )
     sampler.start()
     aborted = ""
-    bar = Progress(progress, workload.requests, label)
+    bar = Progress(options.progress, workload.requests, options.label)
     try:
-        aborted = _watch(load, limit, bar, health, stall_s, sched.sample)
+        aborted = _watch(load, limit, bar, options.health, options.stall_s, sched.sample)
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
         records, watch, check = _collect(load, out)
     ended = time.time()
     sched.sample()
-    bar.finish(load_summary(records, started, label))
+    bar.finish(load_summary(records, started, options.label))
     cpu = cpu_seconds() - cpu_before
     wait, run = sched.wait_seconds, sched.run_seconds
     return LoadResult(records, started, ended, cpu, aborted, threads, wait, run, watch, check)
@@ -168,12 +198,8 @@ def warm_up(
     kind: str,
     settings: LoadSettings,
     workload: Workload,
-    *,
-    workers: int | None = None,
-    progress: TextIO | None = sys.stderr,
-    label: str = "",
-    seed: int = 1,
-    health: Callable[[], str] | None = None,
+    options: LoadOptions = DEFAULT_OPTIONS,
+    **changes: Any,
 ) -> LoadResult:
     """``workload.warmup_requests`` requests before the measured load, with its
     clients, connections and rate (the largest client step). Writes go to the
@@ -181,20 +207,22 @@ def warm_up(
     neither overwrites the other and verification can account for both.
     Nothing is saved: the records come back for the caller to report apart.
     DbtesterError when the warm-up stops early (its errors count against the
-    workload's ``max_error_rate`` like the load's)."""
-    threads = workers or DEFAULT_WORKERS
+    workload's ``max_error_rate`` like the load's). Of ``options`` (and
+    ``changes``, as :func:`run_load`'s) it takes the workers, progress,
+    label, seed and health check."""
+    options = replace(options, **changes)
     warm = workload.warm_up()
     limit, max_errors = error_limit(workload.max_error_rate, warm.requests)
     load_plan = native.plan(
         kind,
         settings,
         warm,
-        threads=threads,
-        seed=seed,
+        threads=options.threads,
+        seed=options.seed,
         max_errors=max_errors,
         first_key=workload.warm_up_first_key(),
     )
-    result = _unmeasured(load_plan, warm.requests, "warm-up", progress, label, limit, health)
+    result = _unmeasured(load_plan, warm.requests, "warm-up", options, limit)
     if result.aborted:
         raise DbtesterError(f"warm-up stopped early: {result.aborted}")
     return result
@@ -204,16 +232,16 @@ def load_keys(
     kind: str,
     settings: LoadSettings,
     workload: Workload,
-    *,
-    workers: int | None = None,
-    progress: TextIO | None = sys.stderr,
-    label: str = "",
+    options: LoadOptions = DEFAULT_OPTIONS,
+    **changes: Any,
 ) -> LoadResult:
     """A mixed workload's load phase: ``key_count`` keys written, every one
-    acknowledged, or DbtesterError. Not measured; the result is reported apart."""
-    load_plan = native.load_phase(kind, settings, workload, threads=workers or DEFAULT_WORKERS)
+    acknowledged, or DbtesterError. Not measured; the result is reported apart.
+    Of ``options`` (and ``changes``) it takes the workers, progress and label."""
+    options = replace(options, **changes)
+    load_plan = native.load_phase(kind, settings, workload, threads=options.threads)
     keys = load_plan["steps"][0]["requests"]
-    result = _unmeasured(load_plan, keys, "load phase", progress, label, 0, None)
+    result = _unmeasured(load_plan, keys, "load phase", replace(options, health=None), 0)
     if result.aborted or result.records.counts() != {"ok": keys}:
         raise DbtesterError(
             f"the load phase did not write all {keys:,} keys:"
@@ -223,23 +251,17 @@ def load_keys(
 
 
 def _unmeasured(
-    load_plan: native.Plan,
-    total: int,
-    what: str,
-    progress: TextIO | None,
-    label: str,
-    limit: float,
-    health: Callable[[], str] | None,
+    load_plan: native.Plan, total: int, what: str, options: LoadOptions, limit: float
 ) -> LoadResult:
     """Runs ``load_plan`` with a progress bar and saves nothing: a load that is
     in no figure (a warm-up, a load phase). ``aborted`` says why it stopped early."""
     cpu_before = cpu_seconds()
     started = time.time()
     load = native.start(load_plan)
-    name = f"{label} {what}" if label else what
-    bar = Progress(progress, total, name)
+    name = f"{options.label} {what}" if options.label else what
+    bar = Progress(options.progress, total, name)
     try:
-        aborted = _watch(load, limit, bar, health)
+        aborted = _watch(load, limit, bar, options.health)
     finally:
         records, _, _ = _collect(load, None)
     bar.finish(load_summary(records, started, name) + ", not counted")

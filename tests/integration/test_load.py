@@ -13,10 +13,15 @@ import pytest
 
 from dbtester.databases import KINDS
 from dbtester.databases.base import LoadSettings
-from dbtester.load.runner import STALLED, LoadResult, run_load, seed_key, warm_up
+from dbtester.load.runner import STALLED, LoadOptions, LoadResult, run_load, seed_key, warm_up
 from dbtester.results import DatabaseLayout
 from dbtester.workloads import workload_of
 from tests.support.cluster import VERSIONS, cluster, settings_for
+
+#: loads without a progress bar, on the engine's default threads, one, two
+QUIET = LoadOptions(progress=None)
+ONE_WORKER = LoadOptions(workers=1, progress=None)
+TWO_WORKERS = LoadOptions(workers=2, progress=None)
 
 
 def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> None:
@@ -32,9 +37,7 @@ def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> Non
             connections=6,
             sequential_keys=False,
         )
-        result = run_load(
-            "etcd", settings, workload, DatabaseLayout(tmp_path / "out"), workers=2, progress=None
-        )
+        result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), TWO_WORKERS)
         assert result.ok == 3000 and result.errors == 0
         assert KINDS["etcd"].count_keys(settings) == 3000
         assert (tmp_path / "out" / "client-latency.npz").exists()
@@ -75,10 +78,10 @@ def test_warm_up_writes_the_keys_after_the_loads(tmp_path: Path, installed_home)
             sequential_keys=False,
         )
         out = DatabaseLayout(tmp_path / "out")
-        warm = warm_up("etcd", settings, workload, progress=None)
+        warm = warm_up("etcd", settings, workload, QUIET)
         assert warm.records.counts() == {"ok": 500}
         assert not out.root.exists()  # nothing of the warm-up is kept as records
-        loaded = run_load("etcd", settings, workload, out, progress=None)
+        loaded = run_load("etcd", settings, workload, out, QUIET)
         assert loaded.records.counts() == {"ok": 1000}
         endpoint = settings.endpoints[0]
         assert _etcd_keys_between(endpoint, b"k0000000", b"k0001000") == 1000
@@ -104,15 +107,11 @@ def test_etcd_reads_return_the_value_every_time(tmp_path: Path, installed_home) 
             connections=4,
             consistency="serializable",
         )
-        result = run_load(
-            "etcd", settings, workload, DatabaseLayout(tmp_path / "r1"), workers=2, progress=None
-        )
+        result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "r1"), TWO_WORKERS)
         assert result.records.counts() == {"ok": 2000}
         # A key holding something else is caught on every read.
         seed(10)
-        result = run_load(
-            "etcd", settings, workload, DatabaseLayout(tmp_path / "r2"), workers=1, progress=None
-        )
+        result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "r2"), ONE_WORKER)
         assert result.records.counts() == {"wrong-value": 2000}
 
 
@@ -138,10 +137,9 @@ def _write_while_stopping(
                 settings,
                 workload,
                 DatabaseLayout(tmp_path / "out"),
-                workers=1,
-                progress=None,
-                max_error_rate=max_error_rate,
-                stall_s=stall_s,
+                LoadOptions(
+                    workers=1, progress=None, max_error_rate=max_error_rate, stall_s=stall_s
+                ),
             )
         finally:
             killer.join()
@@ -236,9 +234,7 @@ def test_closed_loop_measures_a_5ms_server(tmp_path: Path, slow_server, shared_h
     workload = workload_of(
         type="write", requests=500, key_size=64, value_size=256, clients=1, connections=1
     )
-    result = run_load(
-        "etcd", settings, workload, DatabaseLayout(tmp_path), workers=1, progress=None
-    )
+    result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path), ONE_WORKER)
     assert result.errors == 0
     ours = float(np.percentile(result.records.latency_ns, 50)) / 1e6
     reference = _go_tool_p50_ms(shared_home, endpoint)
@@ -261,9 +257,7 @@ def test_open_loop_shows_queueing_past_capacity(tmp_path: Path, slow_server) -> 
         connections=2,
         rate=400,
     )
-    result = run_load(
-        "etcd", settings, workload, DatabaseLayout(tmp_path), workers=1, progress=None
-    )
+    result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path), ONE_WORKER)
     r = result.records
     assert result.errors == 0
     latency = r.latency_ns / 1e6
@@ -285,6 +279,6 @@ def test_writes_verified_for(kind: str, tmp_path: Path, installed_home) -> None:
             type="write", requests=2000, key_size=64, value_size=256, clients=20, connections=6
         )
         out = DatabaseLayout(tmp_path / "out")
-        result = run_load(kind, settings, workload, out, workers=2, progress=None)
+        result = run_load(kind, settings, workload, out, TWO_WORKERS)
         assert result.records.counts() == {"ok": 2000}
         assert KINDS[kind].count_keys(settings) == 2000

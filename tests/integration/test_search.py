@@ -13,7 +13,7 @@ import pytest
 from dbtester.analyze.probes import ProbeRule
 from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
 from dbtester.databases.base import LoadSettings
-from dbtester.load.runner import run_load
+from dbtester.load.runner import LoadOptions, run_load
 from dbtester.results import DatabaseLayout
 from dbtester.workloads import Workload, workload_of
 from tests.integration.cores import busy_loops, pinned, split_cores
@@ -21,6 +21,10 @@ from tests.integration.cores import busy_loops, pinned, split_cores
 pytestmark = pytest.mark.integration
 
 CAPACITY = 200.0
+#: a load without a progress bar
+QUIET = LoadOptions(progress=None)
+#: the probes' loads: one engine thread, no progress bar
+ONE_WORKER = LoadOptions(workers=1, progress=None)
 
 
 def _serial_server(start_server: Callable[..., str]) -> tuple[LoadSettings, Workload]:
@@ -38,7 +42,7 @@ def _serial_server(start_server: Callable[..., str]) -> tuple[LoadSettings, Work
 def _capacity(settings: LoadSettings, workload: Workload, out: Path) -> float:
     """What the server answers per second with every client busy (closed loop)."""
     load = workload.model_copy(update={"requests": 600})
-    return run_load("etcd", settings, load, DatabaseLayout(out), progress=None).records.throughput()
+    return run_load("etcd", settings, load, DatabaseLayout(out), QUIET).records.throughput()
 
 
 def _search(
@@ -55,7 +59,7 @@ def _search(
     or the one given)."""
     server = start_server if isinstance(start_server, tuple) else _serial_server(start_server)
     settings, workload = server
-    probes = ProbeLoads("etcd", settings, workload, DatabaseLayout(out), workers=1)
+    probes = ProbeLoads("etcd", settings, workload, DatabaseLayout(out), ONE_WORKER)
     return search_rate(
         probes,
         rule=ProbeRule(slo_ms=slo_ms, percentile=99),
@@ -157,7 +161,7 @@ def test_an_engine_short_of_cpu_is_client_bound(
     lines: list[str] = []
     with busy_loops(crowded, 11), pinned(crowded):  # the engine threads start on it
         outcome = search_rate(
-            ProbeLoads("etcd", settings, workload, DatabaseLayout(tmp_path), workers=1),
+            ProbeLoads("etcd", settings, workload, DatabaseLayout(tmp_path), ONE_WORKER),
             rule=ProbeRule(slo_ms=100.0, percentile=99),
             clients=workload.clients,
             hold_s=1.0,
