@@ -90,15 +90,18 @@ def test_the_leader_killed_and_restarted(kind: str, tmp_path: Path, installed_ho
     v = record["verification"]
     assert v["lost"] == 0 and v["unexpected"] == 0 and v["acknowledged"] > 0, v
     kill, restart = record["faults"]
+    # causal: the next leader is named after the kill was asked for
     assert kill["new_leader_s"] is not None and kill["new_leader_s"] > 0
     assert restart["member"] == kill["member"] and restart["pid"] != kill["pid"]
     (figures,) = json.loads((out / "result.json").read_text())["databases"][0]["faults"]
-    # a window there was, and the raw records show one at least as long
+    # a window there was, and the raw records show one at least as long:
+    # exact but for the figures' rounding to the ms (1e-3)
     ok = _successes(out, kind)
     after = ok[1:] > figures["start_s"]
     assert 0 < figures["unavailable_s"] <= np.diff(ok)[after].max() + 1e-3
     assert figures["unavailable_from_s"] >= figures["start_s"] - figures["unavailable_s"]
-    # the cluster served again after the new leader, before the restart
+    # the cluster served again after the new leader, before the restart (an
+    # ordering: successes between the kill and the restart taking effect)
     served = np.count_nonzero((ok > figures["start_s"]) & (ok < figures["end_s"]))
     assert served > 0, (kill, figures)
     table = (out / "summary.txt").read_text()
@@ -116,16 +119,34 @@ def test_a_member_paused_for_5_s_shows_in_the_figures(tmp_path: Path, installed_
     out, _ = _run(tmp_path, home, _case("etcd", faults, 9000, 1000))
     (figures,) = json.loads((out / "result.json").read_text())["databases"][0]["faults"]
     assert (figures["action"], figures["undo"]) == ("pause", "resume")
-    assert 4.5 < figures["end_s"] - figures["start_s"] < 6.0
-    # requests to the paused leader wait: the pause shows as a stall or as slow requests
+    record = json.loads((out / "etcd" / "run.json").read_text())
+    # Each fault waits for its time after the load's start and then takes
+    # effect (dbtester/control/faults.py), never sooner; how much later is
+    # promised nowhere. Its time is on the controller's clock within half the
+    # round trip of the member's clock probe, and rounded to the ms. The
+    # fault runner's clock starts just before the load's recorded start (the
+    # load's plan is built in between): 0.1 s is this test's margin for that.
+    paused = record["faults"][0]["member"]
+    (member,) = [m for m in record["members"] if m["index"] == paused]
+    error = member["clock_rtt_s"] / 2 + 0.0005 + 0.1
+    assert figures["start_s"] >= 1.0 - error, (figures, error)
+    assert figures["end_s"] >= 6.0 - error, (figures, error)
+    assert figures["end_s"] > figures["start_s"], figures
+    pause_s = figures["end_s"] - figures["start_s"]
+    # requests to the paused leader wait: the pause shows as a stall or as
+    # slow requests. The stall is etcd's to promise: no write commits until
+    # the followers elect, which they do only after the election timeout
+    # (1 s) without a heartbeat (every 100 ms): 0.9 s at least.
     assert (
         figures["unavailable_s"] > 0.5 or figures["p99_during_ms"] > 10 * figures["p99_before_ms"]
     )
-    # a request on a connection to the paused leader waits until it resumes; the
-    # p99 while it is paused need not rise (those requests complete after it)
-    assert figures["slowest_ms"] > 4000, figures
+    # a request on a connection to the paused leader waits until it resumes
+    # (the p99 while it is paused need not rise: those requests complete after
+    # it). Relative to the pause as it took effect, not as scheduled: one sent
+    # there in its first second waited the rest of it (at 1,000 writes/s,
+    # over 6 connections of which the leader has 2, many are).
+    assert figures["slowest_ms"] > 1000 * (pause_s - 1.0), (figures, pause_s)
     assert figures["new_leader_s"] is not None, figures
-    record = json.loads((out / "etcd" / "run.json").read_text())
     assert record["verification"]["lost"] == 0
 
 
@@ -142,7 +163,7 @@ def test_an_unscheduled_death_still_fails_a_run_with_faults(tmp_path: Path, inst
     family: list[int] = []
     try:
         wait_for_text(log, "kill member 0 at 1 s")
-        time.sleep(1.0)
+        time.sleep(1.0)  # the stimulus: the death nobody scheduled comes 1 s after
         children = psutil.Process(run.pid).children(recursive=True)
         family = [p.pid for p in children]
         agent = next(p for p in children if "/etcd/agent-2" in " ".join(p.cmdline()))

@@ -75,6 +75,7 @@ def test_a_ycsb_workload_runs_on_every_kind(
         assert ops.count(second) == REQUESTS - reads
         assert abs(reads / REQUESTS - 0.5) < 0.05, reads
         run = json.loads((out / db["id"] / "run.json").read_text())
+        # an ordering, one clock (the controller's): the load phase came first
         assert run["load_phase"]["started_unix"] < run["load"]["started_unix"]
         assert any("load phase wrote 300 keys" in note for note in run["notes"])
         # Neither A nor F inserts: the load phase's keys, every one, and no other.

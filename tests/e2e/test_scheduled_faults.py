@@ -51,10 +51,23 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     assert (kill["action"], kill["target"], restart["action"]) == ("kill", "leader", "restart")
     assert kill["member"] == restart["member"] and not kill["error"] and not restart["error"]
     assert restart["pid"] != kill["pid"]  # started again: a new process
-    # the leader was killed, so another was elected within the bound
+    # the leader was killed, so another was elected within the bound (None
+    # past LEADER_WAIT_S, 30 s: the product's own bound; above 0, causal)
     assert kill["new_leader_s"] is not None and 0 < kill["new_leader_s"] < 30
     load = record["load"]
-    assert load["started_unix"] + 0.9 < kill["unix"] < restart["unix"] < load["ended_unix"]
+    # A fault waits for its time after the load's start, never sooner
+    # (dbtester/control/faults.py); its time is on the controller's clock
+    # within half the round trip of its member's clock probe, to the ms. The
+    # fault runner's clock starts just before the load's recorded start
+    # (dbtester/control/database_run.py builds the load's plan in between):
+    # 0.1 s is this test's margin for that, not a promise.
+    (member,) = [m for m in record["members"] if m["index"] == kill["member"]]
+    error = member["clock_rtt_s"] / 2 + 0.0005
+    assert load["started_unix"] + 0.9 - error <= kill["unix"] < restart["unix"], (kill, error)
+    # The load's requests are due until 6 s (12,000 at 2,000/s) and the
+    # restart at 4 s: the 2 s between are this test's margin for the restart
+    # to take effect on a loaded machine (no promise of how soon it does).
+    assert restart["unix"] < load["ended_unix"], (restart, load)
     assert f"kill member {kill['member']} at 1 s (it led" in result.stderr
 
     # nothing acknowledged was lost; errors there were are of unknown outcome
@@ -63,10 +76,13 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     records = Records.load(out / "etcd" / "client-latency.npz")
     done = (records.due_ns + records.latency_ns) / 1e9
     failed = done[records.code != 0]
-    # failures, if any, came after the kill (the cluster was whole before it)
-    assert not len(failed) or failed.min() >= kill["unix"] - 0.05
+    # failures, if any, came after the kill (the cluster was whole before it):
+    # causal, on the controller's clock (the load ran there) within the kill
+    # time's error
+    assert not len(failed) or failed.min() >= kill["unix"] - error, (failed.min(), kill)
     assert int((records.code == 0).sum()) == v["acknowledged"]
-    assert np.count_nonzero(done > restart["unix"]) > 0  # the load went on after it
+    # the load went on after it (the same 2 s margin as above)
+    assert np.count_nonzero(done > restart["unix"]) > 0
     said = result.stdout + result.stderr
     assert "scheduled faults during the load: kill leader at 1 s; restart at 4 s" in said
 
@@ -77,6 +93,7 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     ok_done = np.sort(done[records.code == 0]) - load["started_unix"]
     gaps = np.diff(ok_done)
     after_kill = ok_done[1:] > kill["unix"] - load["started_unix"]
+    # exact but for the figure's rounding to the ms
     assert 0 < figures["unavailable_s"] <= gaps[after_kill].max() + 1e-3
     assert figures["member"] == kill["member"] and figures["undo"] == "restart"
     assert figures["new_leader_s"] == kill["new_leader_s"]

@@ -80,8 +80,12 @@ def test_every_watcher_sees_every_put(watched: Path, kind: str) -> None:
     for watcher in range(WATCHERS):
         keys = np.sort(events.key[events.watcher == watcher])
         assert keys.tolist() == list(range(PUTS))
-    # an event cannot reach a watcher before its put was sent, nor take ages
-    assert 0 < float(np.median(events.latency_us)) < 1_000_000
+    # Causal, on the engine's one monotonic clock (docs/watch.md): an event
+    # reaches a watcher after its put was sent (whole ms, floored alike), and
+    # after a round trip through the database, never in 0 µs. How long it
+    # takes is the measurement, not a promise: no upper bound.
+    assert bool(np.all(events.arrival_ms >= events.sent_ms[events.key]))
+    assert float(np.median(events.latency_us)) > 0
     result = json.loads((out / "result.json").read_text())
     figures = next(d for d in result["databases"] if d["id"] == kind)["figures"]
     assert figures["WATCH-EVENTS-EXPECTED"] == WATCHERS * PUTS
@@ -146,6 +150,8 @@ def test_watchers_across_a_leader_kill(tmp_path: Path, installed_home) -> None:
         seen = figures["WATCH-EVENTS-RECEIVED"] + figures["WATCH-EVENTS-COALESCED"]
         expected = seen - events.unexpected() + figures["WATCH-EVENTS-MISSED"]
         assert expected == figures["WATCH-EVENTS-EXPECTED"], kind
+        # causal: the kill waits 1 s after the load's start (its time is
+        # within half a clock probe's round trip, far below that second)
         assert load_start < kill["unix"]
         # the verdict counts what the figures count
         watch = run["correctness"]["watch"]

@@ -34,7 +34,8 @@ from tests.fuzz.mutate import mutate_data
 
 pytestmark = pytest.mark.fuzz
 
-#: a load told to stop has 0.5 s for what is in flight; the rest is teardown
+#: a load told to stop has 0.5 s for what is in flight; the rest is teardown,
+#: which has no promised bound: this only tells a hang from a busy machine
 STOP_SECONDS = 10.0
 #: what the process may hold after an example: a plan may ask for a 1 GB value
 RSS_LIMIT = 3 * 1024**3
@@ -189,11 +190,12 @@ def check_plan(value: Any, pause: float) -> None:
         assert message and "\n" not in message, repr(message)
         return
     assert len(load.progress()) == 3
-    time.sleep(pause)
+    time.sleep(pause)  # the stimulus: the load runs this long before the stop
     load.stop()
-    began = time.monotonic()
+    # A hang guard, no timing judged: stop() gives what is in flight 0.5 s
+    # (the engine's GRACE) and its teardown is promised no bound; wait()
+    # returns as soon as the load is over, and False only after 10 s.
     assert load.wait(STOP_SECONDS), "the load did not stop"
-    assert time.monotonic() - began < STOP_SECONDS
     try:
         result = load.result()
     except RuntimeError as exc:  # the engine could not go on (no connection, ...)

@@ -18,7 +18,14 @@ from dbtester.agent.client import AgentClient
 from dbtester.errors import AgentError
 from dbtester.install import find_installed
 from dbtester.util.host import host_facts
-from tests.integration.agents import alive, loopback_peers, start_agent, stop_agent
+from tests.integration.agents import (
+    RunningAgent,
+    alive,
+    loopback_peers,
+    start_agent,
+    stop_agent,
+)
+from tests.support.poll import poll_until
 
 ETCD = "3.5.17"
 
@@ -47,6 +54,15 @@ def _start(client: AgentClient, **overrides: object):
     }
     args.update(overrides)
     return client.start(**args)
+
+
+def _sampled(agent: RunningAgent, rows: int) -> bool:
+    """Whether member 0 of run "r" has ``rows`` samples in its metrics.csv."""
+    path = agent.data_root / "runs" / "r" / "db" / "member-0" / "metrics.csv"
+    try:
+        return path.read_text().count("\n") - 1 >= rows  # the header, then a line a row
+    except FileNotFoundError:
+        return False
 
 
 def _members(agent) -> list[Path]:
@@ -129,9 +145,15 @@ def test_kill_9_of_the_database_is_reported_and_rows_are_kept(
     monkeypatch.setenv("DBTESTER_HOME", etcd_home)
     installed = find_installed("etcd", ETCD)
     assert installed is not None and reply.binary_sha256 == installed.sha256()
-    time.sleep(2.5)
+    # rows to keep: two samples of the running member before it is killed
+    poll_until(lambda: _sampled(agent, 2), 30, message="no two samples of the member")
     os.kill(reply.pid, signal.SIGKILL)
-    time.sleep(0.3)
+    poll_until(
+        lambda: client.status().members[0].state != "running",
+        30,
+        interval_s=0.1,
+        message="the agent never saw its member die",
+    )
     member = client.status().members[0]
     assert member.state == "exited"
     assert member.exit_code == -signal.SIGKILL
@@ -148,10 +170,11 @@ def test_controller_silence_stops_the_database(agent) -> None:
     client = agent.client()
     reply = _start(client, heartbeat_timeout_s=2.0)
     client.close()  # the controller goes quiet
-    deadline = time.monotonic() + 10
-    while alive(reply.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not alive(reply.pid), "the agent did not stop its database"
+    # The watchdog stops it after 2 s without a call; the 30 s only tell a
+    # watchdog that never fires from a busy machine (no timing is judged).
+    poll_until(
+        lambda: not alive(reply.pid), 30, interval_s=0.2, message="the agent did not stop it"
+    )
     failed = list((agent.data_root / "failed").glob("r/db/member-0"))
     assert failed, "the data dir was not kept"
     assert (agent.data_root / "runs" / "r" / "db" / "member-0" / "metrics.csv").exists()
@@ -342,18 +365,29 @@ def test_a_database_that_ignores_sigterm_is_killed_after_the_grace(
     try:
         client = running.client()
         reply = _start(client, version="0.0.0-stubborn")
-        time.sleep(1.0)
-        family = running.descendants()
-        assert len(family) >= 3  # the shell, etcd, sleep
+        family = poll_until(
+            lambda: found if len(found := running.descendants()) >= 3 else [],
+            30,
+            interval_s=0.1,
+            message="the shell, etcd and sleep never all ran",
+        )
         started = time.monotonic()
         result = client.stop("r", "db", 0)
         took = time.monotonic() - started
         print(f"stop of a SIGTERM-ignoring member: {took:.2f} s (grace {grace:.0f} s)")
         assert result.killed
-        assert grace <= result.stop_seconds <= grace + 1.0
-        assert took <= grace + 1.0 + 1.0  # + the call itself and measuring the data dir
-        time.sleep(0.2)
-        assert not alive(reply.pid)
-        assert [p for p in family if alive(p)] == []
+        # The stop's promise (dbtester/agent/member.py): SIGTERM, the whole
+        # grace, then SIGKILL. So the stop took the grace at least (one
+        # monotonic clock, exact), and the call contains the stop (causal).
+        # How long the SIGKILL and measuring the data dir take is promised
+        # nowhere: no upper bound; the kill shows in `killed` and below.
+        assert grace <= result.stop_seconds <= took, (result.stop_seconds, took)
+        # SIGKILL to the group: gone once the kernel reaps them
+        poll_until(
+            lambda: not alive(reply.pid) and not [p for p in family if alive(p)],
+            30,
+            interval_s=0.1,
+            message=lambda: f"left running: {[p for p in [reply.pid, *family] if alive(p)]}",
+        )
     finally:
         stop_agent(running)

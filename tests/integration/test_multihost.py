@@ -27,6 +27,7 @@ import yaml
 
 from tests.integration.netns import Topology, cannot_make_namespaces
 from tests.support.cluster import VERSIONS
+from tests.support.poll import poll_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -208,21 +209,33 @@ def test_isolating_the_leader_and_healing_it(lab: Lab, agents_up: Done) -> None:
     assert healed["member"] == isolated["member"] and not isolated["error"] + healed["error"]
     load = record["load"]
     assert load["started_unix"] < isolated["unix"] < healed["unix"] < load["ended_unix"]
+    # causal: the next leader is named after the isolation was asked for
     assert isolated["new_leader_s"] is not None and isolated["new_leader_s"] > 0
     print(f"isolate: a new leader {isolated['new_leader_s']:.2f} s later; {load['counts']}")
 
     # Successful completions stop for a while at the isolation (no leader until
-    # the other two elect one): the widest gap between two of them that begins
-    # before the heal begins at the isolation (within the clock offset's error).
+    # the other two elect one). The stall is the widest gap between two of
+    # them that ends after the isolation (on the controller's clock within
+    # half the offset probe's round trip, as the record's time is promised)
+    # and begins before the heal. Causally, no write commits from the
+    # isolation until a new leader is elected, and etcd's followers elect
+    # only after its election timeout (1 s) without the leader's heartbeat
+    # (every 100 ms): a stall of 0.9 s at least on any machine, so 0.3 s is
+    # no question of the machine's speed. It begins before the new leader
+    # was named (causal: only replies to writes committed before the
+    # isolation can arrive in between); where exactly is printed, not judged.
     with np.load(out / "etcd-3hosts" / "client-latency.npz") as records:
         ok = records["code"] == 0
         done = np.sort(records["due_ns"][ok] + records["latency_ns"][ok]) / 1e9
     starts, widths = done[:-1], np.diff(done)
-    candidates = (starts > isolated["unix"] - 1.0) & (starts < healed["unix"])
+    (member,) = [m for m in record["members"] if m["index"] == isolated["member"]]
+    at, error = isolated["unix"], member["clock_rtt_s"] / 2
+    candidates = (starts + widths >= at - error) & (starts < healed["unix"])
     widest = int(np.argmax(np.where(candidates, widths, 0.0)))
-    began = starts[widest] - isolated["unix"]
+    began = starts[widest] - at
     print(f"isolate: completions stopped {widths[widest]:.2f} s from {began:+.2f} s after it")
-    assert widths[widest] > 0.3 and -0.25 < began < 1.0
+    assert widths[widest] > 0.3, (widths[widest], began)
+    assert began < isolated["new_leader_s"] + error, (began, isolated["new_leader_s"])
     # ...and the run reports that window: no longer than the records' longest
     # stretch without a success from the isolation on
     (figures,) = json.loads((out / "result.json").read_text())["databases"][0]["faults"]
@@ -231,6 +244,8 @@ def test_isolating_the_leader_and_healing_it(lab: Lab, agents_up: Done) -> None:
         "heal",
         isolated["member"],
     )
+    # exact but for the figure's rounding to the ms: the run's window is a gap
+    # among these successes, after the isolation; above 0.3 s as the stall is
     longest = widths[starts > isolated["unix"] - 1.0].max()
     assert 0.3 < figures["unavailable_s"] <= longest + 1e-3
     table = (out / "summary.txt").read_text()
@@ -415,6 +430,7 @@ def _spread_runs(lab: Lab, case: dict[str, Any]) -> None:
     # the client rows cover both load hosts (each with an interface of its own)
     assert figures["CLIENT-TOTAL-NETWORK-RX-SUM"] > 0 and figures["CLIENT-MAX-CPU-USAGE"] > 0
     skews = [h["start_skew_ms"] for h in hosts]
+    # the 10 ms start skew load hosts are promised (docs/development.md)
     assert all(abs(s) < 10 for s in skews), skews
     print(
         f"spread: {figures['AVG-THROUGHPUT']:,.0f} req/s from 2 hosts,"
@@ -423,26 +439,57 @@ def _spread_runs(lab: Lab, case: dict[str, Any]) -> None:
         f" CPU {[round(h['cpu_seconds'], 2) for h in hosts]} s"
     )
 
-    # One load host's agent killed mid-load: the run fails, naming it.
+    _a_load_host_killed(lab, case)
+
+
+def _a_load_host_killed(lab: Lab, case: dict[str, Any]) -> None:
+    """One load host's agent killed mid-load: the run fails, naming it."""
     victim = lab.topology.load_hosts[1]
     pid = int((lab.root / "agents" / victim.name / "agent.pid").read_text())
     longer = {**case, "workload": {**case["workload"], "requests": 60_000}, "faults": []}
     config = lab.root / "spread-kill.yaml"
     config.write_text(yaml.safe_dump(longer, sort_keys=False))
+    # the victim's agent makes this folder when its Load call arrives, before
+    # its engine starts
+    runs = lab.root / "agents" / victim.name / "data" / "runs"
+    earlier = set(runs.glob("*/etcd-3hosts/load"))
+    absent = [time.monotonic()]  # the last time the folder was seen missing
+    killed: list[float] = []
+    over = threading.Event()  # the run ended (before its load began, if no kill)
+    failed: list[BaseException] = []
 
-    def kill_soon() -> None:
-        time.sleep(8.0)  # the cluster starts, then the load
-        os.kill(pid, signal.SIGKILL)
+    def loading() -> bool:
+        if set(runs.glob("*/etcd-3hosts/load")) - earlier:
+            return True
+        absent[0] = time.monotonic()
+        return over.is_set()
 
-    killer = threading.Thread(target=kill_soon)
+    def kill_once_loading() -> None:
+        try:
+            poll_until(loading, 600, interval_s=0.05, message="the victim's load never began")
+            if not over.is_set():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(time.monotonic())
+        except BaseException as exc:  # told after the run
+            failed.append(exc)
+
+    killer = threading.Thread(target=kill_once_loading)
     killer.start()
-    started = time.monotonic()
-    run = lab.dbtester("run", str(config), "--out", str(lab.root / "spread-kill-results"))
-    took = time.monotonic() - started
-    killer.join()
+    try:
+        run = lab.dbtester("run", str(config), "--out", str(lab.root / "spread-kill-results"))
+        ended = time.monotonic()
+    finally:
+        over.set()
+        killer.join()
+    assert not failed and killed, (failed, run.stderr[-3000:])
     assert run.returncode == 1, run.stderr[-3000:]
     assert f"load host 1 failed: agent {victim.address}:3500" in run.stderr, run.stderr[-3000:]
-    assert took < 30, took  # the load alone would take 30 s
+    # It stopped early, computed from the schedule: the load's 60,000
+    # requests are due at 2,000/s from its start, which came after its folder
+    # was made, itself after absent[0]; as planned it would end 30 s after
+    # that at the soonest. (The run fails when a load host's call breaks, or
+    # after SILENT_S = 4 s without word from it.)
+    assert ended < absent[0] + 30, (ended - absent[0], killed[0] - absent[0])
     for host in [*lab.topology.server_hosts, lab.topology.load_hosts[0]]:
         left = subprocess.run(
             ["ip", "netns", "pids", host.name], capture_output=True, text=True, check=False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
 import shlex
@@ -23,10 +24,11 @@ import yaml
 
 from dbtester.errors import PublishError
 from dbtester.publish import publish, published_readme
+from dbtester.publish.upload import ATTEMPTS, BACKOFF_S, DEADLINE_S, MIN_RATE
 from dbtester.report.charts import STANDARD
 from dbtester.util import net
 from tests.support.data import make_results, tree_hashes
-from tests.support.s3 import MARKER, Bucket, below, cloud_env, get, serve, tool
+from tests.support.s3 import FOREIGN, MARKER, Bucket, below, cloud_env, get, serve, tool
 
 pytestmark = pytest.mark.integration
 
@@ -132,8 +134,17 @@ def test_publish_and_read_back(bucket: Bucket, tmp_path: Path) -> None:
     _no_marker_in(root)
 
 
+def _in_this_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``env``'s cloud settings (and none of the host's) for publish() here."""
+    for name in [k for k in os.environ if k.startswith(FOREIGN) and k not in env]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        if name.startswith(FOREIGN):
+            monkeypatch.setenv(name, value)
+
+
 def test_dead_endpoint_fails_fast_then_the_retry_completes(
-    s3_bucket: Bucket, tmp_path: Path
+    s3_bucket: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = make_results(tmp_path / "results")
     local = tree_hashes(root)
@@ -141,11 +152,27 @@ def test_dead_endpoint_fails_fast_then_the_retry_completes(
     url = s3_bucket.url(prefix)
     dead = cloud_env({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{net.free_port()}"}, tmp_path)
 
+    # Fast, as promised (dbtester/publish/upload.py): ATTEMPTS attempts at the
+    # first file, each cut at its deadline (DEADLINE_S plus its size at
+    # MIN_RATE), BACKOFF_S doubling between them. Timed in this process, so
+    # that no interpreter's start is in it; s3fs is imported first.
+    import s3fs  # type: ignore[import-untyped]  # noqa: F401
+
+    _in_this_process(dead, monkeypatch)
     began = time.monotonic()
-    failed = _dbtester(dead, "publish", str(root), url)
+    with pytest.raises(PublishError, match=r"at charts/AVG-CPU\.svg \(3 attempts\)"):
+        publish(root, url, quiet=True)
     seconds = time.monotonic() - began
+    size = (root / "charts" / "AVG-CPU.svg").stat().st_size
+    backoffs = sum(BACKOFF_S * 2**k for k in range(ATTEMPTS - 1))  # 1 + 2 s
+    bound = ATTEMPTS * (DEADLINE_S + size / MIN_RATE) + backoffs
+    # exact below (the backoffs are slept); above, the promised bound: a
+    # refused connection takes none of its deadline, which leaves the rest
+    # (planning the uploads, making the client) over 20 s
+    assert backoffs <= seconds < bound, (seconds, bound)
+
+    failed = _dbtester(dead, "publish", str(root), url)
     assert failed.returncode == 3, failed.stderr
-    assert seconds < 30
     assert "failed at charts/AVG-CPU.svg (3 attempts)" in failed.stderr
     assert f"the local results in {root} are intact" in failed.stderr
     retry = f"dbtester publish {root} {url}"
@@ -172,12 +199,23 @@ def test_gcs_deadline_bounds_a_dead_endpoint(
     root = make_results(tmp_path / "results")
     local = tree_hashes(root)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"127.0.0.1:{net.free_port()}")
+    # imported before the clock starts, as publish() would (an import is no
+    # attempt): without experimental bucket features, or each call waits 60 s
+    monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    import gcsfs  # type: ignore[import-untyped]  # noqa: F401
+
     began = time.monotonic()
     with pytest.raises(PublishError) as caught:
         publish(root, "gs://results/x", quiet=True, attempts=2, deadline_s=1.0)
-    assert time.monotonic() - began < 10
+    seconds = time.monotonic() - began
     message = str(caught.value)
     assert "(2 attempts): no answer within 1 s (last error: Cannot connect to host" in message
+    # Exact below: the last attempt ran to its 1 s deadline (the message says
+    # so) after the backoff, which is slept. Above, what tells the deadline's
+    # work from gcsfs's own: one attempt alone would retry for ~34 s; the
+    # deadlines allow 3 s (+ the file's size at MIN_RATE), which leaves the
+    # rest (planning, the client) 30 s.
+    assert 1.0 + BACKOFF_S <= seconds < 34, seconds
     assert tree_hashes(root) == local
 
 
