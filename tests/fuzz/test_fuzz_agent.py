@@ -40,6 +40,7 @@ from dbtester.proto import agent_pb2 as pb
 from tests.fuzz.engine import budget, fuzz
 from tests.fuzz.mutate import HOSTILE_TEXT, hostile_values, mutate_bytes, rarely
 from tests.integration.agents import kill_groups, terminate
+from tests.support.poll import poll_until
 
 pytestmark = pytest.mark.fuzz
 
@@ -138,20 +139,21 @@ def _start_tracer(agent: Agent) -> None:
     )
     agent.trace = trace
     # Tracing has begun once a lookup the agent makes on a Start shows up.
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if agent.tracer.poll() is not None:
-            # ptrace refused (a container without CAP_SYS_PTRACE): the files
-            # the agent leaves behind are still checked after every example
-            print(f"[fuzz] agent: strace could not attach (exit {agent.tracer.returncode})")
-            agent.tracer = agent.trace = None
-            return
-        probe = pb.StartRequest(run_id="probe", database_id="probe", kind="etcd", version="0.0.0")
+    tracer = agent.tracer
+    probe = pb.StartRequest(run_id="probe", database_id="probe", kind="etcd", version="0.0.0")
+
+    def attached() -> str:
+        if tracer.poll() is not None:
+            return "refused"
         call(agent, "Start", probe.SerializeToString())
-        if any("0.0.0" in p.read_text(errors="replace") for p in trace.parent.iterdir()):
-            return
-        time.sleep(0.2)
-    raise AssertionError("strace did not attach to the agent")
+        traced = any("0.0.0" in p.read_text(errors="replace") for p in trace.parent.iterdir())
+        return "attached" if traced else ""
+
+    if poll_until(attached, 20, interval_s=0.2, message="strace did not attach") == "refused":
+        # ptrace refused (a container without CAP_SYS_PTRACE): the files
+        # the agent leaves behind are still checked after every example
+        print(f"[fuzz] agent: strace could not attach (exit {tracer.returncode})")
+        agent.tracer = agent.trace = None
 
 
 @pytest.fixture(scope="module")

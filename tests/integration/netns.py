@@ -16,11 +16,12 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.integration.agents import alive
+from tests.support.poll import poll_until
 
 __all__ = ["Host", "Topology", "cannot_make_namespaces"]
 
@@ -176,13 +177,13 @@ class Topology:
             self._wait_port(host, 22)
 
     def _wait_port(self, host: Host, port: int, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
         probe = f"import socket; socket.create_connection(({host.address!r}, {port}), 1).close()"
-        while time.monotonic() < deadline:
-            if self.client.run(["python3", "-c", probe]).returncode == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"sshd on {host.address}:{port} did not start")
+        poll_until(
+            lambda: self.client.run(["python3", "-c", probe]).returncode == 0,
+            timeout,
+            interval_s=0.2,
+            message=f"sshd on {host.address}:{port} did not start",
+        )
 
     def known_hosts_line(self, host: Host) -> str:
         assert host.host_key is not None
@@ -216,6 +217,11 @@ class Topology:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and any(alive(p) for p in pids):
-                time.sleep(0.1)
+            # 10 s to go after SIGTERM, then SIGKILL: no failure, a cleanup
+            with contextlib.suppress(AssertionError):
+                poll_until(_all_gone(pids), 10, interval_s=0.1)
+
+
+def _all_gone(pids: list[int]) -> Callable[[], bool]:
+    """Whether every one of ``pids`` has exited (a condition to poll)."""
+    return lambda: not any(alive(p) for p in pids)

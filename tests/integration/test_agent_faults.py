@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from dbtester.databases.base import Peer
 from dbtester.errors import AgentError
 from tests.integration.agents import agents, alive, loopback_peers
 from tests.support.cluster import VERSIONS, b64, post, wait_serving
+from tests.support.poll import poll_until
 
 RUN = "faults"
 
@@ -43,17 +44,26 @@ def _state(client: AgentClient, index: int) -> str:
     return str(member.state)
 
 
-def _eventually(check: object, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
+def _eventually(check: Callable[[], bool], seconds: float = 20.0) -> None:
+    """Until ``check()`` is true; a member that does not answer yet is not."""
+
+    def answered() -> bool:
         try:
-            if check():  # type: ignore[operator]
-                return
+            return check()
         except (OSError, urllib.error.URLError):
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {seconds:.0f} s")
-        time.sleep(0.2)
+            return False
+
+    poll_until(answered, seconds, interval_s=0.2, message="not true")
+
+
+def _sampled_pids(metrics: Path) -> list[int]:
+    """The pid column of a member's metrics.csv as far as it is written."""
+    try:
+        text = metrics.read_text()
+    except FileNotFoundError:
+        return []
+    whole = text[: text.rfind("\n") + 1]  # a row being appended is left out
+    return [int(row["pid"]) for row in csv.DictReader(whole.splitlines())]
 
 
 def test_kill_restart_pause_resume(tmp_path: Path, installed_home) -> None:
@@ -73,9 +83,15 @@ def test_kill_restart_pause_resume(tmp_path: Path, installed_home) -> None:
             )
         wait_serving("etcd", peers)
         _put(peers[0], range(0, 100))
-        time.sleep(1.5)  # a sampler row or two of the first process
         victim = clients[2]
         first_pid = next(m.pid for m in victim.status().members)
+        sampled = running[2].data_root / "runs" / RUN / "db" / "member-2" / "metrics.csv"
+        poll_until(
+            lambda: first_pid in _sampled_pids(sampled),
+            30,
+            interval_s=0.1,
+            message="no sample of the first process",
+        )
 
         # kill: the process group is gone, the state is "killed" (never "exited",
         # which the controller counts as a death), the others go on writing
@@ -86,7 +102,12 @@ def test_kill_restart_pause_resume(tmp_path: Path, installed_home) -> None:
         _put(peers[0], range(100, 200))
         with pytest.raises(AgentError, match="FAILED_PRECONDITION"):
             victim.fault("kill", RUN, "db", 2)
-        time.sleep(1.5)  # a sampler row or two while it is down
+        poll_until(
+            lambda: 0 in _sampled_pids(sampled),
+            30,
+            interval_s=0.1,
+            message="no sample while it is down",
+        )
 
         # restart: a new process on the same data dir catches up with the rest
         restarted = victim.fault("restart", RUN, "db", 2)
@@ -145,11 +166,14 @@ def test_the_leader_is_found_and_replaced(kind: str, tmp_path: Path, installed_h
 
 def _leader_other_than(kind: str, peers: list[Peer], old: int | None, seconds: float) -> int:
     """The leader the kind names, once it names one other than ``old``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        found = KINDS[kind].leader(peers)
-        if found is not None and found != old:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{kind}: no leader but {old} after {seconds:.0f} s")
-        time.sleep(0.2)
+    found: list[int] = []
+
+    def named() -> bool:
+        leader = KINDS[kind].leader(peers)
+        if leader is not None and leader != old:
+            found.append(leader)
+            return True
+        return False
+
+    poll_until(named, seconds, interval_s=0.2, message=f"{kind}: no leader but {old}")
+    return found[-1]

@@ -8,7 +8,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import paramiko
@@ -20,6 +19,7 @@ from dbtester.control.agents import ensure_remote_token, remote_token
 from dbtester.errors import ConfigError, DbtesterError, RemoteError
 from dbtester.remote import agent_hosts
 from dbtester.remote.ssh import fingerprint
+from tests.support.poll import poll_until
 
 CASE = """
 title: t
@@ -102,14 +102,12 @@ def test_pidfile_of_a_dead_or_foreign_process_is_taken_over(tmp_path: Path) -> N
 def test_second_agent_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "agent.pid"
     fake = subprocess.Popen(
+        # the stimulus: a process named like an agent that outlives the test
         [sys.executable, "-c", "import time; time.sleep(30)", "dbtester", "agent", "serve"]
     )
     try:
         path.write_text(f"{fake.pid}\n")
-        deadline = time.monotonic() + 10
-        while not is_agent(fake.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)  # until the child has exec'd
-        assert is_agent(fake.pid)
+        poll_until(lambda: is_agent(fake.pid), 10, interval_s=0.02, message="never exec'd")
         with pytest.raises(DbtesterError, match="already running"), pidfile(path):
             pass
         assert path.read_text().strip() == str(fake.pid)  # left alone

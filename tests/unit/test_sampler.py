@@ -90,7 +90,11 @@ def test_sampler_writes_a_row_per_tick_for_a_busy_process(tmp_path: Path) -> Non
 
 
 def test_sampler_survives_the_process_vanishing(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.7)"])
+    # lives until its stdin closes: once it has been sampled, not after a
+    # guessed time a busy machine may not give the sampler
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
     sampler = Sampler(
         psutil.Process(proc.pid),
         tmp_path / "m.csv",
@@ -100,12 +104,15 @@ def test_sampler_survives_the_process_vanishing(tmp_path: Path) -> None:
         interval=0.3,
     )
     sampler.start()
-    proc.wait()
 
     def last_pid() -> str:
-        text = (tmp_path / "m.csv").read_text().splitlines()
+        text = (tmp_path / "m.csv").read_text().splitlines() if sampler.samples else []
         return text[-1].split(",")[COLUMNS.index("pid")] if len(text) > 1 else ""
 
+    poll_until(lambda: last_pid() == str(proc.pid), 30, message="no row of the running process")
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait()
     poll_until(lambda: last_pid() == "0", 30, message="no row after the process ended")
     sampler.stop()
     rows = list(csv.DictReader((tmp_path / "m.csv").open()))

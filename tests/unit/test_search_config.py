@@ -276,7 +276,7 @@ def test_the_sched_meter_counts_a_threads_cpu() -> None:
     worker.start()
     while worker.is_alive():
         meter.sample()
-        time.sleep(0.02)
+        time.sleep(0.02)  # the sampling pace while the thread spins, no wait for a condition
     worker.join()
     meter.sample()
     if not meter.available:
