@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from dbtester.results import CheckedOperations
 from dbtester.results.checked import NO_MEMBER
+from tests.support.cases import database, make_case, write_case
 from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
@@ -23,27 +23,18 @@ PUTS = 4000
 def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_home) -> None:
     for kind, version in VERSIONS.items():
         home = Path(installed_home(kind, version))
-    case = {
-        "title": "e2e check",
-        "workload": {
-            "type": "write",
-            "requests": PUTS,
-            "rate": 1000,
-            "clients": 20,
-            "connections": 4,
-            "check": {"clients": 4, "keys": 4},
-        },
-        "faults": [
+    case = make_case(
+        title="e2e check",
+        # the key and value sizes are the product's defaults
+        workload={"requests": PUTS, "rate": 1000, "check": {"clients": 4, "keys": 4}}
+        | {"key_size": None, "value_size": None},
+        faults=[
             {"at": "1s", "action": "kill", "member": "leader"},
             {"at": "3s", "action": "restart"},
         ],
-        "databases": [
-            {"id": kind, "kind": kind, "version": version, "members": 3}
-            for kind, version in VERSIONS.items()
-        ],
-    }
-    config = tmp_path / "case.yaml"
-    config.write_text(yaml.safe_dump(case))
+        databases=[database(kind, kind, members=3) for kind in VERSIONS],
+    )
+    config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
     result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from dbtester.results.requests import Records
+from tests.support.cases import database, make_case
 from tests.support.cluster import VERSIONS, dbtester, finish, reap, start_run, wait_for_text
 
 pytestmark = pytest.mark.integration
@@ -26,29 +27,14 @@ pytestmark = pytest.mark.integration
 def _case(
     kind: str, faults: Sequence[Mapping[str, object]], requests: int, rate: int
 ) -> dict[str, Any]:
-    return {
-        "title": f"faults on {kind}",
-        "workload": {
-            "type": "write",
-            "requests": requests,
-            "key_size": 64,
-            "value_size": 256,
-            "clients": 20,
-            "connections": 6,
-            "rate": rate,
-        },
-        "databases": [
-            {
-                "id": kind,
-                "kind": kind,
-                "version": VERSIONS[kind],
-                "members": 3,
-                # elections at production timing (its default is 5x slower)
-                **({"flags": {"raft_multiplier": 1}} if kind == "consul" else {}),
-            }
-        ],
-        "faults": faults,
-    }
+    # Consul's elections at production timing (its default is 5x slower)
+    flags: dict[str, Any] = {"flags": {"raft_multiplier": 1}} if kind == "consul" else {}
+    return make_case(
+        title=f"faults on {kind}",
+        workload={"requests": requests, "connections": 6, "rate": rate},
+        databases=[database(kind, kind, members=3, **flags)],
+        faults=list(faults),
+    )
 
 
 def _run(tmp_path: Path, home: str, case: dict[str, Any]) -> tuple[Path, str]:

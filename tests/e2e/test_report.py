@@ -20,6 +20,7 @@ import yaml
 from dbtester.analyze.figures import step_row
 from dbtester.analyze.steps import SCALING_SERIES
 from dbtester.report.charts import STANDARD
+from tests.support.cases import database, make_case
 from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
@@ -36,29 +37,16 @@ NUMBER = re.compile(r"^-?[0-9][0-9,]*(\.[0-9]+)?$")
 
 
 def _case() -> dict[str, object]:
-    return {
-        "title": "e2e report: clients 2 to 32",
-        "description": "etcd 3.5 vs 3.6, one member each, three client steps",
-        "workload": {
-            "type": "write",
-            "requests": 3000,
-            "key_size": 64,
-            "value_size": 256,
-            "clients": STEPS[-1],
-            "connections": 8,
-            "client_steps": list(STEPS),
-        },
-        "databases": [
-            {
-                "id": f"etcd-{v}",
-                "kind": "etcd",
-                "version": v,
-                "members": 1,
-                **({"description": TRICKY} if i == 0 else {}),
-            }
+    load = {"requests": 3000, "clients": STEPS[-1], "connections": 8, "client_steps": list(STEPS)}
+    return make_case(
+        title="e2e report: clients 2 to 32",
+        description="etcd 3.5 vs 3.6, one member each, three client steps",
+        workload=load,
+        databases=[
+            database(f"etcd-{v}", version=v, **({"description": TRICKY} if i == 0 else {}))
             for i, v in enumerate(VERSIONS)
         ],
-    }
+    )
 
 
 @pytest.fixture(scope="module")

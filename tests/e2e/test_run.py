@@ -18,6 +18,7 @@ from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.results import SCHEMA_VERSION
 from dbtester.util.host import host_facts
 from tests.integration.agents import alive
+from tests.support.cases import database, make_case
 from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
@@ -26,26 +27,16 @@ ETCD_VERSIONS = ("3.5.17", "3.6.8")
 
 
 def _case(kind: str, requests: int) -> dict[str, object]:
-    return {
-        "title": f"e2e {kind}",
-        "description": "end-to-end test",
-        "workload": {
-            "type": kind,
-            "requests": requests,
-            "key_size": 64,
-            "value_size": 256,
-            "clients": 20,
-            "connections": 4,
-        },
-        "databases": [
-            *(
-                {"id": f"etcd-{v}", "kind": "etcd", "version": v, "members": 3}
-                for v in ETCD_VERSIONS
-            ),
-            {"id": "zk", "kind": "zookeeper", "version": VERSIONS["zookeeper"], "members": 3},
-            {"id": "consul", "kind": "consul", "version": VERSIONS["consul"], "members": 3},
+    return make_case(
+        title=f"e2e {kind}",
+        description="end-to-end test",
+        workload={"type": kind, "requests": requests},
+        databases=[
+            *(database(f"etcd-{v}", version=v, members=3) for v in ETCD_VERSIONS),
+            database("zk", "zookeeper", members=3),
+            database("consul", "consul", members=3),
         ],
-    }
+    )
 
 
 @pytest.fixture(scope="module")

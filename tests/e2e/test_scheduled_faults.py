@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from dbtester.results.requests import Records
+from tests.support.cases import database, make_case, write_case
 from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
@@ -20,28 +20,19 @@ VERSION = "3.5.17"
 
 def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_home) -> None:
     home = Path(installed_home("etcd", VERSION))
-    case = {
-        "title": "kill the leader",
-        "workload": {
-            "type": "write",
-            "requests": 12000,
-            "key_size": 64,
-            "value_size": 256,
-            "clients": 20,
-            "connections": 6,
-            "rate": 2000,
-        },
-        "databases": [{"id": "etcd", "kind": "etcd", "version": VERSION, "members": 3}],
-        "faults": [
+    case = make_case(
+        title="kill the leader",
+        workload={"requests": 12000, "connections": 6, "rate": 2000},
+        databases=[database("etcd", version=VERSION, members=3)],
+        faults=[
             {"at": "1s", "action": "kill", "member": "leader"},
             # 3 s for the others to elect a leader: restarted sooner, the
             # old leader (whose log is the newest) can win again, and no
             # other member is ever named (seen once with 1.5 s between the two)
             {"at": "4s", "action": "restart"},
         ],
-    }
-    config = tmp_path / "case.yaml"
-    config.write_text(yaml.safe_dump(case))
+    )
+    config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "out"
     result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.support.cases import database, make_case
 from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
@@ -21,20 +22,14 @@ SLO_MS = 50.0
 
 
 def _case() -> dict[str, object]:
-    return {
-        "title": "e2e search",
-        "workload": {
-            "type": "write",
-            "warmup_requests": 300,
-            "key_size": 64,
-            "value_size": 256,
-            "clients": 50,
-            "connections": 5,
-        },
-        "databases": [{"id": "etcd", "kind": "etcd", "version": VERSION, "members": 3}],
-        "repeat": 2,
+    return make_case(
+        title="e2e search",
+        # a search sets the requests: none here
+        workload={"requests": None, "warmup_requests": 300, "clients": 50, "connections": 5},
+        databases=[database("etcd", version=VERSION, members=3)],
+        repeat=2,
         # Coarse on purpose: three or four 5-second probes a trial.
-        "search": {
+        search={
             "slo_ms": SLO_MS,
             "percentile": 99,
             "hold_s": "5s",
@@ -42,7 +37,7 @@ def _case() -> dict[str, object]:
             "precision": 0.5,
             "time_budget": "60s",
         },
-    }
+    )
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.cases import database, make_case
 from tests.support.cluster import dbtester
 
 pytestmark = pytest.mark.integration
@@ -27,27 +28,16 @@ REPEAT = 5
 
 
 def _case() -> dict[str, object]:
-    def etcd(db_id: str) -> dict[str, object]:
-        return {"id": db_id, "kind": "etcd", "version": VERSION, "members": 1}
-
-    return {
-        "title": "e2e trials",
-        "workload": {
-            "type": "write",
-            "requests": 6000,
-            "warmup_requests": 500,
-            "key_size": 64,
-            "value_size": 1024,
-            "clients": 20,
-            "connections": 4,
-        },
-        "databases": [
-            etcd("a"),
-            etcd("b"),
-            {**etcd("big"), "workload": {"value_size": 4096}},
+    return make_case(
+        title="e2e trials",
+        workload={"requests": 6000, "warmup_requests": 500, "value_size": 1024},
+        databases=[
+            database("a", version=VERSION),
+            database("b", version=VERSION),
+            database("big", version=VERSION, workload={"value_size": 4096}),
         ],
-        "repeat": REPEAT,
-    }
+        repeat=REPEAT,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from dbtester.results import WatchEvents
+from tests.support.cases import database, make_case, write_case
 from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
@@ -42,19 +42,16 @@ def _run(
     on a 3-member cluster of each kind; the results directory."""
     for kind, version in VERSIONS.items():
         home = Path(installed_home(kind, version))
-    workload = {"type": "watch", "requests": puts, "rate": 500, "key_size": 64}
-    workload |= {"value_size": 256, "clients": 20, "connections": connections}
+    workload = {"type": "watch", "requests": puts, "rate": 500, "connections": connections}
     workload |= {"watchers": watchers, "watch_connections": connections}
     workload |= {"check": {"model": "watch", "on_violation": on_violation}}
-    case: dict[str, object] = {"title": "e2e watch", "workload": workload}
-    case["databases"] = [
-        {"id": kind, "kind": kind, "version": version, "members": 3}
-        for kind, version in VERSIONS.items()
-    ]
-    if faults:
-        case["faults"] = faults
-    config = tmp_path / "case.yaml"
-    config.write_text(yaml.safe_dump(case))
+    case = make_case(
+        title="e2e watch",
+        workload=workload,
+        databases=[database(kind, kind, members=3) for kind in VERSIONS],
+        **({"faults": faults} if faults else {}),
+    )
+    config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
     result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

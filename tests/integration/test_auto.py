@@ -13,34 +13,23 @@ import pytest
 import yaml
 
 from tests.standins.etcd import EtcdStandIn
+from tests.support.cases import database, make_case
 
 pytestmark = pytest.mark.integration
 
 
 def _case(first: str, second: str, **top: object) -> dict[str, object]:
-    return {
-        "title": "auto",
-        "workload": {
-            "type": "write",
-            "requests": 300,
-            "key_size": 16,
-            "value_size": 64,
-            "clients": 8,
-            "connections": 2,
-        },
-        "databases": [
-            {"id": "a", "kind": "etcd", "version": "3.5.17", "endpoints": [first]},
-            {
-                "id": "b",
-                "kind": "etcd",
-                "version": "3.5.17",
-                "endpoints": [second],
-                "workload": {"rate": 150},
-            },
+    return make_case(
+        title="auto",
+        workload={"requests": 300, "key_size": 16, "value_size": 64}
+        | {"clients": 8, "connections": 2},
+        databases=[
+            database("a", endpoints=[first]),
+            database("b", endpoints=[second], workload={"rate": 150}),
         ],
-        "repeat": "auto",
+        repeat="auto",
         **top,
-    }
+    )
 
 
 def test_a_plain_difference_is_decided_early(tmp_path: Path, run_cli) -> None:

@@ -9,22 +9,21 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.standins.etcd import EtcdStandIn, Misbehave
+from tests.support.cases import database, make_case, write_case
 
 pytestmark = pytest.mark.integration
 
 
 def _run(tmp_path: Path, run_cli, endpoint: str, workload: dict[str, object]):
     base: dict[str, object] = {"requests": 600, "rate": 300, "key_size": 16, "value_size": 32}
-    case = {
-        "title": "check",
-        "workload": base | {"clients": 4, "connections": 2} | workload,
-        "databases": [{"id": "a", "kind": "etcd", "version": "3.5.17", "endpoints": [endpoint]}],
-    }
-    path = tmp_path / "case.yaml"
-    path.write_text(yaml.safe_dump(case))
+    case = make_case(
+        title="check",
+        workload=base | {"clients": 4, "connections": 2} | workload,
+        databases=[database("a", endpoints=[endpoint])],
+    )
+    path = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "out"
     return run_cli("run", str(path), "--out", str(out)), out
 

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from benchmarks.history_scale import derive_run
 from dbtester.results import ResultsDir
 from dbtester.util import net
 from tests.conftest import ROOT
+from tests.support.cases import database, make_case, write_case
 from tests.support.s3 import MARKER, Bucket, cloud_env, serve
 
 pytestmark = pytest.mark.integration
@@ -107,12 +107,10 @@ def _dbtester(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 def real_run(installed_home, tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = installed_home("etcd", VERSION)
     root = tmp_path_factory.mktemp("real")
-    case = {
-        "title": "history",
-        "workload": {"type": "write", "requests": 2000, "clients": 8, "connections": 2},
-        "databases": [{"id": "etcd", "kind": "etcd", "version": VERSION, "members": 1}],
-    }
-    (root / "case.yaml").write_text(yaml.safe_dump(case))
+    # the load's key and value sizes are the product's defaults
+    load = {"requests": 2000, "clients": 8, "connections": 2, "key_size": None, "value_size": None}
+    case = make_case(title="history", workload=load, databases=[database("etcd", version=VERSION)])
+    write_case(root / "case.yaml", case)
     out = root / "results"
     env = {**cloud_env({}, root), "DBTESTER_HOME": home}
     result = _dbtester(env, "run", str(root / "case.yaml"), "--out", str(out))

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from tests.integration.netns import Topology, cannot_make_namespaces
+from tests.support.cases import database, make_case, write_case
 from tests.support.cluster import VERSIONS
 from tests.support.poll import poll_until
 
@@ -81,21 +82,12 @@ def _write_case(path: Path, topology: Topology, root: Path, **host_extra: object
         }
         for h in topology.server_hosts
     ]
-    case = {
-        "title": "Multi-host smoke test",
-        "workload": {
-            "type": "write",
-            "requests": 3000,
-            "key_size": 16,
-            "value_size": 256,
-            "clients": 30,
-            "connections": 6,
-        },
-        "databases": [
-            {"id": "etcd-3hosts", "kind": "etcd", "version": ETCD, "hosts": hosts},
-        ],
-    }
-    path.write_text(yaml.safe_dump(case, sort_keys=False))
+    case = make_case(
+        title="Multi-host smoke test",
+        workload={"requests": 3000, "key_size": 16, "clients": 30, "connections": 6},
+        databases=[database("etcd-3hosts", version=ETCD, hosts=hosts)],
+    )
+    write_case(path, case)
 
 
 @pytest.fixture(scope="module")
@@ -273,12 +265,7 @@ def test_zookeeper_and_consul_stay_linearizable_through_a_leader_isolation(
     hosts = case["databases"][0]["hosts"]
     case["databases"] = [
         # each its own copy: yaml.safe_dump writes a shared list as an alias
-        {
-            "id": f"{kind}-3hosts",
-            "kind": kind,
-            "version": VERSIONS[kind],
-            "hosts": [*map(dict, hosts)],
-        }
+        database(f"{kind}-3hosts", kind, hosts=[*map(dict, hosts)])
         for kind in ("zookeeper", "consul")
     ]
     case["workload"].update(

@@ -16,17 +16,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pytest
-import yaml
 
 from dbtester.errors import PublishError
 from dbtester.publish import publish, published_readme
 from dbtester.publish.upload import ATTEMPTS, BACKOFF_S, DEADLINE_S, MIN_RATE
 from dbtester.report.charts import STANDARD
 from dbtester.util import net
+from tests.support.cases import make_case, write_case
+from tests.support.cluster import VERSIONS
 from tests.support.data import make_results, tree_hashes
 from tests.support.s3 import FOREIGN, MARKER, Bucket, below, cloud_env, get, serve, tool
 
@@ -224,16 +224,19 @@ def test_run_publishes_when_the_case_says_so(
 ) -> None:
     """The whole path once: a tiny real run (one etcd member, 200 writes), then
     the upload its test case asks for."""
-    home = installed_home("etcd", "3.5.17")
-    case: dict[str, Any] = {
-        "title": "publish after run",
-        "workload": {"type": "write", "requests": 200, "key_size": 16, "value_size": 16},
-        "databases": [{"id": "etcd", "kind": "etcd", "version": "3.5.17", "members": 1}],
-        "publish": {"url": s3_bucket.url("from-run")},
-    }
-    case["workload"] |= {"clients": 4, "connections": 1}
-    config = tmp_path / "case.yaml"
-    config.write_text(yaml.safe_dump(case))
+    home = installed_home("etcd", VERSIONS["etcd"])
+    case = make_case(
+        title="publish after run",
+        workload={
+            "requests": 200,
+            "key_size": 16,
+            "value_size": 16,
+            "clients": 4,
+            "connections": 1,
+        },
+        publish={"url": s3_bucket.url("from-run")},
+    )
+    config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "out"
     env = {**cloud_env(s3_bucket.env, tmp_path), "DBTESTER_HOME": home}
     result = _dbtester(env, "run", str(config), "--out", str(out), "--workers", "1", timeout=300)

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import STALE_ROW, Figures, compute, table_rows
 from dbtester.results import OPERATIONS, DatabaseRecord, LoadWindow, Records
+from tests.support.cases import database, make_case, write_case
 
 START = 1_800_000_000.0
 READ, INSERT = OPERATIONS.index("read"), OPERATIONS.index("insert")
@@ -121,13 +121,12 @@ def _run(
     home: Path, tmp_path: Path, consistency: str, requests: int
 ) -> tuple[dict[str, Any], Records, Path]:
     """YCSB D at test size on 3 members: its figures, records and results."""
-    case = {
-        "title": f"YCSB D on ZooKeeper, {consistency} reads",
-        "workload": {
+    case = make_case(
+        title=f"YCSB D on ZooKeeper, {consistency} reads",
+        workload={
             "type": "mixed",
             "key_count": 500,
             "requests": requests,
-            "key_size": 64,
             "value_size": 128,
             "read_proportion": 0.95,
             "update_proportion": 0.0,
@@ -140,12 +139,9 @@ def _run(
             # stale reads are allowed with serializable: do not stop for them
             "max_error_rate": 0.2,
         },
-        "databases": [
-            {"id": "zookeeper-v3.8", "kind": "zookeeper", "version": ZOOKEEPER, "members": 3}
-        ],
-    }
-    path = tmp_path / "case.yaml"
-    path.write_text(yaml.safe_dump(case))
+        databases=[database("zookeeper-v3.8", "zookeeper", ZOOKEEPER, members=3)],
+    )
+    path = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
     result = subprocess.run(
         [sys.executable, "-m", "dbtester", "run", str(path), "--out", str(out)],
