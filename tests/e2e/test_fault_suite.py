@@ -20,7 +20,7 @@ import psutil
 import pytest
 import yaml
 
-from dbtester.control.database_run import AGENT_WATCHDOG_S, HEARTBEAT_S, MISSED_BEATS
+from dbtester.control.cluster import AGENT_WATCHDOG_S, HEARTBEAT_S, MISSED_BEATS
 from tests.e2e.test_faults import _agent_of, _finish, _start_run, _wait_for, _write_case
 from tests.integration.agents import RunningAgent, alive, start_agent, stop_agent
 from tests.unit.test_config_errors import CASES

@@ -15,7 +15,7 @@ import psutil
 import pytest
 import yaml
 
-from dbtester.control.database_run import HEARTBEAT_S, MISSED_BEATS
+from dbtester.control.cluster import HEARTBEAT_S, MISSED_BEATS
 from tests.integration.agents import agents, alive, loopback_peers
 from tests.integration.test_agent_cluster import _wait_serving
 

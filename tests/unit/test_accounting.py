@@ -11,8 +11,11 @@ import pytest
 
 from dbtester.analyze.figures import compute
 from dbtester.config.load import load_test_case_text
-from dbtester.control import database_run
-from dbtester.control.database_run import DatabaseRun
+from dbtester.control import verify as verify_phase
+from dbtester.control.cluster import Cluster
+from dbtester.control.job import DatabaseJob
+from dbtester.control.measure import Measured, Seeded, Warmed
+from dbtester.control.verify import Counted, count, verify
 from dbtester.errors import DbtesterError
 from dbtester.load.runner import LoadResult
 from dbtester.results import Records, ResultsDir, Verification
@@ -25,12 +28,13 @@ workload: {type: write, requests: 100}
 databases: [{id: db, kind: etcd, version: 3.5.17}]
 """
 
+#: the cluster the keys are counted on (count_keys is replaced: no member runs)
+CLUSTER = Cluster(endpoints=())
 
-def _run(tmp_path: Path) -> DatabaseRun:
+
+def _job(tmp_path: Path) -> DatabaseJob:
     db = load_test_case_text(CASE).case.databases[0]
-    return DatabaseRun(
-        db, "run", ResultsDir(tmp_path / "out"), tmp_path / "scratch", None, Reporter()
-    )
+    return DatabaseJob(db, "run", ResultsDir(tmp_path / "out"), tmp_path / "scratch", Reporter())
 
 
 @pytest.mark.parametrize(
@@ -40,36 +44,43 @@ def _run(tmp_path: Path) -> DatabaseRun:
 def test_lost_or_unexpected_keys_fail(
     tmp_path: Path, found: int, lost: int, unexpected: int, fails: bool
 ) -> None:
-    run = _run(tmp_path)
+    job = _job(tmp_path)
     # 100 attempted: 95 acknowledged, 5 unknown outcome -> 95..100 keys are fine.
-    run.verification = Verification(
-        attempted=100,
-        acknowledged=95,
-        failed=0,
-        unknown=5,
-        expected_min=95,
-        expected_max=100,
-        found=found,
-        lost=lost,
-        unexpected=unexpected,
+    counted = Counted(
+        Verification(
+            attempted=100,
+            acknowledged=95,
+            failed=0,
+            unknown=5,
+            expected_min=95,
+            expected_max=100,
+            found=found,
+            lost=lost,
+            unexpected=unexpected,
+        )
     )
     if not fails:
-        run._verify()
+        verify(job, counted)
         return
-    with pytest.raises(DbtesterError, match="verification failed") as caught:
-        run._verify()
+    with pytest.raises(DbtesterError, match="db: verification failed") as caught:
+        verify(job, counted)
     assert f"{lost:,} acknowledged keys lost, {unexpected:,} unexpected" in str(caught.value)
     assert "expected 95..100" in str(caught.value)
 
 
-def _loaded(run: DatabaseRun, codes: list[str]) -> None:
-    """Give the run a finished load whose requests ended with ``codes``."""
+def _measured(codes: list[str]) -> Measured:
+    """A finished load whose requests ended with ``codes``."""
     names = sorted(set(codes), key=lambda c: c != "ok")
     n = len(codes)
     zeros = np.zeros(n, np.int64)
     code = np.array([names.index(c) for c in codes], np.uint8)
     records = Records(zeros, zeros, zeros, code, np.zeros(n, np.uint16), names)
-    run.load = LoadResult(records, 0.0, 1.0, 1.0, "", 1)
+    return Measured(LoadResult(records, 0.0, 1.0, 1.0, "", 1))
+
+
+def _count(job: DatabaseJob, measured: Measured) -> Counted:
+    """The keys counted after ``measured``, with nothing written before it."""
+    return count(job, CLUSTER, Seeded(), Warmed(), measured)
 
 
 @pytest.mark.parametrize(
@@ -81,11 +92,10 @@ def test_account_counts_what_the_load_wrote(
 ) -> None:
     """100 writes: 90 acknowledged, 4 refused (never applied), 6 unavailable (may
     or may not have been applied): 90..96 keys are right, anything else fails."""
-    run = _run(tmp_path)
-    _loaded(run, ["ok"] * 90 + ["FAILED_PRECONDITION"] * 4 + ["UNAVAILABLE"] * 6)
-    monkeypatch.setattr(type(run.kind), "count_keys", lambda self, settings: found)
-    run._account()
-    v = run.verification
+    job = _job(tmp_path)
+    measured = _measured(["ok"] * 90 + ["FAILED_PRECONDITION"] * 4 + ["UNAVAILABLE"] * 6)
+    monkeypatch.setattr(type(job.kind), "count_keys", lambda self, settings: found)
+    v = _count(job, measured).verification
     assert v is not None
     assert (v.attempted, v.acknowledged, v.failed, v.unknown) == (100, 90, 4, 6)
     assert (v.expected_min, v.expected_max, v.found) == (90, 96, found)
@@ -93,22 +103,45 @@ def test_account_counts_what_the_load_wrote(
     assert (v.lost, v.unexpected) == (max(0, 90 - found), max(0, found - 96))
 
 
+def test_the_warm_up_and_the_load_phase_count_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every key-writing request before the measured load is in the
+    database as well: the load phase's (all acknowledged) and the
+    warm-up's."""
+    job = _job(tmp_path)
+    loaded = _measured(["ok"] * 20).load
+    warmup = _measured(["ok"] * 20 + ["UNAVAILABLE"] * 5).load
+    monkeypatch.setattr(type(job.kind), "count_keys", lambda self, settings: 125)
+    counted = count(job, CLUSTER, Seeded(loaded), Warmed(warmup), _measured(["ok"] * 80))
+    v = counted.verification
+    assert v is not None
+    assert (v.attempted, v.acknowledged, v.unknown) == (125, 120, 5)
+    assert (v.expected_min, v.expected_max) == (120, 125)
+
+
+def test_nothing_is_counted_without_a_load(tmp_path: Path) -> None:
+    """A search that ran no probe: no load, nothing to count against."""
+    assert _count(_job(tmp_path), Measured(None)) == Counted()
+
+
 def test_account_survives_a_cluster_that_cannot_be_counted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = _run(tmp_path)
-    _loaded(run, ["ok"] * 10)
+    job = _job(tmp_path)
 
     def refuse(self: object, settings: object) -> int:
         raise ConnectionError("connection refused")
 
-    monkeypatch.setattr(type(run.kind), "count_keys", refuse)
-    monkeypatch.setattr(database_run, "COUNT_RETRY_S", 0.3)
-    monkeypatch.setattr(database_run, "COUNT_RETRY_PAUSE_S", 0.1)
-    run._account()  # never raises: the load's own error is the one to report
-    assert run.verification is None
+    monkeypatch.setattr(type(job.kind), "count_keys", refuse)
+    monkeypatch.setattr(verify_phase, "COUNT_RETRY_S", 0.3)
+    monkeypatch.setattr(verify_phase, "COUNT_RETRY_PAUSE_S", 0.1)
+    counted = _count(
+        job, _measured(["ok"] * 10)
+    )  # never raises: the load's own error is the one to report
+    assert counted.verification is None
     with pytest.raises(DbtesterError, match="counting keys failed: connection refused"):
-        run._verify()
+        verify(job, counted)
 
 
 def test_counting_is_retried_while_the_cluster_elects(
@@ -116,30 +149,27 @@ def test_counting_is_retried_while_the_cluster_elects(
 ) -> None:
     """A member died and took the leadership with it: the first counts fail
     ("leader changed"), a later one answers, and that answer is the count."""
-    run = _run(tmp_path)
-    _loaded(run, ["ok"] * 10)
+    job = _job(tmp_path)
     leader_changed = RuntimeError("etcdserver: leader changed")
     answers: list[int | Exception] = [leader_changed, leader_changed, 10]
 
-    def count(self: object, settings: object) -> int:
+    def count_keys(self: object, settings: object) -> int:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
 
-    monkeypatch.setattr(type(run.kind), "count_keys", count)
-    monkeypatch.setattr(database_run, "COUNT_RETRY_PAUSE_S", 0.01)
-    run._account()
-    assert run.verification is not None and run.verification.found == 10
+    monkeypatch.setattr(type(job.kind), "count_keys", count_keys)
+    monkeypatch.setattr(verify_phase, "COUNT_RETRY_PAUSE_S", 0.01)
+    counted = _count(job, _measured(["ok"] * 10))
+    assert counted.verification is not None and counted.verification.found == 10
     assert not answers
-    run._verify()
+    verify(job, counted)
 
 
 def test_keys_that_cannot_be_counted_fail(tmp_path: Path) -> None:
-    run = _run(tmp_path)
-    run._count_problem = "counting keys failed: connection refused"
     with pytest.raises(DbtesterError, match="counting keys failed"):
-        run._verify()
+        verify(_job(tmp_path), Counted(problem="counting keys failed: connection refused"))
 
 
 def test_failed_verification_shows_in_the_table() -> None:

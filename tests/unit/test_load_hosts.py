@@ -13,7 +13,7 @@ import pytest
 
 from dbtester.agent.load import LoadRefused, _checked_plan
 from dbtester.config.load import load_test_case_text
-from dbtester.control.database_run import load_hosts_note
+from dbtester.control.record import load_hosts_note
 from dbtester.proto import agent_pb2 as pb
 from dbtester.remote import agent_hosts
 from dbtester.results import LoadHostRecord
