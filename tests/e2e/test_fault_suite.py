@@ -21,12 +21,11 @@ import pytest
 import yaml
 
 from dbtester.control.cluster import AGENT_WATCHDOG_S, HEARTBEAT_S, MISSED_BEATS
-from tests.e2e.test_faults import _agent_of, _finish, _start_run, _wait_for, _write_case
 from tests.integration.agents import RunningAgent, alive, start_agent, stop_agent
+from tests.support.phases import ETCD, agent_of, finish, start_run, wait_for, write_case
 from tests.unit.test_config_errors import CASES
 
 pytestmark = pytest.mark.integration
-ETCD = "3.5.17"
 
 
 def _etcd_pids(root: int) -> list[int]:
@@ -68,20 +67,20 @@ def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> N
     home = installed_home("etcd", ETCD)
     # 15 s at 4,000/s: the load outlasts the stall's detection (unthrottled, it
     # could end first, and the agent's watchdog would stop its member instead)
-    config = _write_case(tmp_path / "case.yaml", ["stalled", "after"], 60000, {"rate": 4000})
+    config = write_case(tmp_path / "case.yaml", ["stalled", "after"], 60000, {"rate": 4000})
     log = tmp_path / "run.log"
-    run = _start_run(home, config, tmp_path / "out", log)
+    run = start_run(home, config, tmp_path / "out", log)
     members: list[int] = []
     try:
-        _wait_for(log, "stalled: write load")
+        wait_for(log, "stalled: write load")
         time.sleep(1.0)
-        agent = _agent_of(run, "stalled")
+        agent = agent_of(run, "stalled")
         members = _etcd_pids(run.pid)
         stopped_at = time.time()
         agent.send_signal(signal.SIGSTOP)
         time.sleep(10)
         agent.send_signal(signal.SIGCONT)
-        code = _finish(run)
+        code = finish(run)
     finally:
         _reap(run, members)
     text = log.read_text()
@@ -105,13 +104,13 @@ def test_a_killed_controller_leaves_no_database_running(
     """kill -9 of `dbtester run`: each embedded agent gets SIGTERM from the
     kernel (parent-death signal), stops its member and flushes its metrics."""
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["orphaned"], 400000, members=members)
+    config = write_case(tmp_path / "case.yaml", ["orphaned"], 400000, members=members)
     log = tmp_path / "run.log"
-    run = _start_run(home, config, tmp_path / "out", log)
+    run = start_run(home, config, tmp_path / "out", log)
     etcds: list[int] = []
     agents: list[psutil.Process] = []
     try:
-        _wait_for(log, "orphaned: write load")
+        wait_for(log, "orphaned: write load")
         time.sleep(2.0)
         etcds = _etcd_pids(run.pid)
         agents = [
@@ -157,12 +156,12 @@ def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
     token = "f" * 40
     agent = start_agent(tmp_path / "agent", token=token, home=home)
     try:
-        config = _write_case(tmp_path / "case.yaml", ["remote"], 400000, hosts=_hosts(agent))
+        config = write_case(tmp_path / "case.yaml", ["remote"], 400000, hosts=_hosts(agent))
         log = tmp_path / "run.log"
-        run = _start_run(home, config, tmp_path / "out", log, DBTESTER_AGENT_TOKEN=token)
+        run = start_run(home, config, tmp_path / "out", log, DBTESTER_AGENT_TOKEN=token)
         etcds: list[int] = []
         try:
-            _wait_for(log, "remote: write load")
+            wait_for(log, "remote: write load")
             time.sleep(1.0)
             etcds = [p for p in agent.descendants() if psutil.Process(p).name() == "etcd"]
             run.send_signal(signal.SIGKILL)
@@ -182,15 +181,15 @@ def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
 
 def test_a_database_killed_mid_load(tmp_path: Path, installed_home) -> None:
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["victim"], 400000)
+    config = write_case(tmp_path / "case.yaml", ["victim"], 400000)
     log = tmp_path / "run.log"
-    run = _start_run(home, config, tmp_path / "out", log)
+    run = start_run(home, config, tmp_path / "out", log)
     try:
-        _wait_for(log, "victim: write load")
+        wait_for(log, "victim: write load")
         time.sleep(3.0)
         (etcd,) = _etcd_pids(run.pid)
         os.kill(etcd, signal.SIGKILL)
-        code = _finish(run)
+        code = finish(run)
     finally:
         _reap(run, [])
     text = log.read_text()
@@ -212,12 +211,12 @@ def test_write_accounting_when_a_member_dies_mid_load(tmp_path: Path, installed_
     """One member of three killed mid-write: the run fails (a member died), and
     the write accounting is still reported with nothing lost."""
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["three"], 400000, members=3)
+    config = write_case(tmp_path / "case.yaml", ["three"], 400000, members=3)
     log = tmp_path / "run.log"
-    run = _start_run(home, config, tmp_path / "out", log)
+    run = start_run(home, config, tmp_path / "out", log)
     family: list[int] = []
     try:
-        _wait_for(log, "three: write load")
+        wait_for(log, "three: write load")
         time.sleep(3.0)
         agents = [
             p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()
@@ -226,7 +225,7 @@ def test_write_accounting_when_a_member_dies_mid_load(tmp_path: Path, installed_
         last = next(a for a in agents if "/three/agent-2" in " ".join(a.cmdline()))
         (etcd,) = [c.pid for c in last.children(recursive=True) if c.name() == "etcd"]
         os.kill(etcd, signal.SIGKILL)
-        code = _finish(run)
+        code = finish(run)
     finally:
         _reap(run, family)
     text = log.read_text()
@@ -254,7 +253,7 @@ def test_a_taken_port_fails_before_any_load(tmp_path: Path, installed_home) -> N
         except OSError:
             pytest.skip("port 2379 is in use on this machine already")
         squatter.listen(1)
-        config = _write_case(tmp_path / "case.yaml", ["blocked"], 1000, hosts=_hosts(agent))
+        config = write_case(tmp_path / "case.yaml", ["blocked"], 1000, hosts=_hosts(agent))
         result = subprocess.run(
             [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(tmp_path / "o")],
             capture_output=True,
@@ -301,7 +300,7 @@ def test_an_unusable_dbtester_home_is_a_clear_error(tmp_path: Path, run_cli, mon
     blocker = tmp_path / "home-is-a-file"
     blocker.write_text("")
     monkeypatch.setenv("DBTESTER_HOME", str(blocker))
-    config = _write_case(tmp_path / "case.yaml", ["x"], 10)
+    config = write_case(tmp_path / "case.yaml", ["x"], 10)
     result = run_cli("run", str(config), "--out", str(tmp_path / "out"))
     assert result.code in (1, 2), result.err
     assert str(blocker) in result.err and "Traceback" not in result.err
@@ -351,7 +350,7 @@ def test_secrets_stay_out_of_logs_results_and_published_files(
     secret = "sec-" + os.urandom(16).hex()
     agent = start_agent(tmp_path / "agent", token=token, home=home)
     try:
-        config = _write_case(tmp_path / "case.yaml", ["guarded"], 2000, hosts=_hosts(agent))
+        config = write_case(tmp_path / "case.yaml", ["guarded"], 2000, hosts=_hosts(agent))
         case = yaml.safe_load(config.read_text())
         case["publish"] = {"url": f"file://{tmp_path / 'bucket'}"}
         config.write_text(yaml.safe_dump(case))

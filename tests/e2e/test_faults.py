@@ -5,114 +5,34 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
 from dbtester.control.cluster import HEARTBEAT_S, MISSED_BEATS
 from tests.integration.agents import agents, alive, loopback_peers
-from tests.integration.test_agent_cluster import _wait_serving
+from tests.support.cluster import wait_serving
+from tests.support.phases import ETCD, agent_of, finish, start_run, wait_for, write_case
 
 pytestmark = pytest.mark.integration
-ETCD = "3.5.17"
-
-
-def _write_case(
-    path: Path,
-    ids: list[str],
-    requests: int,
-    workload: Mapping[str, object] | None = None,
-    **extra: object,
-) -> Path:
-    """A write case of one-member etcd databases named ``ids``; ``workload``
-    adds workload keys, ``extra`` database keys."""
-    case = {
-        "title": "faults",
-        "workload": {
-            "type": "write",
-            "requests": requests,
-            "key_size": 64,
-            "value_size": 256,
-            "clients": 20,
-            "connections": 4,
-            **(workload or {}),
-        },
-        "databases": [
-            {"id": i, "kind": "etcd", "version": ETCD, "members": 1, **extra} for i in ids
-        ],
-    }
-    path.write_text(yaml.safe_dump(case))
-    return path
-
-
-def _start_run(
-    home: str, config: Path, out: Path, log: Path, **env_extra: str
-) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DBTESTER_HOME": home, **env_extra}
-    with log.open("wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-c", _AS_FROM_A_TERMINAL, "run", str(config), "--out", str(out)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=env,
-            start_new_session=True,
-        )
-
-
-# `python -m dbtester` as started from a terminal: a shell's background job
-# (`nohup ... &`, as scripts run CI) starts with SIGINT ignored, and Python then
-# never turns Ctrl-C into KeyboardInterrupt.
-_AS_FROM_A_TERMINAL = (
-    "import runpy, signal, sys;"
-    " signal.signal(signal.SIGINT, signal.default_int_handler);"
-    " sys.argv[0] = 'dbtester';"
-    " runpy.run_module('dbtester', run_name='__main__')"
-)
-
-
-def _wait_for(log: Path, text: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in log.read_text():
-        assert time.monotonic() < deadline, f"never saw {text!r}:\n{log.read_text()[-2000:]}"
-        time.sleep(0.1)
-
-
-def _agent_of(run: subprocess.Popen[bytes], db_id: str) -> psutil.Process:
-    for child in psutil.Process(run.pid).children(recursive=True):
-        if f"/{db_id}/agent-0" in " ".join(child.cmdline()):
-            return child
-    raise AssertionError(f"no agent for {db_id}")
-
-
-def _finish(run: subprocess.Popen[bytes], timeout: float = 300) -> int:
-    try:
-        return run.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
-        raise
 
 
 def test_a_killed_agent_fails_its_database_and_the_run_goes_on(
     tmp_path: Path, installed_home
 ) -> None:
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["doomed", "healthy"], 60000)
+    config = write_case(tmp_path / "case.yaml", ["doomed", "healthy"], 60000)
     log = tmp_path / "run.log"
-    run = _start_run(home, config, tmp_path / "out", log)
+    run = start_run(home, config, tmp_path / "out", log)
     try:
-        _wait_for(log, "doomed: write load")
+        wait_for(log, "doomed: write load")
         time.sleep(1.0)
-        agent = _agent_of(run, "doomed")
+        agent = agent_of(run, "doomed")
         killed_at = time.time()
         agent.send_signal(signal.SIGKILL)
-        code = _finish(run)
+        code = finish(run)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
@@ -133,17 +53,17 @@ def test_a_killed_agent_fails_its_database_and_the_run_goes_on(
 
 def test_ctrl_c_stops_everything_and_keeps_partial_results(tmp_path: Path, installed_home) -> None:
     home = installed_home("etcd", ETCD)
-    config = _write_case(tmp_path / "case.yaml", ["first", "second"], 200000)
+    config = write_case(tmp_path / "case.yaml", ["first", "second"], 200000)
     log = tmp_path / "run.log"
-    run = _start_run(home, config, tmp_path / "out", log)
+    run = start_run(home, config, tmp_path / "out", log)
     try:
-        _wait_for(log, "first: write load")
+        wait_for(log, "first: write load")
         time.sleep(2.0)
         member_pids = [
             p.pid for p in psutil.Process(run.pid).children(recursive=True) if p.name() == "etcd"
         ]
         os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        code = _finish(run, timeout=120)
+        code = finish(run, timeout=120)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
@@ -171,8 +91,8 @@ def test_endpoints_run_against_an_existing_cluster(tmp_path: Path, installed_hom
             peers=peers,
             flags={},
         )
-        _wait_serving("etcd", peers)
-        config = _write_case(
+        wait_serving("etcd", peers)
+        config = write_case(
             tmp_path / "case.yaml", ["existing"], 2000, endpoints=[peers[0].address("client")]
         )
         result = run_cli("run", str(config), "--out", str(tmp_path / "out"), "--workers", "1")
@@ -190,7 +110,7 @@ def test_endpoints_run_against_an_existing_cluster(tmp_path: Path, installed_hom
 
 
 def test_unknown_only_id_is_bad_input(tmp_path: Path, run_cli) -> None:
-    config = _write_case(tmp_path / "case.yaml", ["a"], 10)
+    config = write_case(tmp_path / "case.yaml", ["a"], 10)
     result = run_cli("run", str(config), "--only", "b")
     assert result.code == 2
     assert "unknown database id(s) b" in result.err and "has: a" in result.err

@@ -16,12 +16,6 @@ TESTS = ROOT / "tests"
 #: (importing file, module, name). Delete an entry when its import goes: the
 #: stale-entry test below fails until then.
 PENDING = {
-    ("tests/e2e/test_faults.py", "tests.integration.test_agent_cluster", "_wait_serving"),
-    ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_agent_of"),
-    ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_finish"),
-    ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_start_run"),
-    ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_wait_for"),
-    ("tests/e2e/test_fault_suite.py", "tests.e2e.test_faults", "_write_case"),
     ("tests/e2e/test_fault_suite.py", "tests.unit.test_config_errors", "CASES"),
 }
 
