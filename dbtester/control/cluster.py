@@ -78,12 +78,15 @@ class Health:
 
 @dataclass(frozen=True)
 class Agents:
-    """The agents that run the members, reached: member *i* runs on
-    ``clients[i]`` as ``peers[i]``; ``members`` hold their clock offsets."""
+    """The agents that run the members: member *i* runs on ``clients[i]``
+    as ``peers[i]``; ``members`` hold the clock offsets of those that
+    answered, in order, up to the first that did not (``failure``; None:
+    every one answered)."""
 
     clients: tuple[AgentClient, ...]
     peers: tuple[Peer, ...]
     members: tuple[MemberRecord, ...]
+    failure: AgentError | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,9 @@ class Stopped:
 
 def connect(job: DatabaseJob, stack: ExitStack) -> Agents:
     """The agents of ``job``'s members, ready, their clocks measured; embedded
-    ones started here and stopped, like every client closed, with ``stack``."""
+    ones started here and stopped, like every client closed, with ``stack``.
+    An agent that does not answer is returned as the failure, with the
+    members of those before it: the record keeps what was measured."""
     kind, db = job.kind, job.db
     if db.embedded:
         kind.install(db.version, job.reporter)  # instant when installed
@@ -139,10 +144,13 @@ def connect(job: DatabaseJob, stack: ExitStack) -> Agents:
         peers = [Peer(f"m{i}", h.address, dict(kind.default_ports)) for i, h in enumerate(db.hosts)]
     for client in clients:
         stack.callback(client.close)
-    members = []
+    members: list[MemberRecord] = []
     for i, client in enumerate(clients):
-        client.wait_ready(timeout=30.0)
-        offset = clock_offset(client)
+        try:
+            client.wait_ready(timeout=30.0)
+            offset = clock_offset(client)
+        except AgentError as exc:
+            return Agents(tuple(clients), tuple(peers), tuple(members), exc)
         members.append(
             MemberRecord(
                 index=i,

@@ -139,6 +139,8 @@ def _phases(job: DatabaseJob, trail: _Trail) -> None:
     with ExitStack() as stack:
         agents = connect(job, stack)
         trail.collected = replace(trail.collected, members=agents.members)
+        if agents.failure is not None:
+            raise agents.failure
         health = Health()
         # Heartbeats cover the stop too: stopping and fetching member by member
         # must not let a later member's agent watchdog fire.
