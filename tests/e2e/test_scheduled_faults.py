@@ -50,7 +50,7 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     # (dbtester/control/faults.py); its time is on the controller's clock
     # within half the round trip of its member's clock probe, to the ms. The
     # fault runner's clock starts just before the load's recorded start
-    # (dbtester/control/database_run.py builds the load's plan in between):
+    # (dbtester/control/measure.py builds the load's plan in between):
     # 0.1 s is this test's margin for that, not a promise.
     (member,) = [m for m in record["members"] if m["index"] == kill["member"]]
     error = member["clock_rtt_s"] / 2 + 0.0005

@@ -16,11 +16,6 @@ from tests.integration.agents import agents, alive, loopback_peers
 from tests.support.cluster import VERSIONS, b64, post, wait_serving
 from tests.support.poll import poll_until
 
-# tests/e2e/test_faults.py still imports _wait_serving from here (someone else
-# is refactoring it): switch it to tests.support.cluster, then drop this alias
-# and the hygiene test's exception for it.
-_wait_serving = wait_serving
-
 KEYS = 200
 
 

@@ -8,6 +8,8 @@
   loopback agents, the ``dbtester`` command as a subprocess;
 - :mod:`tests.support.data`: synthetic records, trials and results
   directories for the unit tests;
+- :mod:`tests.support.phases`: a fault run's steps for the e2e fault tests;
+- :mod:`tests.support.graph`: the import-cycle finder of the layer tests;
 - :mod:`tests.support.s3`: object stores on loopback (a server run by PID,
   a bucket read without dbtester) and the environment publishing runs in.
 """
