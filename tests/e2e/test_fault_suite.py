@@ -22,7 +22,8 @@ import yaml
 
 from dbtester.control.cluster import AGENT_WATCHDOG_S, HEARTBEAT_S, MISSED_BEATS
 from tests.integration.agents import RunningAgent, alive, start_agent, stop_agent
-from tests.support.phases import ETCD, agent_of, finish, start_run, wait_for, write_case
+from tests.support.cluster import finish, start_run, wait_for_text
+from tests.support.phases import ETCD, agent_of, write_case
 from tests.unit.test_config_errors import CASES
 
 pytestmark = pytest.mark.integration
@@ -72,7 +73,7 @@ def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> N
     run = start_run(home, config, tmp_path / "out", log)
     members: list[int] = []
     try:
-        wait_for(log, "stalled: write load")
+        wait_for_text(log, "stalled: write load")
         time.sleep(1.0)
         agent = agent_of(run, "stalled")
         members = _etcd_pids(run.pid)
@@ -110,7 +111,7 @@ def test_a_killed_controller_leaves_no_database_running(
     etcds: list[int] = []
     agents: list[psutil.Process] = []
     try:
-        wait_for(log, "orphaned: write load")
+        wait_for_text(log, "orphaned: write load")
         time.sleep(2.0)
         etcds = _etcd_pids(run.pid)
         agents = [
@@ -161,7 +162,7 @@ def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
         run = start_run(home, config, tmp_path / "out", log, DBTESTER_AGENT_TOKEN=token)
         etcds: list[int] = []
         try:
-            wait_for(log, "remote: write load")
+            wait_for_text(log, "remote: write load")
             time.sleep(1.0)
             etcds = [p for p in agent.descendants() if psutil.Process(p).name() == "etcd"]
             run.send_signal(signal.SIGKILL)
@@ -185,7 +186,7 @@ def test_a_database_killed_mid_load(tmp_path: Path, installed_home) -> None:
     log = tmp_path / "run.log"
     run = start_run(home, config, tmp_path / "out", log)
     try:
-        wait_for(log, "victim: write load")
+        wait_for_text(log, "victim: write load")
         time.sleep(3.0)
         (etcd,) = _etcd_pids(run.pid)
         os.kill(etcd, signal.SIGKILL)
@@ -216,7 +217,7 @@ def test_write_accounting_when_a_member_dies_mid_load(tmp_path: Path, installed_
     run = start_run(home, config, tmp_path / "out", log)
     family: list[int] = []
     try:
-        wait_for(log, "three: write load")
+        wait_for_text(log, "three: write load")
         time.sleep(3.0)
         agents = [
             p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()

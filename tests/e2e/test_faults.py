@@ -13,8 +13,8 @@ import pytest
 
 from dbtester.control.cluster import HEARTBEAT_S, MISSED_BEATS
 from tests.integration.agents import agents, alive, loopback_peers
-from tests.support.cluster import wait_serving
-from tests.support.phases import ETCD, agent_of, finish, start_run, wait_for, write_case
+from tests.support.cluster import finish, start_run, wait_for_text, wait_serving
+from tests.support.phases import ETCD, agent_of, write_case
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ def test_a_killed_agent_fails_its_database_and_the_run_goes_on(
     log = tmp_path / "run.log"
     run = start_run(home, config, tmp_path / "out", log)
     try:
-        wait_for(log, "doomed: write load")
+        wait_for_text(log, "doomed: write load")
         time.sleep(1.0)
         agent = agent_of(run, "doomed")
         killed_at = time.time()
@@ -57,7 +57,7 @@ def test_ctrl_c_stops_everything_and_keeps_partial_results(tmp_path: Path, insta
     log = tmp_path / "run.log"
     run = start_run(home, config, tmp_path / "out", log)
     try:
-        wait_for(log, "first: write load")
+        wait_for_text(log, "first: write load")
         time.sleep(2.0)
         member_pids = [
             p.pid for p in psutil.Process(run.pid).children(recursive=True) if p.name() == "etcd"
