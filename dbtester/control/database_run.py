@@ -206,7 +206,7 @@ def _measure(job: DatabaseJob, cluster: Cluster, warmed: Warmed, trail: _Trail) 
     with ExitStack() as stack:
         hosts = connect_load_hosts(job, stack)
         runner = fault_runner(job, cluster)
-        runner.start(time.time())
+        runner.start()
         try:
             return measure_load(job, cluster, warmed, hosts, runner)
         finally:

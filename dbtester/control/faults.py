@@ -33,8 +33,10 @@ _POLL_S = 0.1
 
 
 class FaultRunner:
-    """The schedule for one database run; ``start`` when the load starts,
-    ``stop`` when it ends (faults not yet due are then dropped)."""
+    """The schedule for one database run: ``start`` before the load,
+    ``begin`` with the moment its first request was due (what ``at`` counts
+    from: the load's connecting is not its time), ``stop`` when it ends
+    (faults not yet due, or never begun, are then dropped)."""
 
     def __init__(
         self,
@@ -63,15 +65,19 @@ class FaultRunner:
         #: each looks for the next leader after a fault took the leader out
         self._watchers: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._began = threading.Event()
+        self._load_start = 0.0
 
-    def start(self, load_start: float) -> None:
-        """``load_start``: time.time() when the load began."""
+    def start(self) -> None:
         if not self.faults:
             return
-        self._thread = threading.Thread(
-            target=self._run, args=(load_start,), name="faults", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name="faults", daemon=True)
         self._thread.start()
+
+    def begin(self, load_start: float) -> None:
+        """``load_start``: time.time() of the load's first due request."""
+        self._load_start = load_start
+        self._began.set()
 
     def stop(self) -> tuple[FaultRecord, ...]:
         self._stop.set()
@@ -91,7 +97,11 @@ class FaultRunner:
 
     # ------------------------------------------------------------------ the thread
 
-    def _run(self, load_start: float) -> None:
+    def _run(self) -> None:
+        while not self._began.wait(_POLL_S):
+            if self._stop.is_set():
+                return
+        load_start = self._load_start
         for fault in self.faults:
             if self._stop.wait(max(0.0, load_start + fault.at - time.time())):
                 return

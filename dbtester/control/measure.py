@@ -179,6 +179,7 @@ def measure_load(
         stall_s=job.fault_recovery_s if job.faults else None,
         health=lambda: cluster.health.problem or faults.problem,
         warm_inserts=warmed.inserts,
+        on_begin=faults.begin,
     )
     settings = job.settings(cluster.endpoints)
     if hosts is None:

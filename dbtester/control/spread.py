@@ -161,6 +161,9 @@ def run_spread(
         for share in shares
     ]
     start = time.time() + START_AHEAD_S
+    if options.on_begin is not None:
+        # every host's engine holds its first request until then
+        options.on_begin(start)
     hosts = [
         _Host(i, client, offset, share, folder / f"host-{i}")
         for i, (client, offset, share) in enumerate(

@@ -124,6 +124,10 @@ class LoadOptions:
     first_key: int = 0
     #: where a mixed load's write ids start (None: past the warm-up's)
     write_id_base: int | None = None
+    #: called once with the load's start (time.time() of its first due
+    #: request, every connection open), at most a poll (POLL_S) after it;
+    #: never when the load stopped before it began
+    on_begin: Callable[[float], None] | None = None
 
     @property
     def threads(self) -> int:
@@ -172,8 +176,9 @@ def run_load(
     cpu_before = cpu_seconds()
     sched = SchedMeter(ENGINE_THREADS)
     sched.sample()
-    started = time.time()
+    called = time.time()
     load = native.start(load_plan)
+    began = _Began(load, options.on_begin)
     sampler = ClientSampler(
         psutil.Process(), out.client_metrics, settings.endpoints, lambda: load.progress()[:2]
     )
@@ -181,12 +186,15 @@ def run_load(
     aborted = ""
     bar = Progress(options.progress, workload.requests, options.label)
     try:
-        aborted = _watch(load, limit, bar, options.health, options.stall_s, sched.sample)
+        aborted = _watch(load, limit, bar, options.health, options.stall_s, began.tick(sched))
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
         records, watch, check = _collect(load, out)
     ended = time.time()
+    # The load's time runs from its first request, not from its connecting
+    # (a ZooKeeper session or TLS handshakes can take a second on a busy host).
+    started = began.poll() or called
     sched.sample()
     bar.finish(load_summary(records, started, options.label))
     cpu = cpu_seconds() - cpu_before
@@ -410,6 +418,33 @@ class EarlyStop:
         if errors > self.limit:
             return f"{errors:,} errors passed the limit of {self.limit:,.0f}"
         return ""
+
+
+class _Began:
+    """Reads when ``load`` began and tells ``on_begin``, once."""
+
+    def __init__(self, load: Load, on_begin: Callable[[float], None] | None) -> None:
+        self.load = load
+        self.on_begin = on_begin
+        self.at: float | None = None
+
+    def poll(self) -> float | None:
+        if self.at is None:
+            ns = self.load.began_unix_ns()
+            if ns is not None:
+                self.at = ns / 1e9
+                if self.on_begin is not None:
+                    self.on_begin(self.at)
+        return self.at
+
+    def tick(self, sched: SchedMeter) -> Callable[[], None]:
+        """What the progress loop calls at every poll."""
+
+        def tick() -> None:
+            sched.sample()
+            self.poll()
+
+        return tick
 
 
 def _watch(

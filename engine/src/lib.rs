@@ -52,6 +52,12 @@ impl Load {
         self.engine.progress()
     }
 
+    /// When the first request was due, every connection open (Unix ns;
+    /// None before): the load's own start, after its connecting.
+    fn began_unix_ns(&self) -> Option<u64> {
+        self.engine.began()
+    }
+
     /// Sends nothing new; requests in flight get 0.5 s, then are recorded
     /// as "cancelled".
     fn stop(&self) {

@@ -93,7 +93,8 @@ def test_targets_order_and_clocks() -> None:
         kind,
         calls,
     )
-    runner.start(time.time())
+    runner.start()
+    runner.begin(time.time())
     _wait_for_records(runner, 4, new_leader_of=0)
     records = runner.stop()
     # the leader (1) killed; the first follower that is up (0) paused and resumed;
@@ -120,7 +121,8 @@ def test_a_fault_that_cannot_be_applied_stops_the_schedule(monkeypatch) -> None:
 
     calls: list[tuple[str, int]] = []
     runner = _runner([_fault(0.01, "kill", "leader"), _fault(0.02, "restart")], Leaderless(), calls)
-    runner.start(time.time())
+    runner.start()
+    runner.begin(time.time())
     poll_until(lambda: runner.problem, 10, message="no problem reported")
     (record,) = runner.stop()
     assert calls == []
@@ -131,7 +133,8 @@ def test_a_fault_that_cannot_be_applied_stops_the_schedule(monkeypatch) -> None:
 def test_faults_not_yet_due_are_dropped_when_the_load_ends() -> None:
     calls: list[tuple[str, int]] = []
     runner = _runner([_fault(0.01, "kill", 2), _fault(30, "restart")], Kind(), calls)
-    runner.start(time.time())
+    runner.start()
+    runner.begin(time.time())
     poll_until(lambda: calls == [("kill", 2)], 10, message=lambda: f"calls: {calls}")
     stopping = time.monotonic()
     records = runner.stop()
@@ -140,6 +143,27 @@ def test_faults_not_yet_due_are_dropped_when_the_load_ends() -> None:
     assert time.monotonic() - stopping < 5
     assert calls == [("kill", 2)] and len(records) == 1
     assert runner.down == {2}
+
+
+def test_faults_count_from_the_loads_begin_not_from_start() -> None:
+    """The runner starts before the load connects; ``at`` counts from when
+    the load's first request was due (``begin``), and a load that never
+    began gets no fault at all."""
+    calls: list[tuple[str, int]] = []
+    runner = _runner([_fault(0.01, "kill", 2)], Kind(), calls)
+    runner.start()
+    # 0.3 s without a begin: a fault due at 0.01 s would have run within it
+    # if the clock ran from start (the thread polls every 0.1 s)
+    time.sleep(0.3)
+    assert calls == []
+    runner.begin(time.time())
+    poll_until(lambda: calls == [("kill", 2)], 10, message=lambda: f"calls: {calls}")
+    runner.stop()
+
+    never: list[tuple[str, int]] = []
+    unbegun = _runner([_fault(0.01, "kill", 2)], Kind(), never)
+    unbegun.start()
+    assert unbegun.stop() == () and never == []
 
 
 def test_an_isolated_leader_counts_as_down_until_healed() -> None:
@@ -159,7 +183,8 @@ def test_an_isolated_leader_counts_as_down_until_healed() -> None:
         kind,
         calls,
     )
-    runner.start(time.time())
+    runner.start()
+    runner.begin(time.time())
     _wait_for_records(runner, 4, new_leader_of=0)
     records = runner.stop()
     # the leader (1) isolated; among 0 and 2, 2 now leads: 0 is the follower
@@ -189,7 +214,8 @@ def test_an_isolation_the_agent_refuses_fails_the_run() -> None:
     calls: list[tuple[str, int]] = []
     runner = _runner([_fault(0.01, "isolate", 0), _fault(0.05, "heal")], Kind(), calls)
     runner.clients = cast(list[AgentClient], [NoFirewall(i, calls) for i in range(3)])
-    runner.start(time.time())
+    runner.start()
+    runner.begin(time.time())
     poll_until(lambda: runner.problem, 10, message="no problem reported")
     (record,) = runner.stop()
     assert calls == [] and record.member == 0
@@ -229,7 +255,8 @@ def test_a_restart_due_before_a_new_leader_is_named_is_not_held_up() -> None:
         [_fault(0.05, "kill", "leader"), _fault(0.10, "restart")], SlowElection(), calls
     )
     runner.clients = cast(list[AgentClient], [Timed(i, calls) for i in range(3)])
-    runner.start(time.time())
+    runner.start()
+    runner.begin(time.time())
     _wait_for_records(runner, 2, new_leader_of=0)
     kill, restart = runner.stop()
     assert calls == [("kill", 1), ("restart", 1)]
@@ -257,7 +284,8 @@ def test_an_isolation_that_keeps_its_clients_says_so_to_the_agent() -> None:
         [_fault(0.01, "isolate", 0, keep_clients=True), _fault(0.05, "heal")], Kind(), calls
     )
     agents = cast(list[Agent], runner.clients)
-    runner.start(time.time())
+    runner.start()
+    runner.begin(time.time())
     poll_until(lambda: len(calls) == 2, 10, message=lambda: f"calls: {calls}")
     isolated, healed = runner.stop()
     assert calls == [("isolate", 0), ("heal", 0)] and agents[0].kept == [True, False]

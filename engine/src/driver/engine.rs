@@ -37,6 +37,9 @@ pub struct Control {
     reason: AtomicU8,
     stop: CancellationToken,
     max_errors: Option<u64>,
+    /// When the first step's connections were open and its first request
+    /// was due (Unix ns; 0 until then): what a fault's `at` counts from.
+    began_unix_ns: AtomicU64,
 }
 
 impl Control {
@@ -48,6 +51,7 @@ impl Control {
             reason: AtomicU8::new(0),
             stop: CancellationToken::new(),
             max_errors,
+            began_unix_ns: AtomicU64::new(0),
         }
     }
 
@@ -83,6 +87,19 @@ impl Control {
             2 => "max-errors",
             _ => "",
         }
+    }
+
+    /// Notes that sending began at `unix_ns` (the first call wins).
+    pub fn begin(&self, unix_ns: i64) {
+        let ns = u64::try_from(unix_ns).unwrap_or(1).max(1);
+        let _ = self
+            .began_unix_ns
+            .compare_exchange(0, ns, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// When sending began (Unix ns), or None before.
+    pub fn began(&self) -> Option<u64> {
+        Some(self.began_unix_ns.load(Ordering::Acquire)).filter(|ns| *ns > 0)
     }
 
     pub fn set_step(&self, step: usize) {
@@ -192,6 +209,10 @@ impl Engine {
 
     pub fn progress(&self) -> (u64, u64, u64) {
         self.control.progress()
+    }
+
+    pub fn began(&self) -> Option<u64> {
+        self.control.began()
     }
 
     pub fn stop(&self) {

@@ -182,6 +182,9 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
             proto.close().await;
             break;
         }
+        if index == 0 {
+            shared.control.begin(shared.clock.unix_ns(Instant::now()));
+        }
         let run = Arc::new(StepRun {
             proto,
             shared: shared.clone(),
