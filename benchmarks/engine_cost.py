@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.fresh import Figure, FreshServer, workload
 from dbtester.databases.base import LoadSettings
-from dbtester.load import run_load, seed_key
+from dbtester.load import LoadOptions, run_load, seed_key
 from dbtester.results import DatabaseLayout
 
 KEY_SIZE, VALUE_SIZE, CLIENTS, CONNECTIONS = 256, 1024, 100, 10
@@ -42,7 +42,7 @@ def measure(kind: str, op: str, requests: int, out: Path) -> tuple[Figure, float
         if op == "read":
             seed_key(kind, settings)
         load = workload(op == "write", requests, (KEY_SIZE, VALUE_SIZE), CLIENTS, CONNECTIONS)
-        result = run_load(kind, settings, load, DatabaseLayout(out), progress=None)
+        result = run_load(kind, settings, load, DatabaseLayout(out), LoadOptions(progress=None))
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     finally:
         server.stop()

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.fresh import FreshServer, workload
 from dbtester.databases.base import LoadSettings
-from dbtester.load import run_load
+from dbtester.load import LoadOptions, run_load
 from dbtester.results import DatabaseLayout
 
 VERSION = "3.5.17"
@@ -46,7 +46,7 @@ KEY_SIZE, VALUE_SIZE, CLIENTS, CONNECTIONS = 64, 256, 20, 4
 
 def _throughput(settings: LoadSettings, requests: int, out: Path) -> float:
     load = workload(True, requests, (KEY_SIZE, VALUE_SIZE), CLIENTS, CONNECTIONS)
-    result = run_load("etcd", settings, load, DatabaseLayout(out), progress=None)
+    result = run_load("etcd", settings, load, DatabaseLayout(out), LoadOptions(progress=None))
     if result.errors:
         raise SystemExit(f"errors: {result.records.counts()}")
     return result.records.throughput()

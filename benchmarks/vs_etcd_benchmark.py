@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.fresh import Figure, FreshServer, workload
 from dbtester.databases.base import LoadSettings
 from dbtester.install import GoBuild, ensure_installed
-from dbtester.load.runner import run_load, seed_key
+from dbtester.load.runner import LoadOptions, run_load, seed_key
 from dbtester.results import DatabaseLayout
 from dbtester.util.keys import KeySpace
 from dbtester.util.progress import Reporter
@@ -92,7 +92,9 @@ def run_ours(
         (endpoint,), {"balancer": "pick_first"}, KEY_SIZE, VALUE_SIZE, "serializable", 30.0
     )
     load = workload(op == "put", requests, (KEY_SIZE, VALUE_SIZE), CLIENTS, CONNECTIONS)
-    result = run_load("etcd", settings, load, DatabaseLayout(out), progress=None, workers=workers)
+    result = run_load(
+        "etcd", settings, load, DatabaseLayout(out), LoadOptions(progress=None, workers=workers)
+    )
     if result.errors:
         raise SystemExit(f"dbtester saw errors: {result.records.counts()}")
     records = result.records

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import psutil
 
@@ -147,17 +147,13 @@ def run_load(
     workload: Workload,
     out: DatabaseLayout,
     options: LoadOptions = DEFAULT_OPTIONS,
-    **changes: Any,
 ) -> LoadResult:
     """Drive ``workload`` against ``settings.endpoints`` as ``options`` say;
-    save the records and the client sampler's CSV into ``out``. ``changes``
-    replace fields of ``options`` by name (``progress=None``), as
-    :func:`dataclasses.replace` does, a wrong name included.
+    save the records and the client sampler's CSV into ``out``.
 
     ``aborted`` says why the load stopped early: the health check, a stall,
     the error limit. Ctrl-C stops the engine within a second; what it
     recorded is saved."""
-    options = replace(options, **changes)
     threads = options.threads
     limit, max_errors = error_limit(options.max_error_rate, workload.requests)
     out.root.mkdir(parents=True, exist_ok=True)
@@ -207,7 +203,6 @@ def warm_up(
     settings: LoadSettings,
     workload: Workload,
     options: LoadOptions = DEFAULT_OPTIONS,
-    **changes: Any,
 ) -> LoadResult:
     """``workload.warmup_requests`` requests before the measured load, with its
     clients, connections and rate (the largest client step). Writes go to the
@@ -215,10 +210,8 @@ def warm_up(
     neither overwrites the other and verification can account for both.
     Nothing is saved: the records come back for the caller to report apart.
     DbtesterError when the warm-up stops early (its errors count against the
-    workload's ``max_error_rate`` like the load's). Of ``options`` (and
-    ``changes``, as :func:`run_load`'s) it takes the workers, progress,
-    label, seed and health check."""
-    options = replace(options, **changes)
+    workload's ``max_error_rate`` like the load's). Of ``options`` it takes
+    the workers, progress, label, seed and health check."""
     warm = workload.warm_up()
     limit, max_errors = error_limit(workload.max_error_rate, warm.requests)
     load_plan = native.plan(
@@ -241,12 +234,10 @@ def load_keys(
     settings: LoadSettings,
     workload: Workload,
     options: LoadOptions = DEFAULT_OPTIONS,
-    **changes: Any,
 ) -> LoadResult:
     """A mixed workload's load phase: ``key_count`` keys written, every one
     acknowledged, or DbtesterError. Not measured; the result is reported apart.
-    Of ``options`` (and ``changes``) it takes the workers, progress and label."""
-    options = replace(options, **changes)
+    Of ``options`` it takes the workers, progress and label."""
     load_plan = native.load_phase(kind, settings, workload, threads=options.threads)
     keys = load_plan["steps"][0]["requests"]
     result = _unmeasured(load_plan, keys, "load phase", replace(options, health=None), 0)

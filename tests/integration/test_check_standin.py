@@ -10,7 +10,7 @@ import pytest
 
 from dbtester.analyze.correctness import judge
 from dbtester.databases.base import LoadSettings
-from dbtester.load import run_load
+from dbtester.load import LoadOptions, run_load
 from dbtester.results import CheckedOperations, CorrectnessRecord, DatabaseLayout
 from dbtester.workloads import workload_of
 from dbtester.workloads.check import Check
@@ -31,7 +31,7 @@ def _checked(tmp_path: Path, misbehave: Misbehave) -> CorrectnessRecord:
             type="write", requests=1000, rate=500.0, key_size=16, value_size=32, check=CHECK
         )
         layout = DatabaseLayout(tmp_path / "db")
-        result = run_load("etcd", settings, workload, layout, progress=None)
+        result = run_load("etcd", settings, workload, layout, LoadOptions(progress=None))
     assert result.check is not None
     # saved beside the load's records, and read back the same
     saved = CheckedOperations.load(layout.check_history)

@@ -19,7 +19,7 @@ import pytest
 from dbtester.agent.client import AgentClient
 from dbtester.databases import KINDS
 from dbtester.databases.base import Peer
-from dbtester.load.runner import LoadResult, run_load
+from dbtester.load.runner import LoadOptions, LoadResult, run_load
 from dbtester.results import DatabaseLayout
 from dbtester.workloads import workload_of
 from tests.support.cluster import VERSIONS, cluster, settings_for
@@ -171,7 +171,11 @@ def _load_with_leader_killed(
         faults = Faults(clients[leader], kind, leader, out.client_metrics)
         faults.start()
         result = run_load(
-            kind, settings, workload, out, workers=1, progress=None, health=faults.health
+            kind,
+            settings,
+            workload,
+            out,
+            LoadOptions(workers=1, progress=None, health=faults.health),
         )
         faults.join()
         if kind == "etcd":

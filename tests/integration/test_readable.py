@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dbtester.errors import DbtesterError
-from dbtester.load import run_load, seed_key, wait_readable
+from dbtester.load import LoadOptions, run_load, seed_key, wait_readable
 from dbtester.results import DatabaseLayout
 from dbtester.workloads import workload_of
 from tests.standins.etcd import EtcdStandIn
@@ -41,7 +41,7 @@ def test_serializable_reads_right_after_the_seed_all_succeed(
         seed_key(kind, settings)
         wait_readable(kind, settings, READS)
         out = DatabaseLayout(tmp_path / "out")
-        result = run_load(kind, settings, READS, out, workers=2, progress=None)
+        result = run_load(kind, settings, READS, out, LoadOptions(workers=2, progress=None))
         assert result.records.counts() == {"ok": 20_000}
 
 

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from dbtester.databases.base import LoadSettings
-from dbtester.load import load_keys, run_load
+from dbtester.load import LoadOptions, load_keys, run_load
 from dbtester.proto import etcd_pb2 as pb
 from dbtester.proto import etcd_pb2_grpc as rpc
 from dbtester.results import DatabaseLayout
@@ -43,14 +43,13 @@ def _mixed(key_count: int = 50, **shares: float) -> Workload:
 
 def _run(tmp_path: Path, etcd: EtcdStandIn, workload: Workload) -> dict[str, int]:
     settings = _settings(etcd.endpoint)
-    load_keys("etcd", settings, workload, progress=None)
+    load_keys("etcd", settings, workload, LoadOptions(progress=None))
     result = run_load(
         "etcd",
         settings,
         workload,
         DatabaseLayout(tmp_path / "db"),
-        max_error_rate=1.0,
-        progress=None,
+        LoadOptions(max_error_rate=1.0, progress=None),
     )
     assert len(result.records) == workload.requests
     return result.records.counts()

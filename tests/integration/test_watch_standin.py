@@ -13,7 +13,7 @@ import pytest
 
 from dbtester.analyze.correctness import judge_watch
 from dbtester.databases.base import LoadSettings
-from dbtester.load import run_load
+from dbtester.load import LoadOptions, run_load
 from dbtester.results import DatabaseLayout, WatchEvents
 from dbtester.workloads import workload_of
 from tests.standins.etcd import EtcdStandIn, Misbehave
@@ -52,7 +52,7 @@ def _watched(
             request_timeout_s=drain_s,
         )
         result = run_load(
-            "etcd", settings, workload, DatabaseLayout(tmp_path / "db"), progress=None
+            "etcd", settings, workload, DatabaseLayout(tmp_path / "db"), LoadOptions(progress=None)
         )
         misdeeds = dict(etcd.misdeeds)
     assert result.watch is not None
