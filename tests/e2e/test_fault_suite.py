@@ -22,9 +22,9 @@ import yaml
 
 from dbtester.control.cluster import AGENT_WATCHDOG_S, HEARTBEAT_S, MISSED_BEATS
 from tests.integration.agents import RunningAgent, alive, start_agent, stop_agent
+from tests.support.bad_cases import CASES
 from tests.support.cluster import finish, start_run, wait_for_text
 from tests.support.phases import ETCD, agent_of, write_case
-from tests.unit.test_config_errors import CASES
 
 pytestmark = pytest.mark.integration
 
@@ -74,12 +74,12 @@ def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> N
     members: list[int] = []
     try:
         wait_for_text(log, "stalled: write load")
-        time.sleep(1.0)
+        time.sleep(1.0)  # the stimulus: the load runs 1 s before the stall
         agent = agent_of(run, "stalled")
         members = _etcd_pids(run.pid)
         stopped_at = time.time()
         agent.send_signal(signal.SIGSTOP)
-        time.sleep(10)
+        time.sleep(10)  # the stimulus: a stall longer than 3 missed heartbeats
         agent.send_signal(signal.SIGCONT)
         code = finish(run)
     finally:
@@ -112,7 +112,7 @@ def test_a_killed_controller_leaves_no_database_running(
     agents: list[psutil.Process] = []
     try:
         wait_for_text(log, "orphaned: write load")
-        time.sleep(2.0)
+        time.sleep(2.0)  # the stimulus: the controller dies 2 s into its load
         etcds = _etcd_pids(run.pid)
         agents = [
             p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()
@@ -163,7 +163,7 @@ def test_a_remote_agent_stops_its_database_when_the_controller_goes_quiet(
         etcds: list[int] = []
         try:
             wait_for_text(log, "remote: write load")
-            time.sleep(1.0)
+            time.sleep(1.0)  # the stimulus: the controller dies 1 s into its load
             etcds = [p for p in agent.descendants() if psutil.Process(p).name() == "etcd"]
             run.send_signal(signal.SIGKILL)
             run.wait()
@@ -187,7 +187,7 @@ def test_a_database_killed_mid_load(tmp_path: Path, installed_home) -> None:
     run = start_run(home, config, tmp_path / "out", log)
     try:
         wait_for_text(log, "victim: write load")
-        time.sleep(3.0)
+        time.sleep(3.0)  # the stimulus: the member dies 3 s into the load
         (etcd,) = _etcd_pids(run.pid)
         os.kill(etcd, signal.SIGKILL)
         code = finish(run)
@@ -218,7 +218,7 @@ def test_write_accounting_when_a_member_dies_mid_load(tmp_path: Path, installed_
     family: list[int] = []
     try:
         wait_for_text(log, "three: write load")
-        time.sleep(3.0)
+        time.sleep(3.0)  # the stimulus: the member dies 3 s into the load
         agents = [
             p for p in psutil.Process(run.pid).children(recursive=True) if "serve" in p.cmdline()
         ]

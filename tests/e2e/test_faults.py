@@ -28,7 +28,7 @@ def test_a_killed_agent_fails_its_database_and_the_run_goes_on(
     run = start_run(home, config, tmp_path / "out", log)
     try:
         wait_for_text(log, "doomed: write load")
-        time.sleep(1.0)
+        time.sleep(1.0)  # the stimulus: the agent dies 1 s into the load
         agent = agent_of(run, "doomed")
         killed_at = time.time()
         agent.send_signal(signal.SIGKILL)
@@ -58,7 +58,7 @@ def test_ctrl_c_stops_everything_and_keeps_partial_results(tmp_path: Path, insta
     run = start_run(home, config, tmp_path / "out", log)
     try:
         wait_for_text(log, "first: write load")
-        time.sleep(2.0)
+        time.sleep(2.0)  # the stimulus: Ctrl-C comes 2 s into the load
         member_pids = [
             p.pid for p in psutil.Process(run.pid).children(recursive=True) if p.name() == "etcd"
         ]
