@@ -2,9 +2,9 @@
 
 Builds a results directory with SAMPLES latency records (default 3,000,000,
 as the read-3M case has) and 3 members' per-second server samples for each of
-DATABASES databases, then runs the real analysis (table, CSV, 19 SVG charts,
-README, report.html, Parquet) and prints the wall time and the process's
-peak RSS. Target: at most 3 s and 600 MB for 3M samples.
+DATABASES databases, then runs the real analysis (table, CSV, 19 SVG charts
+and the latency heatmap, README, report.html, Parquet) and prints the wall
+time and the process's peak RSS. Target: at most 3 s and 600 MB for 3M samples.
 
     python benchmarks/analysis_speed.py [--samples 3000000] [--databases 1]
 """

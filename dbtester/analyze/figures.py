@@ -24,6 +24,7 @@ from dbtester.analyze.faults import (
     fault_values,
     watch_fault_figures,
 )
+from dbtester.analyze.heatmap import Heatmap, latency_heatmap
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import OPERATIONS, FaultSummary, Records, WatchEvents
 from dbtester.workloads import TYPES
@@ -307,6 +308,8 @@ class Figures:
     notes: list[str] = field(default_factory=list)
     #: what each scheduled fault did (runs with faults only; per trial)
     faults: list[FaultSummary] = field(default_factory=list)
+    #: every request's latency by when it was due (one trial's: the median's)
+    heatmap: Heatmap | None = None
 
 
 def compute(data: DatabaseData) -> Figures:
@@ -320,6 +323,8 @@ def compute(data: DatabaseData) -> Figures:
     _search(data, figures)
     _watch(data, figures)
     _verification(data, figures)
+    if data.records is not None:
+        figures.heatmap = latency_heatmap(data.records, data.load_start)
     if note := unserved(data, figures.faults):
         figures.notes.append(f"{data.label}: {note}")
     return figures

@@ -1,6 +1,7 @@
 """Many trials of one database made into one column: each numeric row's mean
 with its 95% interval, one series per chart (the trials' mean, with their
-spread as a band), and a THROUGHPUT-BY-TRIAL series that shows drift. One
+spread as a band), a THROUGHPUT-BY-TRIAL series that shows drift, and the
+median trial's latency heatmap. One
 trial is passed through as it is, so a run without ``repeat`` reads exactly
 as before. Pure."""
 
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from dbtester.analyze.figures import CV_ROW, Figures, Series
+from dbtester.analyze.heatmap import Heatmap
 from dbtester.analyze.stats import Estimate, estimate
 
 __all__ = ["BY_TRIAL", "combine"]
@@ -55,7 +58,24 @@ def combine(
         combined.series[BY_TRIAL] = Series(np.array(x, dtype=float), np.array(y, dtype=float))
     combined.notes = _notes(trials, numbers)
     combined.faults = [f for trial in trials for f in trial.faults]
+    combined.heatmap = _median_heatmap(trials, numbers)
     return combined, estimates
+
+
+def _median_heatmap(trials: Sequence[Figures], numbers: Sequence[int]) -> Heatmap | None:
+    """The heatmap of the trial whose throughput is the median (the lower
+    of the middle two): trials' time axes are their own, so their maps are
+    shown one at a time, and the median trial is the typical one."""
+    mapped = [
+        (float(v) if isinstance(v := f.values.get("AVG-THROUGHPUT"), int | float) else 0.0, n, h)
+        for f, n in zip(trials, numbers, strict=True)
+        if (h := f.heatmap) is not None
+    ]
+    if not mapped:
+        return None
+    mapped.sort(key=lambda m: (m[0], m[1]))
+    _, number, heatmap = mapped[(len(mapped) - 1) // 2]
+    return replace(heatmap, trial=number)
 
 
 def _notes(trials: Sequence[Figures], numbers: Sequence[int]) -> list[str]:

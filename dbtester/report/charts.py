@@ -24,9 +24,21 @@ from dbtester.analyze.figures import (
     operation_series,
 )
 from dbtester.analyze.steps import SCALING_SERIES
+from dbtester.report.heatmap import draw_heatmap
+from dbtester.report.spans import Span, fault_spans, label_span
 from dbtester.results import OPERATIONS
 
-__all__ = ["CHARTS", "STANDARD", "STYLE", "Chart", "Span", "drawn", "fault_spans", "render_charts"]
+__all__ = [
+    "CHARTS",
+    "HEATMAP",
+    "STANDARD",
+    "STYLE",
+    "Chart",
+    "Span",
+    "drawn",
+    "fault_spans",
+    "render_charts",
+]
 
 STYLE = Path(__file__).with_name("dbtester.mplstyle")
 SECONDS = "Seconds since the load started"
@@ -49,35 +61,13 @@ class Chart:
     #: a series drawn once, dashed, from the first database that has it (a target)
     reference: str | None = None
     reference_label: str = ""
+    #: not lines but each database's latency heatmap (Figures.heatmap)
+    heatmap: bool = False
 
     @property
     def over_time(self) -> bool:
         """Its x axis is seconds since the load started (fault windows are shaded)."""
         return self.x_label == SECONDS
-
-
-@dataclass(frozen=True)
-class Span:
-    """A fault window to shade: from ``start`` to ``end`` (None: to the end)."""
-
-    start: float
-    end: float | None
-    label: str
-
-
-def fault_spans(figures: Sequence[Figures]) -> list[Span]:
-    """The scheduled faults' windows, as the first database with any had them
-    (in its first trial): every database ran the same schedule, so its moments
-    differ between them only by how long the agents took to apply it."""
-    for figure in figures:
-        if figure.faults:
-            first = figure.faults[0].trial
-            return [
-                Span(f.start_s, f.end_s, f"fault {f.number}: {f.action} {f.target}")
-                for f in figure.faults
-                if f.trial == first
-            ]
-    return []
 
 
 def _scaling(row: str, title: str, y_label: str) -> Chart:
@@ -87,8 +77,19 @@ def _scaling(row: str, title: str, y_label: str) -> Chart:
     )
 
 
+#: every request by its latency and when it was due, a panel per database
+HEATMAP = Chart(
+    "LATENCY-HEATMAP",
+    "Latency heatmap (requests by latency and time)",
+    SECONDS,
+    "Latency (ms)",
+    optional=True,
+    heatmap=True,
+)
+
 CHARTS = (
     Chart("AVG-LATENCY-MS", "Average latency", SECONDS, "Latency (ms)"),
+    HEATMAP,
     # mixed workloads: each operation's latency on its own chart
     *(
         Chart(
@@ -215,7 +216,11 @@ STANDARD = tuple(c for c in CHARTS if not c.optional)
 
 def drawn(figures: Sequence[Figures]) -> list[Chart]:
     """The charts for these databases: every one, and the optional ones with data."""
-    return [c for c in CHARTS if not c.optional or any(c.name in f.series for f in figures)]
+    return [c for c in CHARTS if not c.optional or any(_has(c, f) for f in figures)]
+
+
+def _has(chart: Chart, figures: Figures) -> bool:
+    return figures.heatmap is not None if chart.heatmap else chart.name in figures.series
 
 
 def render_charts(
@@ -230,7 +235,10 @@ def render_charts(
         for chart in drawn(figures):
             path = path_for(chart.name)
             path.parent.mkdir(parents=True, exist_ok=True)
-            _draw(chart, labels, figures, path)
+            if chart.heatmap:
+                draw_heatmap(labels, figures, path, chart.title)
+            else:
+                _draw(chart, labels, figures, path)
             written.append(path)
     return written
 
@@ -294,16 +302,7 @@ def _shade(ax: Axes, spans: Sequence[Span]) -> None:
     for span in spans:
         end = span.end if span.end is not None else right
         ax.axvspan(span.start, end, color="0.5", alpha=0.15, linewidth=0)
-        ax.annotate(
-            span.label,
-            (span.start, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(2, -2),
-            textcoords="offset points",
-            va="top",
-            fontsize="x-small",
-            color="0.3",
-        )
+        label_span(ax, span, "0.3")
 
 
 def _log_ticks(ax: Axes, series: Sequence[Series | None]) -> None:

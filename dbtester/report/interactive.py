@@ -42,6 +42,7 @@ from dbtester.analyze import Analysis, Compared
 from dbtester.analyze.figures import Figures, Series, grouped_rows, table_rows
 from dbtester.report.charts import Chart, Span, drawn, fault_spans
 from dbtester.report.comparison import change_parts, headline
+from dbtester.report.heatmap import heatmap_plot, heatmaps, highest
 from dbtester.report.table import format_cell
 from dbtester.results import RunSummary
 
@@ -68,7 +69,9 @@ def render_html_report(
     ``test_case``: config.yaml as it ran; ``comparison``: the text under the
     table, shown when there are no verdicts to tabulate)."""
     case = analysis.results.case
-    plots = [_plot(chart, analysis.labels, analysis.figures) for chart in drawn(analysis.figures)]
+    shown = drawn(analysis.figures)
+    groups = [_plots(chart, analysis.labels, analysis.figures) for chart in shown]
+    plots = [plot for group in groups for plot in group]
     document = Document()
     # Bokeh walks every model of a document each time a root is added (seconds
     # for twenty plots); frozen, it walks them once
@@ -76,9 +79,12 @@ def render_html_report(
         for plot in plots:
             document.add_root(plot)
     script, divs = components(plots)
+    placed = iter(divs)
     charts = "\n".join(
-        f'<section class="chart" id="chart-{html.escape(chart.name)}">{div}</section>'
-        for chart, div in zip(drawn(analysis.figures), divs, strict=True)
+        f'<section class="chart" id="chart-{html.escape(chart.name)}">'
+        + "".join(next(placed) for _ in group)
+        + "</section>"
+        for chart, group in zip(shown, groups, strict=True)
     )
     body = [
         f"<h1>{html.escape(case.title)}</h1>",
@@ -109,6 +115,18 @@ def render_html_report(
 
 
 # --------------------------------------------------------------------------- plots
+
+
+def _plots(
+    chart: Chart, labels: Sequence[str], figures: Sequence[Figures]
+) -> list[plotting.figure]:
+    """A chart's plots: one, or a heatmap per database that has one."""
+    if not chart.heatmap:
+        return [_plot(chart, labels, figures)]
+    mapped = heatmaps(labels, figures)
+    top = highest(mapped)
+    tags = {label: _tag(index) for index, label in enumerate(labels)}
+    return [heatmap_plot(chart.title, label, h, figures, top, tags[label]) for label, h in mapped]
 
 
 def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> plotting.figure:

@@ -9,6 +9,7 @@ A screenshot of the page is saved in the test's temp dir (report.png)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,9 +31,12 @@ VERSIONS = ("3.5.17", "3.6.8")
 STEPS = (2, 8, 32)
 #: the first database's column label: '@' and '$' name fields in a tooltip template
 TRICKY = "etcd 3.5 @x $y <b>"
-#: every standard chart, the four scaling ones and the host-speed probe's (one
-#: trial: no THROUGHPUT-BY-TRIAL)
-PLOTS = len(STANDARD) + len(SCALING_SERIES) + 1
+#: every standard chart, the four scaling ones, the host-speed probe's and
+#: the latency heatmap (one trial: no THROUGHPUT-BY-TRIAL)
+SECTIONS = len(STANDARD) + len(SCALING_SERIES) + 2
+#: the heatmap's section holds a plot for each database
+HEATMAPS = len(VERSIONS)
+PLOTS = SECTIONS - 1 + HEATMAPS
 NUMBER = re.compile(r"^-?[0-9][0-9,]*(\.[0-9]+)?$")
 
 
@@ -121,6 +125,7 @@ def test_the_published_report_works_offline_in_a_browser(
     )
     try:
         _every_plot_rendered(page)
+        _heatmaps_count_every_request(page, published)
         _hover_shows_a_value(page)
         _box_zoom_zooms(page)
         _checkboxes_switch_a_database_off(page)
@@ -137,18 +142,18 @@ def test_the_published_report_works_offline_in_a_browser(
 
 def _every_plot_rendered(page: Any) -> None:
     sections = page.locator("section.chart")
-    assert sections.count() == PLOTS
+    assert sections.count() == SECTIONS
     assert page.evaluate("() => Bokeh.documents[0].roots().length") == PLOTS
     # each root has a view, drawn onto a canvas of the section's width, and
-    # data for both databases
+    # data for both databases (a heatmap: for its own)
     assert page.locator(".bk-Figure").count() == PLOTS
     with_data = page.evaluate(
         "() => Bokeh.documents[0].roots().map(plot => new Set(plot.renderers"
         ".filter(r => r.data_source && r.data_source.get_length() > 0)"
         ".map(r => r.tags[0])).size)"
     )
-    assert with_data == [2] * PLOTS
-    for i in range(PLOTS):
+    assert with_data.count(1) == HEATMAPS and with_data.count(2) == PLOTS - HEATMAPS
+    for i in range(SECTIONS):
         section = sections.nth(i)
         box = section.bounding_box()
         assert box is not None and box["width"] > 600 and box["height"] > 300
@@ -156,6 +161,19 @@ def _every_plot_rendered(page: Any) -> None:
         assert len(shot) > 5_000, section.get_attribute("id")  # a blank plot compresses to less
     for name in SCALING_SERIES.values():
         assert page.locator(f"#chart-{name}").count() == 1
+
+
+def _heatmaps_count_every_request(page: Any, published: Path) -> None:
+    """Each database's heatmap cells add up to every request it made."""
+    result = json.loads((published / "result.json").read_text())
+    for index, db in enumerate(result["databases"]):
+        cells: list[int] = page.evaluate(
+            "name => Array.from(Bokeh.documents[0].get_model_by_name(name)"
+            ".renderers[0].data_source.data.count)",
+            f"heatmap-database-{index}",
+        )
+        assert sum(cells) == db["figures"]["TOTAL-REQUEST-NUMBER"], db["id"]
+        assert min(cells) >= 1  # only the cells with requests are drawn
 
 
 def _plot_centre(page: Any, name: str) -> tuple[float, float]:
@@ -210,8 +228,9 @@ def _checkboxes_switch_a_database_off(page: Any) -> None:
     assert set(page.evaluate(visible, "database-0")) == {True}
     page.locator('input[data-database="database-0"]').uncheck()
     switched = page.evaluate(visible, "database-0")
-    # a line (and hover target) in each plot, and markers on the scaling ones
-    assert len(switched) >= PLOTS and set(switched) == {False}
+    # a line (and hover target) in each plot, and markers on the scaling ones;
+    # its own heatmap's cells
+    assert len(switched) >= PLOTS - HEATMAPS + 1 and set(switched) == {False}
     assert set(page.evaluate(visible, "database-1")) == {True}
     page.locator('input[data-database="database-0"]').check()
     assert set(page.evaluate(visible, "database-0")) == {True}

@@ -1,5 +1,6 @@
 """`dbtester run` end to end on the embedded default: real agents, real
-clusters, real load, the table, 19 charts (and the host-speed one) and a README."""
+clusters, real load, the table, 19 charts (and the host-speed one and the
+latency heatmap) and a README."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from dbtester.analyze.figures import ROWS
+from dbtester.report.charts import HEATMAP
 from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.results import SCHEMA_VERSION
 from dbtester.util.host import host_facts
@@ -102,18 +104,19 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
         if workload == "write":
             assert db["verification"]["found"] == requests
 
-    # the 19 standard charts and the host-speed probe's, each a real SVG
+    # the 19 standard charts, the host-speed probe's and the latency
+    # heatmap, each a real SVG
     charts = sorted((out / "charts").glob("*.svg"))
-    assert {c.stem for c in charts} == {c.name for c in CHARTS} | {"HOST-SPEED"}
-    assert len(charts) == 20
+    assert {c.stem for c in charts} == {c.name for c in CHARTS} | {"HOST-SPEED", HEATMAP.name}
+    assert len(charts) == 21
     assert len(CHARTS) == 19
     for chart in charts:
         assert ET.parse(chart).getroot().tag.endswith("svg")
 
-    # README links resolve: the report and the 20 charts
+    # README links resolve: the report and the 21 charts
     readme = (out / "README.md").read_text()
     links = re.findall(r"\]\(([^)]+)\)", readme)
-    assert len(links) == 21 and links[0] == "report.html"
+    assert len(links) == 22 and links[0] == "report.html"
     assert all((out / link).exists() for link in links)
 
     _check_members(out, result_json)
@@ -127,4 +130,4 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
     again = dbtester(home, "analyze", str(copy))
     assert again.returncode == 0, again.stderr
     assert (copy / "summary.txt").read_text() == table
-    assert len(list((copy / "charts").glob("*.svg"))) == 20
+    assert len(list((copy / "charts").glob("*.svg"))) == len(charts)

@@ -24,7 +24,7 @@ from dbtester.analyze.figures import Figures, Series, compute, step_row, table_r
 from dbtester.analyze.steps import SCALING_SERIES, add_steps, client_steps
 from dbtester.publish.readme import published_readme
 from dbtester.render import render
-from dbtester.report.charts import CHARTS, drawn, render_charts
+from dbtester.report.charts import CHARTS, HEATMAP, drawn, render_charts
 from dbtester.report.table import format_value
 from dbtester.results import DatabaseRecord, LoadWindow, Records, ResultsDir
 from tests.conftest import ROOT
@@ -57,9 +57,14 @@ def test_analyze_writes_a_self_contained_report(run_cli: Any, v1: Path) -> None:
     assert "Bokeh" in page and len(page) < 5_000_000
     # every chart the SVGs have, in the same order, and each in the plots' data
     charts = [c.name for c in drawn(render(v1).analysis.figures)]
-    assert _sections(page) == charts and len(charts) == 19
+    assert _sections(page) == charts and len(charts) == 20
     for name in charts:
-        assert f'"name":"{name}"' in page
+        if name != HEATMAP.name:
+            assert f'"name":"{name}"' in page
+    # the heatmap: a plot of its own for each database
+    assert len(render(v1).analysis.labels) == 2
+    for index in range(2):
+        assert f'"name":"heatmap-database-{index}"' in page
     # every note, labelled as in the README, after the summary
     notes = render(v1).analysis.notes
     assert notes

@@ -47,7 +47,8 @@ def test_a_version_1_directory_re_renders_the_same_table(run_cli, v1: Path) -> N
     assert comparison.startswith("Compared with etcd v3.5.17: differences cannot be judged")
     assert (v1 / "summary.txt").read_bytes() == (V1 / "summary.txt").read_bytes()
     assert (v1 / "summary.csv").read_bytes() == (V1 / "summary.csv").read_bytes()
-    assert len(list((v1 / "charts").glob("*.svg"))) == 19
+    # the 19 standard charts and the latency heatmap
+    assert len(list((v1 / "charts").glob("*.svg"))) == 20
     # The summary is rewritten in the current schema, everything it had kept.
     summary = json.loads((v1 / "result.json").read_text())
     old = json.loads((V1 / "result.json").read_text())
