@@ -21,8 +21,9 @@ import subprocess
 from collections.abc import Sequence
 
 from dbtester.errors import MemberError
+from dbtester.util.net import is_loopback
 
-__all__ = ["SSH_PORT", "TABLE_PREFIX", "Isolation", "sweep"]
+__all__ = ["SSH_PORT", "TABLE_PREFIX", "Isolation", "MemberIsolation", "sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,51 @@ class Isolation:
             return
         _nft(["delete", "table", "inet", self.table])
         self.active = False
+
+
+class MemberIsolation:
+    """A member's isolation of its host, when it has one: at most one table at
+    a time, each told in the member's own ``log``. The member calls it with
+    its lock held; ``who`` names the member in refusals, ``key`` its table."""
+
+    def __init__(self, who: str, key: str, log: logging.Logger) -> None:
+        self.who, self.key, self.log = who, key, log
+        self._cut: Isolation | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._cut is not None
+
+    def isolate(self, host: str, agent_port: int, kept: Sequence[int] = ()) -> None:
+        """Cut the member on ``host`` off, all but ``agent_port`` and ``kept``;
+        MemberError when it cannot be (and nothing changed)."""
+        if is_loopback(host):
+            # The table keeps loopback traffic: it would cut this machine
+            # off from everyone else and the member from no one.
+            raise MemberError(
+                f"cannot isolate {self.who}: it listens on loopback ({host}), which an"
+                " isolation keeps open; isolate needs members on hosts of their own"
+            )
+        if self._cut is not None:
+            raise MemberError(f"cannot isolate {self.who}: it is isolated already")
+        cut = Isolation(self.key, agent_port, kept)
+        cut.apply()
+        self._cut = cut
+        self.log.info(
+            "isolated (scheduled fault): nftables table inet %s drops all but"
+            " loopback and tcp ports %s",
+            cut.table,
+            ", ".join(map(str, cut.ports)),
+        )
+
+    def heal(self) -> None:
+        """Delete the table; MemberError when there is none, or when nft fails
+        (and the table is still there)."""
+        if self._cut is None:
+            raise MemberError(f"cannot heal {self.who}: it is not isolated")
+        self._cut.remove()
+        self.log.info("healed (scheduled fault): table inet %s deleted", self._cut.table)
+        self._cut = None
 
 
 def sweep(agent_port: int) -> list[str]:

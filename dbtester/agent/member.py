@@ -1,7 +1,8 @@
 """One running database member: start it, watch it, stop it within a bound.
 
-The member runs in its own process group (``start_new_session``), so stopping
-reaches every process it spawned, by PID and process group, never by name.
+The member runs in its own process group (``start_new_session``; see
+agent/process_group.py), so stopping reaches every process it spawned, by PID
+and process group, never by name; an isolation of its host is agent/isolation.py.
 Its directory on the agent::
 
     <data_root>/runs/<run_id>/<database_id>/member-<i>/
@@ -14,7 +15,6 @@ Its directory on the agent::
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import psutil
 
-from dbtester.agent.isolation import Isolation
+from dbtester.agent.isolation import MemberIsolation
+from dbtester.agent.process_group import kill_group, signal_group, spawn_group, terminate_group
 from dbtester.agent.sampler import Sampler, data_disk, dir_usage
 from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
 from dbtester.errors import MemberError
 from dbtester.install import Installed
-from dbtester.util.net import interface_for, is_loopback, port_free
-from dbtester.util.procs import with_parent_death_signal
+from dbtester.util.net import interface_for, port_free
 
 __all__ = ["Member", "StopResult", "log_tail"]
 
@@ -66,13 +66,18 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:]) or "(empty log)"
 
 
-# What a database process inherits: enough to run, none of the agent's or the
-# controller's secrets (tokens, cloud credentials) that its logs could reveal.
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME", "USER")
+def _write_files(plan: LaunchPlan) -> None:
+    for path, text in plan.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
-def _database_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
+def _log_to(log: logging.Logger, path: Path) -> logging.Handler:
+    """A handler, added to ``log``, that appends its lines to ``path``."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    return handler
 
 
 class Member:
@@ -101,10 +106,12 @@ class Member:
         self._lock = threading.Lock()
         self._log_handler: logging.Handler | None = None
         self._stopped: StopResult | None = None
-        self._isolation: Isolation | None = None
         # Its own logger (under the agent's): its agent.log holds only its lines.
         self.log = logging.getLogger(
             f"dbtester.agent.member.{spec.member_dir.parent.name}.{spec.index}.{id(self)}"
+        )
+        self._isolation = MemberIsolation(
+            f"{kind.name} member {spec.index}", f"{self.dir}", self.log
         )
 
     # ------------------------------------------------------------------ start
@@ -119,12 +126,12 @@ class Member:
             )
         self.dir.mkdir(parents=True, exist_ok=True)
         self.spec.data_dir.mkdir(parents=True, exist_ok=True)
-        self._attach_log()
+        self._log_handler = _log_to(self.log, self.dir / "agent.log")
         self.state = "starting"
         try:
             self._start_process()
         except BaseException:
-            self._kill_group()  # never leave a half-started database behind
+            kill_group(self.process)  # never leave a half-started database behind
             if self.state == "starting":
                 self.state = "exited"
             self._detach_log()
@@ -133,7 +140,7 @@ class Member:
     def _start_process(self) -> None:
         me = self.spec.me
         plan = self.kind.launch(self.installed, self.spec)
-        self._write_files(plan)
+        _write_files(plan)
         self._spawn(plan)
         self._settle()
         assert self.process is not None
@@ -155,17 +162,6 @@ class Member:
             self.sampler.interface or "all",
         )
 
-    def _attach_log(self) -> None:
-        handler = logging.FileHandler(self.dir / "agent.log")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        self.log.addHandler(handler)
-        self._log_handler = handler
-
-    def _write_files(self, plan: LaunchPlan) -> None:
-        for path, text in plan.files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-
     def _spawn(self, plan: LaunchPlan) -> None:
         self.log.info(
             "starting %s %s member %d: %s",
@@ -174,19 +170,7 @@ class Member:
             self.spec.index,
             " ".join(plan.argv),
         )
-        with (self.dir / "database.log").open("ab") as out:
-            try:
-                self.process = subprocess.Popen(
-                    with_parent_death_signal(plan.argv),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    cwd=self.dir,
-                    env={**_database_environment(), **plan.env},
-                    start_new_session=True,  # its own process group: stop reaches all of it
-                )
-            except OSError as exc:
-                raise MemberError(f"cannot run {plan.argv[0]}: {exc.strerror}") from None
+        self.process = spawn_group(plan.argv, plan.env, self.dir, self.dir / "database.log")
         self.started_unix = time.time()
 
     def _settle(self) -> None:
@@ -222,12 +206,11 @@ class Member:
         one mistakes for a member that died by itself. The sampler goes on
         writing rows (pid 0) so the gap shows in the per-second series."""
         with self._lock:
-            self._expect("kill", ("running", "paused"))
-            assert self.process is not None
-            self._signal_group(signal.SIGKILL)
-            self.process.wait()
+            process = self._expect("kill", ("running", "paused"))
+            signal_group(process, signal.SIGKILL)
+            process.wait()
             self.state = "killed"
-            self.log.info("killed (scheduled fault): SIGKILL to group %d", self.process.pid)
+            self.log.info("killed (scheduled fault): SIGKILL to group %d", process.pid)
 
     def restart(self) -> None:
         """Start a killed member again on its data dir, with the same flags; a
@@ -240,7 +223,7 @@ class Member:
             try:
                 self._start_process()
             except BaseException:
-                self._kill_group()
+                kill_group(self.process)
                 self.state = "exited"
                 raise
             self.log.info("restarted (scheduled fault) as pid %d", self.pid)
@@ -249,15 +232,13 @@ class Member:
         """SIGSTOP the member's process group: it stops answering but keeps its
         sockets and memory, like a member stalled by its machine."""
         with self._lock:
-            self._expect("pause", ("running",))
-            self._signal_group(signal.SIGSTOP)
+            signal_group(self._expect("pause", ("running",)), signal.SIGSTOP)
             self.state = "paused"
             self.log.info("paused (scheduled fault): SIGSTOP to group %d", self.pid)
 
     def resume(self) -> None:
         with self._lock:
-            self._expect("resume", ("paused",))
-            self._signal_group(signal.SIGCONT)
+            signal_group(self._expect("resume", ("paused",)), signal.SIGCONT)
             self.state = "running"
             self.log.info("resumed (scheduled fault): SIGCONT to group %d", self.pid)
 
@@ -272,56 +253,25 @@ class Member:
         any other."""
         with self._lock:
             self._expect("isolate", ("running", "paused", "killed"))
-            if is_loopback(self.spec.me.host):
-                # The table keeps loopback traffic: it would cut this machine
-                # off from everyone else and the member from no one.
-                raise MemberError(
-                    f"cannot isolate {self.kind.name} member {self.spec.index}: it listens on"
-                    f" loopback ({self.spec.me.host}), which an isolation keeps open; isolate"
-                    " needs members on hosts of their own"
-                )
-            if self.isolated:
-                raise MemberError(
-                    f"cannot isolate {self.kind.name} member {self.spec.index}: it is isolated"
-                    " already"
-                )
             kept = (self.spec.me.ports["client"],) if keep_clients else ()
-            isolation = Isolation(f"{self.dir}", agent_port, kept)
-            isolation.apply()
-            self._isolation = isolation
-            self.log.info(
-                "isolated (scheduled fault): nftables table inet %s drops all but"
-                " loopback and tcp ports %s",
-                isolation.table,
-                ", ".join(map(str, isolation.ports)),
-            )
+            self._isolation.isolate(self.spec.me.host, agent_port, kept)
 
     def heal(self) -> None:
         with self._lock:
-            if not self.isolated:
-                raise MemberError(
-                    f"cannot heal {self.kind.name} member {self.spec.index}: it is not isolated"
-                )
-            self._heal()
-
-    def _heal(self) -> None:
-        """Delete the isolation table (the lock held); MemberError when nft fails,
-        and the table is still there."""
-        assert self._isolation is not None
-        self._isolation.remove()
-        self.log.info("healed (scheduled fault): table inet %s deleted", self._isolation.table)
-        self._isolation = None
+            self._isolation.heal()
 
     @property
     def isolated(self) -> bool:
-        return self._isolation is not None
+        return self._isolation.active
 
-    def _expect(self, action: str, states: tuple[str, ...]) -> None:
+    def _expect(self, action: str, states: tuple[str, ...]) -> subprocess.Popen[bytes]:
+        """The member's process, when its state allows ``action``."""
         if self.state not in states or self.process is None:
             raise MemberError(
                 f"cannot {action} {self.kind.name} member {self.spec.index}: it is"
                 f" {self.state}, not {' or '.join(states)}"
             )
+        return self.process
 
     @property
     def pid(self) -> int:
@@ -348,7 +298,7 @@ class Member:
                 # Never leave a host cut off after its member is gone; a
                 # failure is told, and the stop goes on.
                 try:
-                    self._heal()
+                    self._isolation.heal()
                 except MemberError as exc:
                     self.error = self.error or f"the isolation outlived the member: {exc}"
                     self.log.error("could not heal on stop: %s", exc)
@@ -360,9 +310,9 @@ class Member:
             if self.sampler is not None:
                 # A last row just before the signal; none of a process going away.
                 self.sampler.stop(final_sample=self.state == "running")
-            if self.state == "paused":
-                self._signal_group(signal.SIGCONT)  # a stopped process ignores SIGTERM
-            killed = self._terminate(grace)
+            if self.state == "paused" and self.process is not None:
+                signal_group(self.process, signal.SIGCONT)  # a stopped process ignores SIGTERM
+            killed = terminate_group(self.process, grace, self.log)
             died_by_itself = self.state == "exited"
             self.state = "stopped"
             usage = dir_usage(self.spec.data_dir)
@@ -386,33 +336,6 @@ class Member:
                 usage, killed, self.exit_code, seconds, archived, samples, stopped_by=by
             )
             return self._stopped
-
-    def _terminate(self, grace: float) -> bool:
-        process = self.process
-        if process is None or process.poll() is not None:
-            self._kill_group()  # anything it left behind in its group
-            return False
-        self._signal_group(signal.SIGTERM)
-        try:
-            process.wait(grace)
-            self._kill_group()
-            return False
-        except subprocess.TimeoutExpired:
-            self.log.warning(
-                "still running %.1fs after SIGTERM: SIGKILL to group %d", grace, process.pid
-            )
-            self._signal_group(signal.SIGKILL)
-            process.wait()
-            return True
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        assert self.process is not None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, sig)
-
-    def _kill_group(self) -> None:
-        if self.process is not None:
-            self._signal_group(signal.SIGKILL)
 
     def _archive(self) -> Path:
         target = self.failure_root / self.dir.relative_to(self.dir.parents[2])

@@ -2,50 +2,38 @@
 
 Requests name a kind and a version, never a path or a command: the agent
 resolves them to binaries it has installed (``$DBTESTER_HOME``) or that its own
-config allow-lists. With no call from the controller for the heartbeat timeout,
+config allow-lists (agent/start.py checks and resolves a Start request before
+anything runs). With no call from the controller for the heartbeat timeout,
 the agent stops its databases itself and keeps their files.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import grpc
-from pydantic import ValidationError
 
 from dbtester import __version__
 from dbtester.agent.config import AgentConfig
 from dbtester.agent.load import LoadRefused, LoadRunner
 from dbtester.agent.member import FILE_NAMES, Member
-from dbtester.config.model import HOST_PATTERN, VERSION_PATTERN
-from dbtester.databases import KINDS, DatabaseKind
-from dbtester.databases.base import MemberSpec, Peer
+from dbtester.agent.start import StartRefusedError, out_of_range, plan_start, show
 from dbtester.errors import MemberError
-from dbtester.install import Installed, find_installed, list_installed
+from dbtester.install import Installed
 from dbtester.proto import agent_pb2 as pb
 from dbtester.proto import agent_pb2_grpc as pb_grpc
 from dbtester.util.host import host_facts
-from dbtester.util.paths import SAFE_NAME
 
 __all__ = ["AgentService"]
 
 log = logging.getLogger(__name__)
 
-CLUSTER_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,300}")
 CHUNK = 64 * 1024
-#: a kind's flags are a few keys; anything longer is not flags
-MAX_FLAGS_JSON = 64 * 1024
-#: bounds on the numbers a request sets (0 means "the agent's default")
-SAMPLE_INTERVAL_S = (0.1, 60.0)
-HEARTBEAT_TIMEOUT_S = (0.1, 86_400.0)
+#: bounds on a Stop's grace period (0 means "the agent's default")
 GRACE_S = (0.0, 600.0)
 MemberKey = tuple[str, str, int]
 BUSY = ("new", "starting", "running")
@@ -120,29 +108,11 @@ class AgentService(pb_grpc.AgentServicer):
     def Start(self, request: pb.StartRequest, context: grpc.ServicerContext) -> pb.StartResponse:
         if self._closing.is_set():
             context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
-        kind = self._kind(request.kind, context)
-        self._check_names(request, context)
-        self._check_numbers(request, context)
-        installed = self._binary(kind, request.version, context)
-        flags = self._flags(kind, request.flags_json, context)
-        peers = self._peers(kind, request, context)
+        try:
+            plan = plan_start(request, self.config)
+        except StartRefusedError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         key = (request.run_id, request.database_id, request.member_index)
-        member_dir = (
-            self.config.data_root
-            / "runs"
-            / request.run_id
-            / request.database_id
-            / f"member-{request.member_index}"
-        )
-        spec = MemberSpec(
-            index=request.member_index,
-            peers=peers,
-            flags=flags,
-            member_dir=member_dir,
-            data_dir=member_dir / "data",
-            cluster_token=request.cluster_token or f"{request.run_id}-{request.database_id}",
-        )
-        interval = request.sample_interval_s or self.config.sample_interval_s
         with self._lock:
             if self._closing.is_set():  # checked again where it cannot race close()
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the agent is shutting down")
@@ -150,10 +120,10 @@ class AgentService(pb_grpc.AgentServicer):
             if existing is not None and existing.poll() in BUSY:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS, f"member {key} is already running")
             member = Member(
-                kind,
-                installed,
-                spec,
-                sample_interval=interval,
+                plan.kind,
+                plan.installed,
+                plan.spec,
+                sample_interval=plan.sample_interval,
                 failure_root=self.config.data_root / "failed",
             )
             self.members[key] = member
@@ -169,10 +139,10 @@ class AgentService(pb_grpc.AgentServicer):
         assert member.process is not None
         return pb.StartResponse(
             pid=member.process.pid,
-            data_dir=str(spec.data_dir),
+            data_dir=str(plan.spec.data_dir),
             started_unix=member.started_unix,
             host=self.host,
-            binary_sha256=self._digest(installed),
+            binary_sha256=self._digest(plan.installed),
         )
 
     def _digest(self, installed: Installed) -> str:
@@ -185,113 +155,6 @@ class AgentService(pb_grpc.AgentServicer):
                 self._digests[key] = found
         return found
 
-    def _kind(self, name: str, context: grpc.ServicerContext) -> DatabaseKind:
-        kind = KINDS.get(name)
-        if kind is None:
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown kind {_show(name)}; allowed: {', '.join(KINDS)}",
-            )
-        return kind
-
-    def _check_names(self, request: pb.StartRequest, context: grpc.ServicerContext) -> None:
-        for field in ("run_id", "database_id"):
-            value = getattr(request, field)
-            if not SAFE_NAME.fullmatch(value):
-                context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"{field} {_show(value)} must be letters, digits, . _ - (no paths)",
-                )
-        if not re.fullmatch(VERSION_PATTERN, request.version):
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"version {_show(request.version)} is not a version (letters, digits, . _ + ~ -)",
-            )
-        token = request.cluster_token
-        if token and not CLUSTER_TOKEN.fullmatch(token):
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"cluster_token {_show(token)} must be 1-300 letters, digits, . _ -",
-            )
-
-    def _check_numbers(self, request: pb.StartRequest, context: grpc.ServicerContext) -> None:
-        for field, (low, high) in (
-            ("sample_interval_s", SAMPLE_INTERVAL_S),
-            ("heartbeat_timeout_s", HEARTBEAT_TIMEOUT_S),
-        ):
-            problem = _out_of_range(field, getattr(request, field), low, high)
-            if problem:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-
-    def _binary(self, kind: DatabaseKind, version: str, context: grpc.ServicerContext) -> Installed:
-        allowed = self.config.binaries.get(kind.name, {})
-        if version in allowed:
-            entry = allowed[version]
-            return Installed(
-                kind.name,
-                version,
-                Path(next(iter(entry.values()))).parent,
-                "agent config allow-list",
-                entry,
-                "",
-            )
-        found = find_installed(kind.name, version)
-        if found is not None:
-            return found
-        have = sorted({*allowed, *(i.version for i in list_installed() if i.kind == kind.name)})
-        listed = ", ".join(have) if have else "none"
-        context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"{kind.name} {version} is not installed on {socket.gethostname()}; versions"
-            f" this agent can run: {listed} (add one with: dbtester install"
-            f" {kind.name}@{version})",
-        )
-        raise AssertionError  # abort raises
-
-    def _flags(self, kind: DatabaseKind, text: str, context: grpc.ServicerContext):  # type: ignore[no-untyped-def]
-        if len(text) > MAX_FLAGS_JSON:
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"bad {kind.name} flags: {len(text):,} characters of JSON is not flags",
-            )
-        try:
-            return kind.flags_model.model_validate(json.loads(text or "{}"))
-        except RecursionError:
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"bad {kind.name} flags: nested too deeply"
-            )
-        except (ValueError, ValidationError) as exc:
-            reason = str(exc)[:500]
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad {kind.name} flags: {reason}")
-
-    def _peers(
-        self, kind: DatabaseKind, request: pb.StartRequest, context: grpc.ServicerContext
-    ) -> tuple[Peer, ...]:
-        peers = tuple(Peer(p.name, p.host, dict(p.ports)) for p in request.peers)
-        problems = []
-        if request.member_index >= len(peers):
-            problems.append(f"member_index {request.member_index} but {len(peers)} peers")
-        if len({p.name for p in peers}) != len(peers):
-            problems.append("peer names must be unique")
-        for peer in peers:
-            # Hosts reach config files (zoo.cfg) and flags: an address, nothing else.
-            if not re.fullmatch(HOST_PATTERN, peer.host) or len(peer.host) > 255:
-                problems.append(
-                    f"peer {_show(peer.name)} host {_show(peer.host)} is not an address"
-                )
-            bad = [p for p in peer.ports.values() if not 1 <= p <= 65535]
-            if bad:
-                problems.append(f"peer {_show(peer.name)} has ports out of range: {bad[:5]}")
-            missing = set(kind.default_ports) - set(peer.ports)
-            if missing:
-                problems.append(f"peer {_show(peer.name)} lacks ports {sorted(missing)}")
-            if not SAFE_NAME.fullmatch(peer.name):
-                problems.append(f"peer name {_show(peer.name)} must be letters, digits, . _ -")
-        if problems:
-            more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(problems[:5]) + more)
-        return peers
-
     # ------------------------------------------------------------------ stop, status
 
     def _member(
@@ -302,12 +165,12 @@ class AgentService(pb_grpc.AgentServicer):
         if member is None:
             context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"no member {index} of {_show(database_id)} in run {_show(run_id)} on this agent",
+                f"no member {index} of {show(database_id)} in run {show(run_id)} on this agent",
             )
         return member
 
     def Stop(self, request: pb.StopRequest, context: grpc.ServicerContext) -> pb.StopResponse:
-        problem = _out_of_range("grace_s", request.grace_s, *GRACE_S)
+        problem = out_of_range("grace_s", request.grace_s, *GRACE_S)
         if problem:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         member = self._member(request.run_id, request.database_id, request.member_index, context)
@@ -364,7 +227,7 @@ class AgentService(pb_grpc.AgentServicer):
         try:
             action(member)
         except MemberError as exc:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, _show(str(exc), 2000))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, show(str(exc), 2000))
         return pb.FaultResponse(
             at_unix=at, pid=member.pid, state=member.state, isolated=member.isolated
         )
@@ -409,7 +272,7 @@ class AgentService(pb_grpc.AgentServicer):
         try:
             yield from replies
         except LoadRefused as exc:
-            context.abort(getattr(grpc.StatusCode, exc.status), _show(str(exc), 2000))
+            context.abort(getattr(grpc.StatusCode, exc.status), show(str(exc), 2000))
 
     def StopLoad(
         self, request: pb.StopLoadRequest, context: grpc.ServicerContext
@@ -433,7 +296,7 @@ class AgentService(pb_grpc.AgentServicer):
         if request.name not in FILE_NAMES:
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown file {_show(request.name)}; allowed: {', '.join(FILE_NAMES)}",
+                f"unknown file {show(request.name)}; allowed: {', '.join(FILE_NAMES)}",
             )
         path = member.dir / request.name
         if not path.exists():
@@ -445,19 +308,7 @@ class AgentService(pb_grpc.AgentServicer):
                 offset += len(chunk)
 
 
-def _show(value: str, limit: int = 80) -> str:
-    """A name from a request, quoted and cut short, for an error message."""
-    return repr(value if len(value) <= limit else value[: limit - 3] + "...")
-
-
 def _listen_port(listen: str) -> int:
     """The port of ``host:port`` (0 when it has none the agent can tell)."""
     port = listen.rsplit(":", 1)[-1]
     return int(port) if port.isdigit() else 0
-
-
-def _out_of_range(field: str, value: float, low: float, high: float) -> str | None:
-    """Why ``value`` (0: the agent's default) is not a number of seconds in [low, high]."""
-    if value == 0 or (math.isfinite(value) and low <= value <= high):
-        return None
-    return f"{field} {value!r} must be 0 (the default) or from {low:g} to {high:g} seconds"

@@ -23,6 +23,7 @@ import pytest
 
 from dbtester.agent.config import AgentConfig
 from dbtester.agent.service import AgentService
+from dbtester.agent.start import check_numbers
 from dbtester.config import load_test_case
 from dbtester.config.source import MAX_BYTES, MAX_DEPTH, MAX_NODES
 from dbtester.errors import ConfigError, ResultsError
@@ -487,7 +488,7 @@ def test_stop_refuses_a_grace_period_that_is_not_one(service: AgentService, grac
 def test_ordinary_numbers_pass(service: AgentService) -> None:
     for interval, heartbeat in ((0.0, 0.0), (0.1, 0.1), (1.0, 60.0), (60.0, 86_400.0)):
         request = _start(sample_interval_s=interval, heartbeat_timeout_s=heartbeat)
-        service._check_numbers(request, Context())  # type: ignore[arg-type]
+        check_numbers(request)
     with pytest.raises(AbortedError) as caught:
         service.Stop(pb.StopRequest(run_id="r1", database_id="db", grace_s=2.0), Context())  # type: ignore[arg-type]
     assert caught.value.code == grpc.StatusCode.NOT_FOUND
