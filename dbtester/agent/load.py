@@ -34,7 +34,7 @@ from dbtester.util.net import endpoint_host
 from dbtester.util.paths import SAFE_NAME
 from dbtester.util.sched import SchedMeter
 
-__all__ = ["LoadRefused", "LoadRunner", "clock_shift_s"]
+__all__ = ["LoadRefused", "LoadRunner", "Window", "checked_plan", "clock_shift_s"]
 
 #: a plan is a few hundred bytes; anything this long is not one
 MAX_PLAN_JSON = 64 * 1024
@@ -86,7 +86,7 @@ class LoadRunner:
     def run(self, request: pb.LoadRequest, active: Callable[[], bool]) -> Iterator[pb.LoadReply]:
         """The replies of one Load call; LoadRefused before the first one when
         the request cannot run. ``active`` is False once the caller is gone."""
-        plan = _checked_plan(request, time.time() + self.shift_s, self.targets)
+        plan = checked_plan(request, time.time() + self.shift_s, self.targets)
         if not self._busy.acquire(blocking=False):
             raise LoadRefused("RESOURCE_EXHAUSTED", "a load is already running on this agent")
         try:
@@ -110,7 +110,7 @@ class LoadRunner:
             plan["start_unix_ns"] = round((request.start_unix - self.shift_s) * 1e9)
         process = psutil.Process()
         cpu_before = cpu_seconds()
-        window = _Window(SchedMeter(ENGINE_THREADS), request.start_unix - self.shift_s)
+        window = Window(SchedMeter(ENGINE_THREADS), request.start_unix - self.shift_s)
         load = _start(plan)
         sampler = ClientSampler(
             process,
@@ -177,7 +177,7 @@ class LoadRunner:
         return ""
 
 
-class _Window:
+class Window:
     """The engine threads' CPU over the load itself: from the common start
     to the end. An engine connects first, then sleeps until that instant;
     counting the sleep would make an engine short of CPU look half idle
@@ -223,7 +223,7 @@ def _chunks(name: str, path: Path) -> Iterator[pb.LoadReply]:
             offset += len(data)
 
 
-def _checked_plan(
+def checked_plan(
     request: pb.LoadRequest, now: float, targets: tuple[str, ...] | None = None
 ) -> Any:
     """The request's plan, once what the agent itself must vouch for is

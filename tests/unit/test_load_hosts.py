@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dbtester.agent.load import LoadRefused, _checked_plan
+from dbtester.agent.load import LoadRefused, Window, checked_plan
 from dbtester.config.load import load_test_case_text
 from dbtester.control.record import load_hosts_note
 from dbtester.proto import agent_pb2 as pb
@@ -135,7 +135,7 @@ GOOD = {"endpoints": ["10.0.0.1:2379"], "threads": 1, "start_unix_ns": 5}
 )
 def test_a_load_agent_refuses_what_it_should_not_run(request_: pb.LoadRequest, words: str) -> None:
     with pytest.raises(LoadRefused, match=words) as refused:
-        _checked_plan(request_, time.time())
+        checked_plan(request_, time.time())
     assert refused.value.status == "INVALID_ARGUMENT"
 
 
@@ -143,19 +143,19 @@ def test_a_deployed_load_agent_dials_only_the_cases_databases() -> None:
     targets = ("10.0.0.1", "db.example", "fd00::1")
     for endpoint in ("10.0.0.1:2379", "db.example:8500", "[fd00::1]:2181"):
         plan = {**GOOD, "endpoints": [endpoint]}
-        assert _checked_plan(_request(plan), time.time(), targets)["endpoints"] == [endpoint]
+        assert checked_plan(_request(plan), time.time(), targets)["endpoints"] == [endpoint]
     stranger = {**GOOD, "endpoints": ["10.0.0.1:2379", "169.254.169.254:80"]}
     with pytest.raises(
         LoadRefused, match=r"'169\.254\.169\.254:80' is not on a database"
     ) as refused:
-        _checked_plan(_request(stranger), time.time(), targets)
+        checked_plan(_request(stranger), time.time(), targets)
     assert refused.value.status == "PERMISSION_DENIED"
     with pytest.raises(LoadRefused, match=r"its hosts: none\)"):
-        _checked_plan(_request(GOOD), time.time(), ())
+        checked_plan(_request(GOOD), time.time(), ())
 
 
 def test_a_plans_own_start_is_never_taken() -> None:
-    plan = _checked_plan(_request(GOOD, start_unix=time.time() + 1), time.time())
+    plan = checked_plan(_request(GOOD, start_unix=time.time() + 1), time.time())
     assert "start_unix_ns" not in plan and plan["endpoints"] == ["10.0.0.1:2379"]
 
 
@@ -238,11 +238,9 @@ def test_a_load_hosts_cpu_counts_from_the_common_start() -> None:
     """The engine connects, then sleeps until the common start: what it did
     before is left out, and the window opens at that start, so the sleep
     does not read as an idle engine."""
-    from dbtester.agent.load import _Window
-
     sched = _Sched()
     begin = time.time() + 0.2
-    window = _Window(sched, begin)  # type: ignore[arg-type]
+    window = Window(sched, begin)  # type: ignore[arg-type]
     assert 0.0 < window.poll_s() <= 0.2  # the next poll wakes on the start
     sched.run_ns, sched.wait_ns = 50_000_000, 10_000_000  # connecting
     window.sample()
@@ -257,11 +255,9 @@ def test_a_load_hosts_cpu_counts_from_the_common_start() -> None:
 
 
 def test_a_load_without_a_common_start_counts_from_its_own() -> None:
-    from dbtester.agent.load import _Window
-
     sched = _Sched()
     before = time.time()
-    window = _Window(sched, 0.0)  # type: ignore[arg-type]
+    window = Window(sched, 0.0)  # type: ignore[arg-type]
     assert before <= window.since <= time.time() and sched.samples == 1
     sched.run_ns = 200_000_000
     window.sample()
