@@ -43,6 +43,8 @@ from dbtester.util.progress import Reporter
 
 if TYPE_CHECKING:
     from dbtester.control import RunOutcome
+    from dbtester.history import History
+    from dbtester.history.changes import Changes
     from dbtester.remote import AgentHost, SshOptions
 
 __all__ = ["cli", "main"]
@@ -855,6 +857,20 @@ def compare_command(
     help="With --check: check a newest run measured on other hardware than its baseline"
     " (otherwise no verdict, exit 2).",
 )
+@click.option(
+    "--changes",
+    is_flag=True,
+    help="Find where each metric's series of runs shifted (change points), per database and"
+    " machine; with --check, gate on them instead of the fixed baseline window.",
+)
+@click.option(
+    "--recent",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="With --check --changes: a change for the worse starting in one of each database's"
+    " newest N runs is a regression.",
+)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP.format("history"))
 @_list_metrics_option
 def history_command(
@@ -868,6 +884,8 @@ def history_command(
     baseline_runs: int,
     threshold: float,
     across_environments: bool,
+    changes: bool,
+    recent: int,
     as_json: bool,
     list_metrics: bool,
 ) -> None:
@@ -877,10 +895,13 @@ def history_command(
     With --check, each database's newest run is compared with its baseline
     (Welch's t-test over trials, or a one-trial run against the baseline's
     spread): exit 0 when nothing regressed beyond the threshold, 1 when
-    something did (a nightly gate), 2 for bad input.
+    something did (a nightly gate), 2 for bad input. With --changes, the runs
+    where each metric shifted are named; --check --changes gates on a shift
+    for the worse in the newest runs.
     """
     from dbtester.compare import check_metrics
     from dbtester.history import check_history, load_history, machines_of, open_source
+    from dbtester.history.changes import find_changes
     from dbtester.history.output import render_table, write_outputs
 
     if list_metrics:
@@ -900,10 +921,17 @@ def history_command(
         click.echo(
             f"note: {found.converted} run(s) from before Parquet read from result.json", err=True
         )
+    shifts = find_changes(found, rows, machines_of(opened, found)) if changes else None
     if out is not None:
-        write_outputs(found, rows, out)
+        write_outputs(found, rows, out, shifts)
         # stdout is the JSON document's alone
         click.echo(f"charts: {out / 'charts'}", err=as_json)
+    if shifts is not None and not as_json:
+        click.echo()
+        click.echo(shifts.render(), nl=False)
+    if check and shifts is not None:
+        _gate_on_changes(found, shifts, recent, threshold, source, as_json, rows)
+        return
     verdict = None
     if check:
         verdict = check_history(
@@ -918,7 +946,7 @@ def history_command(
     if as_json:
         from dbtester.jsonout import history_document
 
-        _emit_json(history_document(found, rows, verdict))
+        _emit_json(history_document(found, rows, verdict, shifts))
     elif verdict is not None:
         click.echo()
         click.echo(verdict.render(), nl=False)
@@ -929,6 +957,30 @@ def history_command(
         )
         raise RegressionError(
             f"{len(verdict.regressions)} regression(s) beyond {threshold:g}% in {source}:\n{lines}"
+        )
+
+
+def _gate_on_changes(
+    history: History,
+    shifts: Changes,
+    recent: int,
+    threshold: float,
+    source: str,
+    as_json: bool,
+    rows: Sequence[str],
+) -> None:
+    """``history --check --changes``: RegressionError when a shift for the
+    worse beyond ``threshold`` starts in a database's newest ``recent`` runs."""
+    regressions = shifts.regressions(history, recent, threshold)
+    if as_json:
+        from dbtester.jsonout import history_document
+
+        _emit_json(history_document(history, rows, None, shifts, (recent, threshold)))
+    if regressions:
+        lines = "\n".join(f"  {p.line()}" for p in regressions)
+        raise RegressionError(
+            f"{len(regressions)} shift(s) for the worse beyond {threshold:g}% in the newest"
+            f" {recent} runs of {source}:\n{lines}"
         )
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # types only: `validate --json` must not load the statistics
     from dbtester.config import Loaded, Workload
     from dbtester.errors import Problem
     from dbtester.history import Check, History
+    from dbtester.history.changes import Changes
 
 __all__ = [
     "JSON_VERSION",
@@ -176,9 +177,17 @@ def compare_document(comparison: Comparison) -> Document:
 # --------------------------------------------------------------------------- history
 
 
-def history_document(history: History, metrics: Sequence[str], check: Check | None) -> Document:
-    """The runs x metrics table (one entry per run and database) and, with
-    ``--check``, each database's newest run against its baseline."""
+def history_document(
+    history: History,
+    metrics: Sequence[str],
+    check: Check | None,
+    changes: Changes | None = None,
+    gate: tuple[int, float] | None = None,
+) -> Document:
+    """The runs x metrics table (one entry per run and database); with
+    ``--check``, each database's newest run against its baseline; with
+    ``--changes``, where each series shifted (``gate``: --check's newest runs
+    and threshold, which mark the shifts that are regressions)."""
     runs = []
     for run in history.runs:
         values: Document = {}
@@ -207,6 +216,33 @@ def history_document(history: History, metrics: Sequence[str], check: Check | No
         "converted": history.converted,
         "runs": runs,
         "check": None if check is None else _check(check),
+        "changes": None if changes is None else _changes(history, changes, gate),
+    }
+
+
+def _changes(history: History, changes: Changes, gate: tuple[int, float] | None) -> Document:
+    regressions = [] if gate is None else changes.regressions(history, *gate)
+    points = [
+        {
+            "database": p.database,
+            "run_id": p.run.run_id,
+            "started": p.run.started.isoformat(),
+            "kind": p.run.kind,
+            "version": p.run.version,
+            "root": p.root,
+            "before_runs": [r.run_id for r in p.before],
+            "after_runs": [r.run_id for r in p.after],
+            **_change(p.change, "before", "after"),
+            "regression": p in regressions,
+        }
+        for p in changes.points
+    ]
+    return {
+        "points": points,
+        "cuts": list(changes.cuts),
+        "recent_runs": None if gate is None else gate[0],
+        "threshold_pct": None if gate is None else gate[1],
+        "regressions": len(regressions),
     }
 
 

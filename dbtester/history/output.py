@@ -6,7 +6,8 @@ each run's 95% trial interval as an error bar).
 
     DIR/history.txt              the table
     DIR/history.csv              one row per run, database and metric
-    DIR/charts/<metric>.svg      one trend chart per metric
+    DIR/charts/<metric>.svg      one trend chart per metric (with --changes,
+                                 each shift a dashed line at its first run)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ matplotlib.use("Agg")  # files only, no display
 
 import matplotlib.pyplot as plt
 
+from dbtester.history.changes import ChangePoint, Changes
 from dbtester.history.query import History, RunFigures
 from dbtester.report.charts import STYLE
 from dbtester.report.table import format_cell
@@ -105,20 +107,24 @@ def chart_name(metric: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", metric.lower().replace(".", "_")).strip("-")
 
 
-def write_outputs(history: History, metrics: Sequence[str], out: Path) -> list[Path]:
-    """The table, its CSV and one trend chart per metric, below ``out``."""
+def write_outputs(
+    history: History, metrics: Sequence[str], out: Path, changes: Changes | None = None
+) -> list[Path]:
+    """The table, its CSV and one trend chart per metric, below ``out``
+    (with ``changes``, each chart marks where its metric shifted)."""
     (out / "charts").mkdir(parents=True, exist_ok=True)
     written = [out / "history.txt", out / "history.csv"]
     written[0].write_text(render_table(history, metrics), encoding="utf-8")
     written[1].write_text(render_csv(history, metrics), encoding="utf-8")
     for metric in metrics:
         path = out / "charts" / f"{chart_name(metric)}.svg"
-        _trend(history, metric, path)
+        shifts = [p for p in changes.points if p.change.metric.row == metric] if changes else []
+        _trend(history, metric, path, shifts)
         written.append(path)
     return written
 
 
-def _trend(history: History, metric: str, path: Path) -> None:
+def _trend(history: History, metric: str, path: Path, shifts: Sequence[ChangePoint]) -> None:
     with plt.style.context(str(STYLE)):
         fig, ax = plt.subplots()
         try:
@@ -139,6 +145,19 @@ def _trend(history: History, metric: str, path: Path) -> None:
                     capsize=2,
                     elinewidth=0.8,
                     label=database,
+                )
+            for shift in shifts:
+                when = shift.run.started_unix / 86400
+                ax.axvline(when, color="0.4", linestyle="--", linewidth=0.8)
+                ax.annotate(
+                    f"{shift.database} {shift.change.change_pct:+.1f}%",
+                    (when, 1.0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(2, -2),
+                    textcoords="offset points",
+                    va="top",
+                    fontsize="x-small",
+                    color="0.3",
                 )
             ax.set_title(f"{metric} across runs")
             ax.set_xlabel("Run started (UTC)")

@@ -9,12 +9,14 @@ and moto's, which the publish tests use."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks.history_scale import derive_run
@@ -22,9 +24,12 @@ from dbtester.results import ResultsDir
 from dbtester.util import net
 from tests.conftest import ROOT
 from tests.support.cases import database, make_case, write_case
+from tests.support.data import derived_runs
 from tests.support.s3 import MARKER, Bucket, cloud_env, serve
 
 pytestmark = pytest.mark.integration
+
+V1 = ROOT / "tests" / "fixtures" / "results-v1"
 
 VERSION = "3.6.8"
 DAY = 86400.0
@@ -171,3 +176,35 @@ def test_history_in_the_bucket_and_locally_gives_the_same_table_and_gate(
         result = _dbtester(env, "history", source, "--check")
         assert result.returncode == 1, (source, result.stdout, result.stderr)
         assert "etcd Latency p99" in result.stderr and "run-3" in result.stderr
+
+
+def test_changes_in_the_bucket_are_named_at_the_run_they_start(
+    versity_bucket: Bucket, tmp_path: Path
+) -> None:
+    """20 nightly runs published to the S3 server, 20% slower from run 12 on
+    and run 5 a single slow night: `--changes` names run 12 (its folder in
+    the bucket) and not run 5, from the bucket as from the local folder."""
+    env = cloud_env(versity_bucket.env, tmp_path)
+    factors = list(np.random.default_rng(11).normal(1.0, 0.01, 20))
+    factors[5] *= 1.3
+    factors = [f * (1.2 if k >= 12 else 1.0) for k, f in enumerate(factors)]
+    local = derived_runs(V1, tmp_path / "nightly", factors, copy_files=False)
+    url = versity_bucket.url("changes")
+    for k in range(len(factors)):
+        _publish(env, local / f"run-{k}", url)
+    found = {}
+    for source in (url, str(local)):
+        args = ("history", source, "--changes", "--metric", "AVG-THROUGHPUT", "--json")
+        result = _dbtester(env, *args)
+        assert result.returncode == 0, (source, result.stderr)
+        found[source] = json.loads(result.stdout)["changes"]["points"]
+    for source, points in found.items():
+        # each of the fixture's two databases, at run 12 only
+        assert {(p["database"], p["run_id"]) for p in points} == {
+            ("etcd-v3.5", "run-12"),
+            ("etcd-v3.6", "run-12"),
+        }, (source, points)
+        assert all(-20 < p["change_pct"] < -12 and p["verdict"] == "slower" for p in points)
+    # its folder: the bucket's key, the local path
+    assert {p["root"] for p in found[url]} == {"results/changes/run-12"}
+    assert {p["root"] for p in found[str(local)]} == {str(local / "run-12")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,12 +21,14 @@ from dbtester.results import (
     LoadWindow,
     MemberRecord,
     Records,
+    ResultsDir,
     Verification,
     WatchEvents,
 )
 from tests.conftest import ROOT
 
 START = 1_800_000_000.0
+DAY = 86400.0
 
 
 def analysis_data(n: int = 100_000, seconds: float = 10.0) -> DatabaseData:
@@ -224,3 +227,27 @@ def tree_hashes(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def derived_runs(
+    source: Path, root: Path, factors: Sequence[float], *, copy_files: bool = True
+) -> Path:
+    """Runs ``run-0``, ``run-1``, ... a day apart below ``root``, derived from
+    the results in ``source`` with their figures scaled by each factor
+    (above 1: worse)."""
+    from benchmarks.history_scale import derive_run
+
+    store = ResultsDir(source)
+    results, summary = store.load(), store.read_summary()
+    assert summary is not None
+    for k, factor in enumerate(factors):
+        derive_run(
+            results,
+            summary,
+            root / f"run-{k}",
+            run_id=f"run-{k}",
+            started_unix=summary.started_unix + k * DAY,
+            factor=factor,
+            copy_files=copy_files,
+        )
+    return root

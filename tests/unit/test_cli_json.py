@@ -18,17 +18,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from benchmarks.history_scale import derive_run
 from dbtester.cli import main
 from dbtester.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
 from dbtester.jsonout import JSON_VERSION
-from dbtester.results import ResultsDir
 from dbtester.schemas import COMMANDS, load_schema
 from tests.conftest import CONFIGS, ROOT
-from tests.support.data import IDS, make_trials
+from tests.support.data import IDS, derived_runs, make_trials
 
 V1 = ROOT / "tests" / "fixtures" / "results-v1"
-DAY = 86400.0
 
 
 def dbtester(*args: str) -> tuple[int, str, str]:
@@ -98,21 +95,8 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def history_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four runs a day apart from the v1 fixture, the newest 50% worse."""
-    store = ResultsDir(V1)
-    results, summary = store.load(), store.read_summary()
-    assert summary is not None
     root = tmp_path_factory.mktemp("history")
-    for k, factor in enumerate([1.0, 1.01, 0.99, 1.5]):
-        derive_run(
-            results,
-            summary,
-            root / f"run-{k}",
-            run_id=f"run-{k}",
-            started_unix=summary.started_unix + k * DAY,
-            factor=factor,
-            copy_files=False,
-        )
-    return root
+    return derived_runs(V1, root, [1.0, 1.01, 0.99, 1.5], copy_files=False)
 
 
 @pytest.fixture(scope="module")

@@ -13,16 +13,15 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks.history_scale import derive_run
 from dbtester.analyze.stats import METRICS
 from dbtester.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED
 from dbtester.history import check_history, load_history, open_source
 from dbtester.history.check import predict
 from dbtester.results import Records, ResultsDir
 from tests.conftest import ROOT
+from tests.support.data import derived_runs
 
 V1 = ROOT / "tests" / "fixtures" / "results-v1"
-DAY = 86400.0
 
 
 @pytest.fixture(scope="module")
@@ -51,20 +50,7 @@ def analyzed(analyzed_once: Path, tmp_path: Path) -> Path:
 
 def _history(tmp_path: Path, source: Path, factors: list[float]) -> Path:
     """Runs a day apart derived from ``source``, figures scaled by each factor."""
-    store = ResultsDir(source)
-    results, summary = store.load(), store.read_summary()
-    assert summary is not None
-    root = tmp_path / "history"
-    for k, factor in enumerate(factors):
-        derive_run(
-            results,
-            summary,
-            root / f"run-{k}",
-            run_id=f"run-{k}",
-            started_unix=summary.started_unix + k * DAY,
-            factor=factor,
-        )
-    return root
+    return derived_runs(source, tmp_path / "history", factors)
 
 
 def test_each_run_writes_its_parquet_partitioned_by_database_and_date(analyzed: Path) -> None:
