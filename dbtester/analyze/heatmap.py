@@ -92,8 +92,9 @@ def latency_heatmap(records: Records, load_start: float, trial: int = 1) -> Heat
     # a request due before the recorded start (a load host's clock) is in
     # the first column
     due_s = np.maximum(due_s, 0.0)
-    width = column_width(float(due_s.max()))
-    columns = math.floor(float(due_s.max()) / width) + 1
+    last_s = float(due_s.max())
+    width = column_width(last_s)
+    columns = math.floor(last_s / width) + 1
     column = np.minimum((due_s / width).astype(np.int64), columns - 1)
     edges = _all_edges_ms()
     rows = len(edges) - 1

@@ -114,9 +114,11 @@ def series_of(
     current = None
     for run in runs:
         found = machines(run) if machines is not None else None
-        if found is not None and current is not None and found.differences(current):
-            why = "; ".join(found.differences(current))
-            cuts.append(f"{run.database} from {run.run_id}: {why}")
+        differ: list[str] = (
+            found.differences(current) if found is not None and current is not None else []
+        )
+        if differ:
+            cuts.append(f"{run.database} from {run.run_id}: {'; '.join(differ)}")
             series.append([])
         if found is not None:
             current = found

@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 from dbtester.history.changes import ChangePoint, Changes
 from dbtester.history.query import History, RunFigures
 from dbtester.report.charts import STYLE
+from dbtester.report.spans import label_at
 from dbtester.report.table import format_cell
 
 __all__ = ["chart_name", "render_csv", "render_table", "write_outputs"]
@@ -149,16 +150,7 @@ def _trend(history: History, metric: str, path: Path, shifts: Sequence[ChangePoi
             for shift in shifts:
                 when = shift.run.started_unix / 86400
                 ax.axvline(when, color="0.4", linestyle="--", linewidth=0.8)
-                ax.annotate(
-                    f"{shift.database} {shift.change.change_pct:+.1f}%",
-                    (when, 1.0),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(2, -2),
-                    textcoords="offset points",
-                    va="top",
-                    fontsize="x-small",
-                    color="0.3",
-                )
+                label_at(ax, when, f"{shift.database} {shift.change.change_pct:+.1f}%", "0.3")
             ax.set_title(f"{metric} across runs")
             ax.set_xlabel("Run started (UTC)")
             ax.set_ylabel(metric)

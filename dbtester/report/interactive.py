@@ -123,10 +123,12 @@ def _plots(
     """A chart's plots: one, or a heatmap per database that has one."""
     if not chart.heatmap:
         return [_plot(chart, labels, figures)]
-    mapped = heatmaps(labels, figures)
-    top = highest(mapped)
-    tags = {label: _tag(index) for index, label in enumerate(labels)}
-    return [heatmap_plot(chart.title, label, h, figures, top, tags[label]) for label, h in mapped]
+    top = highest(heatmaps(labels, figures))
+    return [
+        heatmap_plot(chart.title, label, f.heatmap, figures, top, _tag(index))
+        for index, (label, f) in enumerate(zip(labels, figures, strict=True))
+        if f.heatmap is not None
+    ]
 
 
 def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> plotting.figure:

@@ -9,7 +9,7 @@ from matplotlib.axes import Axes
 
 from dbtester.analyze.figures import Figures
 
-__all__ = ["Span", "fault_spans", "label_span"]
+__all__ = ["Span", "fault_spans", "label_at", "label_span"]
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,15 @@ def fault_spans(figures: Sequence[Figures]) -> list[Span]:
 
 def label_span(ax: Axes, span: Span, color: str) -> None:
     """The fault window's name at the top of its start, in ``color``."""
+    label_at(ax, span.start, span.label, color)
+
+
+def label_at(ax: Axes, x: float, text: str, color: str) -> None:
+    """``text`` small, at the top of the axes, just right of ``x``: what a
+    vertical mark (a fault, a shift in a series) is."""
     ax.annotate(
-        span.label,
-        (span.start, 1.0),
+        text,
+        (x, 1.0),
         xycoords=("data", "axes fraction"),
         xytext=(2, -2),
         textcoords="offset points",
