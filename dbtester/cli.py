@@ -2,7 +2,8 @@
 
 Every user-facing failure is a DbtesterError (``dbtester.errors``); it is
 caught once, in :func:`main`, printed without a traceback, and turned into its
-exit code (0 ok, 1 run failed, 2 bad input, 3 publish failed, 130 Ctrl-C).
+exit code (0 ok, 1 run failed, 2 bad input, 3 publish failed, 4 bisect
+located nothing, 130 Ctrl-C).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dbtester.databases import KINDS, get_kind
 from dbtester.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
+    EXIT_NOT_LOCATED,
     EXIT_OK,
     EXIT_PUBLISH_FAILED,
     EXIT_RUN_FAILED,
@@ -32,6 +34,7 @@ from dbtester.errors import (
     ConfigError,
     DbtesterError,
     InstallError,
+    NotLocatedError,
     RegressionError,
     RemoteError,
     RunFailedError,
@@ -982,6 +985,90 @@ def _gate_on_changes(
             f"{len(regressions)} shift(s) for the worse beyond {threshold:g}% in the newest"
             f" {recent} runs of {source}:\n{lines}"
         )
+
+
+@cli.command(
+    "bisect",
+    epilog=_epilog(
+        [
+            "dbtester bisect configs/quickstart.yaml --kind etcd --good 3.5.17 --bad 3.6.8"
+            " --metric SERVER-MAX-MEMORY-USAGE",
+            "dbtester bisect configs/quickstart.yaml --good 3.5.17 --bad 3.6.8"
+            " --metric AVG-THROUGHPUT --versions 3.5.21,3.6.0,3.6.4",
+        ],
+        {
+            EXIT_OK: "the first version with the change is named",
+            EXIT_RUN_FAILED: "a run failed (the good or the bad end could not run)",
+            EXIT_BAD_INPUT: "bad input: a test case, an option, a folder of another bisect",
+            EXIT_NOT_LOCATED: "no version named: the change did not reproduce between"
+            " the ends, or a step stayed undecided (the range left is printed)",
+            EXIT_INTERRUPTED: "interrupted; the same command again resumes",
+        },
+    ),
+)
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--good", required=True, metavar="VERSION", help="A version without the change.")
+@click.option("--bad", required=True, metavar="VERSION", help="A later version with it.")
+@click.option(
+    "--metric",
+    required=True,
+    metavar="NAME",
+    help="The table row that changed (AVG-THROUGHPUT, 'Latency p99', ...;"
+    " `dbtester compare --list-metrics` lists them).",
+)
+@click.option(
+    "--kind",
+    metavar="KIND",
+    help="The database kind whose versions vary [the test case's only kind];"
+    " its first database in the test case gives the settings.",
+)
+@click.option(
+    "--versions",
+    metavar="V1,V2,...",
+    help="The versions between the ends, oldest first, instead of the released ones"
+    " listed by the Go module proxy or Maven Central and those installed.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The bisect folder: every step's results and bisect.json; the same folder"
+    " again resumes [results/bisect-<title>-<kind>-<metric>].",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Load engine threads, as for `run`.",
+)
+def bisect_command(
+    config: str,
+    good: str,
+    bad: str,
+    metric: str,
+    kind: str | None,
+    versions: str | None,
+    out: Path | None,
+    workers: int | None,
+) -> None:
+    """Find the first released version between GOOD and BAD whose METRIC differs
+    from GOOD's the way BAD's does.
+
+    The two ends are compared first (the change must reproduce); then the
+    versions between are halved, each step a `repeat: auto` run of the test
+    case with the middle version against GOOD, until the first changed version
+    is named with its interval and p-value. Every step is kept in the bisect
+    folder; the same command again reuses the finished steps.
+    """
+    from dbtester.bisect import BisectOptions, bisect
+    from dbtester.bisect.search import Found
+
+    given = tuple(v.strip() for v in versions.split(",") if v.strip()) if versions else ()
+    options = BisectOptions(good, bad, metric, kind, given, workers)
+    outcome = bisect(_load(config), options, out)
+    click.echo(outcome.table, nl=False)
+    click.echo(f"bisect: {outcome.folder}", err=True)
+    if not isinstance(outcome.decision, Found):
+        raise NotLocatedError(outcome.conclusion)
+    click.echo(outcome.conclusion)
 
 
 @cli.command(

@@ -21,10 +21,12 @@ The hierarchy::
     │   └── ResultsError          exit 2   a results directory that cannot be read
     │       └── SchemaVersionError exit 2  ...written by a newer dbtester
     ├── PublishError              exit 3   upload failed; the local results are complete
+    ├── NotLocatedError           exit 4   `bisect`: no version named (see its message)
     └── InterruptedRunError       exit 130 Ctrl-C; partial results kept
 
 Exit codes: 0 success, 1 the run failed (or `compare` found a regression),
-2 bad input, 3 publishing failed, 130 interrupted.
+2 bad input, 3 publishing failed, 4 `bisect` located nothing (the change did
+not reproduce, or a step stayed undecided), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INTERRUPTED",
+    "EXIT_NOT_LOCATED",
     "EXIT_OK",
     "EXIT_PUBLISH_FAILED",
     "EXIT_RUN_FAILED",
@@ -46,6 +49,7 @@ __all__ = [
     "InstallError",
     "InterruptedRunError",
     "MemberError",
+    "NotLocatedError",
     "Problem",
     "PublishError",
     "PublishInputError",
@@ -60,6 +64,7 @@ EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_PUBLISH_FAILED = 3
+EXIT_NOT_LOCATED = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
@@ -175,6 +180,14 @@ class SchemaVersionError(ResultsError):
         )
         self.found = found
         self.supported = supported
+
+
+class NotLocatedError(DbtesterError):
+    """``dbtester bisect`` named no version: the two ends do not differ
+    decidedly (the change did not reproduce), or a step stayed undecided at
+    its trial budget. The message gives the figures and the range left."""
+
+    exit_code = EXIT_NOT_LOCATED
 
 
 class PublishError(DbtesterError):

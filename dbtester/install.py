@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -47,7 +48,9 @@ __all__ = [
     "debian_version",
     "ensure_installed",
     "find_installed",
+    "go_proxy_versions",
     "list_installed",
+    "maven_versions",
 ]
 
 MANIFEST = "manifest.json"
@@ -464,6 +467,29 @@ def _keep_log(staging: Path, name: str) -> Path | None:
     kept = logs / f"{name}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}.log"
     shutil.move(log, kept)
     return kept
+
+
+# --------------------------------------------------------------------------- listing
+
+GO_PROXY = "https://proxy.golang.org"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+
+
+def go_proxy_versions(module: str) -> list[str]:
+    """The versions the Go module proxy lists for ``module``, without the
+    leading ``v`` and in the proxy's order; SourceUnavailable when it cannot
+    be reached."""
+    # The proxy's path escapes upper case as "!" plus lower case.
+    escaped = re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), module)
+    text = _read_url(f"{GO_PROXY}/{escaped}/@v/list").decode(errors="replace")
+    return [line.strip().removeprefix("v") for line in text.splitlines() if line.strip()]
+
+
+def maven_versions(group: str, artifact: str) -> list[str]:
+    """The versions Maven Central's metadata lists for ``group:artifact``."""
+    url = f"{MAVEN_CENTRAL}/{group.replace('.', '/')}/{artifact}/maven-metadata.xml"
+    text = _read_url(url).decode(errors="replace")
+    return re.findall(r"<version>\s*([^<\s]+)\s*</version>", text)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -177,6 +177,12 @@ class DatabaseKind(ABC):
     def install_sources(self, version: str) -> list[Source]:
         """The ways to obtain ``version``, most preferred first."""
 
+    def released_versions(self) -> list[str]:
+        """Every released version ``install`` may be able to get, in any order
+        (``bisect`` lists the range between two from it); SourceUnavailable
+        when the list cannot be had. The default knows none."""
+        return []
+
     def verify_install(self, entry: Mapping[str, str], version: str) -> None:  # noqa: B027
         """Check what a source produced; raise SourceUnavailable if it is wrong.
         Optional: kinds whose binaries report their version override it."""

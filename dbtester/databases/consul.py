@@ -20,7 +20,14 @@ from dbtester.databases.base import (
     go_arch,
     reported_version,
 )
-from dbtester.install import ArchiveDownload, GoBuild, Installed, Source, SourceUnavailable
+from dbtester.install import (
+    ArchiveDownload,
+    GoBuild,
+    Installed,
+    Source,
+    SourceUnavailable,
+    go_proxy_versions,
+)
 from dbtester.util.keys import PREFIX
 
 __all__ = ["Consul", "ConsulClient", "ConsulFlags"]
@@ -167,6 +174,16 @@ class Consul(DatabaseKind):
                 expected_minutes=3,
             ),
         ]
+
+    def released_versions(self) -> list[str]:
+        # HashiCorp's release index first (the archives install from it); where
+        # that cannot be reached, the module proxy, which the Go build uses.
+        try:
+            with urllib.request.urlopen(f"{RELEASES}/index.json", timeout=5.0) as response:
+                index = json.loads(response.read())
+            return [str(v) for v in index.get("versions", {})]
+        except (OSError, ValueError):
+            return go_proxy_versions("github.com/hashicorp/consul")
 
     def verify_install(self, entry: Mapping[str, str], version: str) -> None:
         have = reported_version([entry["consul"], "version"], r"Consul v(\S+)")

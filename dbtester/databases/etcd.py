@@ -29,6 +29,7 @@ from dbtester.install import (
     Installed,
     Source,
     SourceUnavailable,
+    go_proxy_versions,
 )
 from dbtester.util.keys import PREFIX
 
@@ -154,6 +155,10 @@ class Etcd(DatabaseKind):
                 )
             )
         return sources
+
+    def released_versions(self) -> list[str]:
+        # The server module's list: the Go build installs any of them (3.5 on).
+        return go_proxy_versions("go.etcd.io/etcd/server/v3")
 
     def verify_install(self, entry: Mapping[str, str], version: str) -> None:
         have = reported_version([entry["etcd"], "--version"], r"etcd Version:\s*(\S+)")

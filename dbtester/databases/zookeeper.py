@@ -27,6 +27,7 @@ from dbtester.install import (
     MavenArtifacts,
     Source,
     SourceUnavailable,
+    maven_versions,
 )
 from dbtester.util.keys import checked_keys
 
@@ -115,6 +116,10 @@ class ZooKeeper(DatabaseKind):
         says ``standalone`` and leads itself)."""
         found = [i for i, p in enumerate(peers) if _mode(p, timeout) in ("leader", "standalone")]
         return found[0] if len(found) == 1 else None
+
+    def released_versions(self) -> list[str]:
+        # Maven Central has every release; install falls back to it.
+        return maven_versions("org.apache.zookeeper", "zookeeper")
 
     def install_sources(self, version: str) -> list[Source]:
         base = f"{ARCHIVE}/zookeeper-{version}/apache-zookeeper-{version}-bin.tar.gz"

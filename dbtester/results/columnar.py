@@ -136,7 +136,10 @@ def _identity_columns(who: RunIdentity, trial: int, size: int) -> dict[str, Any]
 
 
 def _repeat(text: str, size: int) -> pa.Array[Any]:
-    return pa.repeat(pa.scalar(text, pa.string()), size)
+    # One value for every row: a dictionary of one entry, which Parquet keeps
+    # as such (readers see text), where 3,000,000 copies were made and then
+    # dictionary-encoded again by the writer.
+    return pa.DictionaryArray.from_arrays(np.zeros(size, np.int32), pa.array([text]))
 
 
 def requests_table(who: RunIdentity, trials: Sequence[tuple[int, Records]]) -> pa.Table:
@@ -151,7 +154,7 @@ def requests_table(who: RunIdentity, trials: Sequence[tuple[int, Records]]) -> p
             due_ns=pa.array(records.due_ns),
             latency_ns=pa.array(records.latency_ns),
             service_ns=pa.array(records.service_ns),
-            code=codes.cast(pa.string()),
+            code=codes,
             step=pa.array(records.step),
         )
         parts.append(pa.table(columns))
@@ -185,7 +188,17 @@ def write_table(path: Path, table: pa.Table) -> None:
     # each): tried on the numeric ones too, as by default, they are built and
     # then dropped for too many distinct values, which doubled the write time
     # of 3,000,000 requests.
-    text = [f.name for f in kept.schema if pa.types.is_string(f.type)]
-    # (pyarrow takes a list of columns; its stubs say bool only)
-    pq.write_table(kept, temporary, compression="zstd", use_dictionary=text)  # type: ignore[arg-type]
+    text = [
+        f.name for f in kept.schema if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)
+    ]
+    # Integer columns (times, latencies, steps) delta-encoded: 3,000,000
+    # requests wrote in 0.45 s against 0.81 s plain, and 11% smaller.
+    integers = {f.name: "DELTA_BINARY_PACKED" for f in kept.schema if pa.types.is_integer(f.type)}
+    pq.write_table(
+        kept,
+        temporary,
+        compression="zstd",
+        use_dictionary=text,  # type: ignore[arg-type]  # a list of columns; the stubs say bool
+        column_encoding=integers or None,
+    )
     temporary.replace(path)

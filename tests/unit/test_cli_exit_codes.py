@@ -81,3 +81,31 @@ def test_compare_without_both_directories_is_a_usage_error(tmp_path: Path, run_c
 def test_history_without_a_source_is_a_usage_error(run_cli: Any) -> None:
     result = run_cli("history", "--check")
     assert result.code == EXIT_BAD_INPUT and "give SOURCE" in result.err, result.err
+
+
+def test_bisect_into_a_folder_of_something_else_exits_2_before_anything_runs(
+    tmp_path: Path, home: Path, run_cli: Any
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    args = ["--good", "3.5.17", "--bad", "3.6.8", "--metric", "AVG-THROUGHPUT"]
+    result = run_cli("bisect", str(QUICKSTART), *args, "--versions", "3.6.0", "--out", str(out))
+    assert result.code == EXIT_BAD_INPUT, result.err
+    assert "is not a bisect folder" in result.err and "--out" in result.err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert not (home / "runs").exists()
+    unknown = run_cli(
+        "bisect",
+        str(QUICKSTART),
+        "--good",
+        "3.5.17",
+        "--bad",
+        "3.6.8",
+        "--metric",
+        "SPEED",
+        "--out",
+        str(tmp_path / "b"),
+    )
+    assert unknown.code == EXIT_BAD_INPUT and "allowed: AVG-THROUGHPUT" in unknown.err
+    assert not (tmp_path / "b").exists()
