@@ -131,10 +131,10 @@ types: python
 tox: python
 	$(BIN)/tox
 
-# Regenerate the agent's gRPC stubs after editing dbtester/proto/agent.proto.
+# Regenerate the gRPC stubs after editing dbtester/proto/agent.proto or etcd.proto.
 proto: python
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. \
-		dbtester/proto/agent.proto
+		dbtester/proto/agent.proto dbtester/proto/etcd.proto
 
 clean:
 	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache engine/target dbtester/_engine*.so

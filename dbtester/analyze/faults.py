@@ -2,10 +2,12 @@
 fault windows, from its per-request records. Pure.
 
 A *window* is one fault that takes a member out (kill, pause, isolate) with
-the one that brings it back (restart, resume, heal), on the load's clock (seconds since it
-started). Every time is a completion time: a request in open loop may be due
-long before it is sent, and a failure counts when its reply (or timeout)
-came, which is when the client saw the trouble.
+the one that brings it back (restart, resume, heal), or one maintenance event
+(compact, defrag, snapshot, transfer_leader) from its start to its end, on
+the load's clock (seconds since it started). Every time is a completion
+time: a request in open loop may be due long before it is sent, and a
+failure counts when its reply (or timeout) came, which is when the client
+saw the trouble.
 
 Per window:
 
@@ -83,7 +85,11 @@ _WATCH_ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
     "WATCH-DUPLICATED": lambda f: f.watch_duplicated,
     "WATCH-P99-MS": lambda f: f.watch_p99_ms,
 }
-FAULT_ROWS = (*_ROWS, *_WATCH_ROWS)
+#: per window k of a maintenance event, after those
+_EVENT_ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
+    "TOOK-SECONDS": lambda f: f.took_s,
+}
+FAULT_ROWS = (*_ROWS, *_EVENT_ROWS, *_WATCH_ROWS)
 
 
 def fault_row(number: int, suffix: str) -> str:
@@ -93,8 +99,10 @@ def fault_row(number: int, suffix: str) -> str:
 
 def fault_values(f: FaultSummary) -> dict[str, FigureValue]:
     """The table rows of window ``f`` and their values, in table order (the
-    watch rows for a watch load's windows only)."""
-    rows = _ROWS if f.watch_missed is None else _ROWS | _WATCH_ROWS
+    watch rows for a watch load's windows only, how long it took for a
+    maintenance event's only)."""
+    rows = _ROWS if f.took_s is None else _ROWS | _EVENT_ROWS
+    rows = rows if f.watch_missed is None else rows | _WATCH_ROWS
     return {fault_row(f.number, suffix): value(f) for suffix, value in rows.items()}
 
 
@@ -108,14 +116,21 @@ class Window:
     end_s: float | None  # when it was undone; None: not within the load
     undo: FaultRecord | None
 
+    @property
+    def event(self) -> bool:
+        """A maintenance event: it ended by itself."""
+        return self.fault.end_unix is not None
+
     def describe(self) -> str:
         """As scheduled, e.g. ``kill leader at 10 s, restart at 20 s``: the same
         for every database and trial (the member hit and the moments it took
         effect are in the record)."""
         f = self.fault
         who = f"member {f.target}" if f.target.isdigit() else f.target
+        if f.action == "transfer_leader":
+            who = f"to {who}"
         peers = " from its peers" if f.keep_clients else ""
-        text = f"{f.action} {who}{peers} at {f.at_s:g} s"
+        text = f"{f.action} {who}{peers}".rstrip() + f" at {f.at_s:g} s"
         if self.undo is not None:
             text += f", {self.undo.action} at {self.undo.at_s:g} s"
         return text
@@ -130,7 +145,10 @@ def windows(faults: Sequence[FaultRecord], load_start: float) -> list[Window]:
         if record.error or record.unix is None:
             continue
         t = record.unix - load_start
-        if record.target:  # one that takes a member out (an undo names none)
+        if record.end_unix is not None:  # a maintenance event: it ends by itself
+            end = record.end_unix - load_start
+            found.append(Window(len(found) + 1, record, t, end, None))
+        elif record.target:  # one that takes a member out (an undo names none)
             found.append(Window(len(found) + 1, record, t, None, None))
             out.append(len(found) - 1)
         elif out:
@@ -284,6 +302,8 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
         p99_during_ms=_p99(line.successes(start, during_end)),
         p99_after_ms=_p99(after),
         slowest_ms=float(around.max()) if len(around) else None,
+        took_s=round(window.end_s - start, 3) if window.event and window.end_s else None,
+        detail=window.fault.detail,
     )
 
 

@@ -553,9 +553,11 @@ def _faults(data: DatabaseData, figures: Figures) -> None:
     figures.faults = [f.model_copy(update={"trial": trial}) for f in found]
     for f in found:
         figures.values.update(fault_values(f))
+        who = f"; member {f.member}" if f.member is not None else ""
+        did = f" took {f.took_s:.2f} s ({f.detail});" if f.took_s is not None else ""
         said = (
-            f"{data.label}: fault {f.number} ({f.description}; member {f.member}, at"
-            f" {f.start_s:.2f} s): no success for {f.unavailable_s:.2f} s from"
+            f"{data.label}: fault {f.number} ({f.description}{who}, at"
+            f" {f.start_s:.2f} s):{did} no success for {f.unavailable_s:.2f} s from"
             f" {f.unavailable_from_s:.2f} s"
         )
         if f.errors:

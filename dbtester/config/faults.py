@@ -12,12 +12,17 @@ members on hosts of their own (:func:`check_isolation`); with
 ``keep_clients: true`` it cuts the member off its peers only, and its
 clients still reach it (what it answers alone, a serializable read, may
 then be stale).
+
+Maintenance events (:data:`EVENTS`) are faults that end by themselves: the
+database's own compaction, defragmentation, snapshot or leader transfer, run
+through its client API while the load goes on; each kind says which it can
+run (``DatabaseKind.events``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -25,10 +30,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from dbtester.util.net import is_loopback
 
 __all__ = [
+    "EVENTS",
     "MAX_AT_S",
     "UNDO",
     "UNDONE",
     "Fault",
+    "check_events",
     "check_isolation",
     "check_schedule",
     "parse_duration",
@@ -36,6 +43,14 @@ __all__ = [
 
 #: the action that undoes each one that takes a member out
 UNDO = {"kill": "restart", "pause": "resume", "isolate": "heal"}
+#: maintenance events: each ends by itself, and what ``member`` may say for it
+#: (None: it takes none; the default, then the other values allowed)
+EVENTS: dict[str, tuple[object, ...]] = {
+    "compact": (None,),
+    "defrag": ("leader", "leader", "follower", "all", "index"),
+    "snapshot": ("leader", "leader", "follower", "index"),
+    "transfer_leader": ("follower", "follower", "index"),
+}
 #: the other way round: what each undoing action undoes
 UNDONE = {undo: action for action, undo in UNDO.items()}
 #: a day: past any load dbtester runs
@@ -69,14 +84,33 @@ class Fault(BaseModel):
         le=MAX_AT_S,
         description="When, from the load's start: 10s, 1.5s, 500ms, 2m or a number of seconds",
     )
-    action: Literal["kill", "restart", "pause", "resume", "isolate", "heal"] = Field(
+    action: Literal[
+        "kill",
+        "restart",
+        "pause",
+        "resume",
+        "isolate",
+        "heal",
+        "compact",
+        "defrag",
+        "snapshot",
+        "transfer_leader",
+    ] = Field(
         description="kill, pause and isolate take a member out; restart, resume and heal"
-        " undo the latest one still in effect"
+        " undo the latest one still in effect; compact, defrag, snapshot and"
+        " transfer_leader are maintenance events that end by themselves"
     )
-    member: int | Literal["leader", "follower"] | None = Field(
+    member: int | Literal["leader", "follower", "all"] | None = Field(
         None,
         description="kill, pause, isolate: an index (from 0), leader or follower; the undoing"
-        " actions take none",
+        " actions take none; defrag: also all (one member after the other);"
+        " snapshot: the member asked (default leader); transfer_leader: the new leader"
+        " (default a follower); compact takes none",
+    )
+    keep_revisions: int | None = Field(
+        None,
+        ge=0,
+        description="compact: keep this many revisions before the current one (default 0)",
     )
 
     keep_clients: bool = Field(
@@ -95,6 +129,12 @@ class Fault(BaseModel):
 
     @model_validator(mode="after")
     def _target(self) -> Fault:
+        if self.action in EVENTS:
+            return self._event_target()
+        if self.member == "all":
+            raise ValueError(f"member: all is for defrag, not {self.action}")
+        if self.keep_revisions is not None:
+            raise ValueError(f"keep_revisions is for compact, not {self.action}")
         undoes = self.action in UNDONE
         if undoes and self.member is not None:
             raise ValueError(
@@ -109,11 +149,39 @@ class Fault(BaseModel):
             )
         return self
 
+    def _event_target(self) -> Fault:
+        default, *allowed = EVENTS[self.action]
+        if self.keep_clients:
+            raise ValueError(f"keep_clients is for isolate, not {self.action}")
+        if self.keep_revisions is not None and self.action != "compact":
+            raise ValueError(f"keep_revisions is for compact, not {self.action}")
+        if self.member is None:
+            return self
+        given = "index" if isinstance(self.member, int) else self.member
+        if default is None:
+            raise ValueError(f"{self.action} takes no member: it acts on the whole cluster")
+        if given not in allowed:
+            words = " or ".join("an index" if a == "index" else str(a) for a in allowed)
+            raise ValueError(f"{self.action}: member is {words}, not {self.member}")
+        return self
+
+    @property
+    def target(self) -> int | str | None:
+        """The member as it applies: an event's default where none is given."""
+        if self.member is None and self.action in EVENTS:
+            default = EVENTS[self.action][0]
+            return default if isinstance(default, str) else None
+        return self.member
+
     def describe(self) -> str:
         """e.g. ``kill leader at 10 s``."""
-        who = f" member {self.member}" if isinstance(self.member, int) else f" {self.member}"
+        member = self.target
+        who = f" member {member}" if isinstance(member, int) else f" {member}"
+        if self.action == "transfer_leader":
+            who = f" to{who}"
         peers = " from its peers" if self.keep_clients else ""
-        return f"{self.action}{who if self.member is not None else ''}{peers} at {self.at:g} s"
+        keep = f" keeping {self.keep_revisions}" if self.keep_revisions else ""
+        return f"{self.action}{who if member is not None else ''}{peers}{keep} at {self.at:g} s"
 
 
 def _where(number: int, fault: Fault) -> str:
@@ -136,6 +204,8 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
                 f"{where}: member {fault.member} does not exist: a database here has"
                 f" {members} member(s), indices 0..{members - 1}"
             )
+        if fault.action in EVENTS:
+            continue  # ends by itself: nothing to undo
         if fault.action in UNDO:
             out.append(fault.action)
             continue
@@ -143,6 +213,29 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
         if not out or out[-1] != undone:
             raise ValueError(f"{where}: there is no {undone} in effect for it to undo")
         out.pop()
+
+
+def check_events(
+    faults: Sequence[Fault],
+    kinds: Sequence[tuple[str, str, frozenset[str], Mapping[str, str]]],
+) -> None:
+    """Every maintenance event can run on every database: ``kinds`` are
+    (database id, kind, the events the kind can run, what stands for the
+    others). ValueError otherwise, naming the fault, the database, why, and
+    the kinds that can."""
+    for number, fault in enumerate(faults):
+        if fault.action not in EVENTS:
+            continue
+        for db_id, kind, able, notes in kinds:
+            if fault.action in able:
+                continue
+            why = f": {notes[fault.action]}" if fault.action in notes else ""
+            can = sorted({k for _, k, a, _ in kinds if fault.action in a})
+            hint = f" ({', '.join(can)} can)" if can else ""
+            raise ValueError(
+                f"{_where(number, fault)}: database {db_id} is {kind}, which has no"
+                f" {fault.action}{why}{hint}"
+            )
 
 
 def check_isolation(faults: Sequence[Fault], database: str, addresses: Sequence[str]) -> None:

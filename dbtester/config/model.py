@@ -24,6 +24,7 @@ from pydantic import (
 from dbtester.config.faults import (
     MAX_AT_S,
     Fault,
+    check_events,
     check_isolation,
     check_schedule,
     parse_duration,
@@ -361,6 +362,13 @@ class TestCase(_Model):
                 " endpoints (a cluster dbtester does not run)"
             )
         check_schedule(faults, min(db.member_count for db in databases))
+        check_events(
+            faults,
+            [
+                (db.id, db.kind, KINDS[db.kind].events, KINDS[db.kind].event_notes)
+                for db in databases
+            ],
+        )
         for db in databases:
             check_isolation(faults, db.id, [h.address for h in db.hosts])
         return faults

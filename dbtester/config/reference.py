@@ -15,7 +15,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from dbtester.config.faults import Fault
+from dbtester.config.faults import EVENTS, Fault
 from dbtester.config.model import DatabaseSpec, Host, Publish, TestCase, Workload
 from dbtester.config.search import Search
 from dbtester.databases import KINDS
@@ -164,7 +164,28 @@ def render_reference() -> str:
             continue
         lines += ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
         lines += [*_rows(model), ""]
-    return "\n".join(lines)
+    return "\n".join([*lines, *events_table()])
+
+
+def events_table() -> list[str]:
+    """Which maintenance event each kind runs, and what stands for the ones it
+    does not, as each kind declares them (``DatabaseKind.events``)."""
+    lines = [
+        "## Maintenance events by kind",
+        "",
+        "The `faults:` actions that end by themselves, and which kind can run each;"
+        " `validate` refuses one that a database of the test case cannot run.",
+        "",
+        "| event | " + " | ".join(KINDS) + " |",
+        "|---|" + "---|" * len(KINDS),
+    ]
+    for event in EVENTS:
+        cells = [
+            "yes" if event in kind.events else kind.event_notes.get(event, "no")
+            for kind in KINDS.values()
+        ]
+        lines.append(f"| `{event}` | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def missing_descriptions() -> list[str]:

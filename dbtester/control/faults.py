@@ -18,18 +18,21 @@ import time
 from collections.abc import Sequence
 
 from dbtester.agent.client import AgentClient
-from dbtester.config.faults import UNDO, UNDONE, Fault
-from dbtester.databases.base import DatabaseKind, Peer
+from dbtester.config.faults import EVENTS, UNDO, UNDONE, Fault
+from dbtester.databases.base import DatabaseKind, EventCall, EventFailed, Peer
 from dbtester.errors import AgentError
 from dbtester.results import FaultRecord
 from dbtester.util.progress import Reporter
 
-__all__ = ["LEADER_WAIT_S", "FaultRunner"]
+__all__ = ["EVENT_TIMEOUT_S", "LEADER_WAIT_S", "FaultRunner"]
 
 #: how long a fault on ``leader`` waits for the cluster to name one, and how
 #: long a kill, pause or isolation of the leader watches for the next one
 LEADER_WAIT_S = 30.0
 _POLL_S = 0.1
+#: the longest a maintenance event may take (a defragmentation of a large
+#: database takes tens of seconds)
+EVENT_TIMEOUT_S = 300.0
 
 
 class FaultRunner:
@@ -120,10 +123,12 @@ class FaultRunner:
     def _apply(self, fault: Fault) -> tuple[FaultRecord, float | None]:
         """The fault's record, and when it took the leader out (time.monotonic()
         as it was asked for) or None if it did not."""
-        target = "" if fault.member is None else str(fault.member)
+        target = "" if fault.target is None else str(fault.target)
         base = FaultRecord(
             at_s=fault.at, action=fault.action, target=target, keep_clients=fault.keep_clients
         )
+        if fault.action in EVENTS:
+            return self._event(fault, base), None
         try:
             member, was_leader = self._resolve(fault)
         except LookupError as exc:
@@ -144,6 +149,66 @@ class FaultRunner:
             }
         )
         return record, asked if was_leader and fault.action in UNDO else None
+
+    def _event(self, fault: Fault, base: FaultRecord) -> FaultRecord:
+        """Run a maintenance event through the kind; it ends by itself. Its
+        record holds when it began and ended on our clock, and what it did; a
+        leader transfer also the seconds until the new leader was named."""
+        try:
+            leader = self._leader(exclude=None)
+            members = self._event_members(fault, leader)
+        except LookupError as exc:
+            return base.model_copy(update={"error": str(exc)})
+        call = EventCall(
+            tuple(self.peers), members, leader, fault.keep_revisions or 0, EVENT_TIMEOUT_S
+        )
+        asked, began = time.monotonic(), time.time()
+        try:
+            detail = self.kind.run_event(fault.action, call)
+        except EventFailed as exc:
+            return base.model_copy(update={"error": str(exc)})
+        ended = time.time()
+        new_leader_s = None
+        if fault.action == "transfer_leader":
+            new_leader_s = self._named_leader(members[0], asked)
+        return base.model_copy(
+            update={
+                "member": members[0] if len(members) == 1 else None,
+                "unix": began,
+                "end_unix": ended,
+                "detail": detail,
+                "new_leader_s": new_leader_s,
+            }
+        )
+
+    def _event_members(self, fault: Fault, leader: int | None) -> tuple[int, ...]:
+        """The members an event acts on, in order (none: the whole cluster)."""
+        target = fault.target
+        up = [i for i in range(len(self.peers)) if i not in self.down]
+        if target is None:
+            return ()
+        if target == "all":
+            return tuple(up)
+        if isinstance(target, int):
+            return (target,)
+        if leader is None:
+            leader = self._wait_for_leader(exclude=None)
+        if target == "leader":
+            return (leader,)
+        followers = [i for i in up if i != leader]
+        if not followers:
+            raise LookupError("no follower is up")
+        return (followers[0],)
+
+    def _named_leader(self, member: int, since: float) -> float | None:
+        """Seconds from ``since`` (time.monotonic()) until ``member`` was named
+        leader; None if it was not within LEADER_WAIT_S."""
+        deadline = since + LEADER_WAIT_S
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if self._leader(exclude=None) == member:
+                return round(time.monotonic() - since, 3)
+            time.sleep(_POLL_S)
+        return None
 
     def _watch_for_leader(self, index: int, since: float) -> None:
         """Look for the next leader on a thread of its own: the schedule goes
@@ -221,5 +286,8 @@ class FaultRunner:
 
 
 def _said(record: FaultRecord, led: bool) -> str:
+    if record.end_unix is not None and record.unix is not None:
+        took = record.end_unix - record.unix
+        return f"{record.action} at {record.at_s:g} s: {record.detail} (took {took:.2f} s)"
     text = f"{record.action} member {record.member} at {record.at_s:g} s"
     return f"{text} (it led)" if led else text

@@ -26,6 +26,8 @@ from dbtester.util.progress import Reporter
 
 __all__ = [
     "DatabaseKind",
+    "EventCall",
+    "EventFailed",
     "LaunchPlan",
     "LegacyFlags",
     "LoadSettings",
@@ -34,6 +36,8 @@ __all__ = [
     "Peer",
     "go_arch",
     "reported_version",
+    "size_text",
+    "transfer_ends",
 ]
 
 
@@ -106,6 +110,41 @@ class LoadSettings:
         return b"v" * self.value_size
 
 
+def size_text(size: float) -> str:
+    """A database's or a snapshot's size for people: ``48 KB``, ``1.1 MB``."""
+    if size < 1e6:
+        return f"{size / 1e3:.0f} KB"
+    return f"{size / 1e6:.1f} MB"
+
+
+class EventFailed(Exception):  # noqa: N818 - a fault's reason, recorded, not a user error
+    """A maintenance event could not run; the message says why."""
+
+
+@dataclass(frozen=True)
+class EventCall:
+    """What a maintenance event acts on: the members (``members``, indices in
+    ``peers``, in order; empty for the whole cluster), the leader when known,
+    and the event's own settings."""
+
+    peers: tuple[Peer, ...]
+    members: tuple[int, ...] = ()
+    leader: int | None = None
+    keep_revisions: int = 0
+    timeout_s: float = 120.0
+
+
+def transfer_ends(call: EventCall) -> tuple[int, int]:
+    """A leader transfer's (leader, new leader); EventFailed when there is
+    no leader, or the new one leads already."""
+    (target,) = call.members
+    if call.leader is None:
+        raise EventFailed("no member leads: there is no leadership to transfer")
+    if target == call.leader:
+        raise EventFailed(f"member {target} leads already")
+    return call.leader, target
+
+
 class DatabaseKind(ABC):
     """A kind of database (etcd, zookeeper, consul); stateless, one instance each."""
 
@@ -122,6 +161,12 @@ class DatabaseKind(ABC):
     #: what a watch load's table should say of how this kind's watchers work
     #: (a note under the table; empty: nothing to say)
     watch_note: ClassVar[str] = ""
+    #: the maintenance events (config.faults.EVENTS) this kind can run during
+    #: a load, through run_event
+    events: ClassVar[frozenset[str]] = frozenset()
+    #: what stands for each event it cannot run, in its own terms (the docs'
+    #: table of events says it)
+    event_notes: ClassVar[Mapping[str, str]] = {}
 
     @property
     def client_port(self) -> int:
@@ -165,6 +210,12 @@ class DatabaseKind(ABC):
         """The index in ``peers`` of the member that leads the cluster now; None
         while none does (an election) or when no member answers. A scheduled
         fault on ``member: leader`` asks this at the moment of the fault."""
+
+    def run_event(self, event: str, call: EventCall) -> str:
+        """Run maintenance ``event`` (one of ``events``) on the cluster, while
+        the load goes on, and say what it did in a few words; EventFailed
+        when it could not."""
+        raise EventFailed(f"{self.name} has no {event}")
 
     def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
         """Whether ``peer`` accepts clients; kinds refine this with a health call."""

@@ -10,8 +10,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from dbtester.databases import consul_events
 from dbtester.databases.base import (
     DatabaseKind,
+    EventCall,
     LaunchPlan,
     LoadSettings,
     MemberSpec,
@@ -70,6 +72,11 @@ class Consul(DatabaseKind):
         " counted as WATCH-EVENTS-COALESCED, each timed at that reply's arrival, and"
         " every reply lists all keys under the prefix, so its cost grows with them"
     )
+    events: ClassVar[frozenset[str]] = frozenset({"snapshot", "transfer_leader"})
+    event_notes: ClassVar[Mapping[str, str]] = consul_events.NOTES
+
+    def run_event(self, event: str, call: EventCall) -> str:
+        return consul_events.run(event, call)
 
     def load_note(self, clients: int, connections: int) -> str | None:
         if clients <= connections:

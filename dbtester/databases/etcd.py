@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from dbtester.databases.base import (
     DatabaseKind,
+    EventCall,
     LaunchPlan,
     LegacyFlags,
     LoadSettings,
@@ -76,6 +77,15 @@ class Etcd(DatabaseKind):
     client_model = EtcdClient
     protocol: ClassVar[str] = "etcd"
     watches: ClassVar[bool] = True
+    events: ClassVar[frozenset[str]] = frozenset(
+        {"compact", "defrag", "snapshot", "transfer_leader"}
+    )
+
+    def run_event(self, event: str, call: EventCall) -> str:
+        # gRPC on first use: validating a test case loads every kind
+        from dbtester.databases import etcd_events
+
+        return etcd_events.run(event, call)
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         me = member.me

@@ -77,6 +77,14 @@ class ZooKeeper(DatabaseKind):
         " no zxid, so each is matched to its put by its path and their order is judged"
         " by the zxids the creates returned"
     )
+    event_notes: ClassVar[Mapping[str, str]] = {
+        "compact": "ZooKeeper purges old snapshots and logs itself (autopurge), with no call"
+        " to start it",
+        "defrag": "ZooKeeper keeps its tree in memory: there is no file to defragment",
+        "snapshot": "ZooKeeper snapshots by itself every snapCount transactions; its admin"
+        " command for one (3.9) needs an authenticated admin server",
+        "transfer_leader": "ZooKeeper has no leader transfer: a leader hands over only by stopping",
+    }
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         flags = member.flags

@@ -81,6 +81,56 @@ class PutResponse(_message.Message):
     header: ResponseHeader
     def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
 
+class CompactionRequest(_message.Message):
+    __slots__ = ("revision", "physical")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    physical: bool
+    def __init__(self, revision: _Optional[int] = ..., physical: _Optional[bool] = ...) -> None: ...
+
+class CompactionResponse(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class DefragmentRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DefragmentResponse(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SnapshotResponse(_message.Message):
+    __slots__ = ("header", "remaining_bytes", "blob")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BLOB_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    remaining_bytes: int
+    blob: bytes
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., remaining_bytes: _Optional[int] = ..., blob: _Optional[bytes] = ...) -> None: ...
+
+class MoveLeaderRequest(_message.Message):
+    __slots__ = ("targetID",)
+    TARGETID_FIELD_NUMBER: _ClassVar[int]
+    targetID: int
+    def __init__(self, targetID: _Optional[int] = ...) -> None: ...
+
+class MoveLeaderResponse(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -49,6 +49,11 @@ class KVStub:
                 request_serializer=dbtester_dot_proto_dot_etcd__pb2.TxnRequest.SerializeToString,
                 response_deserializer=dbtester_dot_proto_dot_etcd__pb2.TxnResponse.FromString,
                 _registered_method=True)
+        self.Compact = channel.unary_unary(
+                '/etcdserverpb.KV/Compact',
+                request_serializer=dbtester_dot_proto_dot_etcd__pb2.CompactionRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_etcd__pb2.CompactionResponse.FromString,
+                _registered_method=True)
 
 
 class KVServicer:
@@ -72,6 +77,12 @@ class KVServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Compact(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KVServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +100,11 @@ def add_KVServicer_to_server(servicer, server):
                     servicer.Txn,
                     request_deserializer=dbtester_dot_proto_dot_etcd__pb2.TxnRequest.FromString,
                     response_serializer=dbtester_dot_proto_dot_etcd__pb2.TxnResponse.SerializeToString,
+            ),
+            'Compact': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=dbtester_dot_proto_dot_etcd__pb2.CompactionRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_etcd__pb2.CompactionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +188,33 @@ class KV:
             '/etcdserverpb.KV/Txn',
             dbtester_dot_proto_dot_etcd__pb2.TxnRequest.SerializeToString,
             dbtester_dot_proto_dot_etcd__pb2.TxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.KV/Compact',
+            dbtester_dot_proto_dot_etcd__pb2.CompactionRequest.SerializeToString,
+            dbtester_dot_proto_dot_etcd__pb2.CompactionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -269,12 +312,45 @@ class MaintenanceStub:
                 request_serializer=dbtester_dot_proto_dot_etcd__pb2.StatusRequest.SerializeToString,
                 response_deserializer=dbtester_dot_proto_dot_etcd__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.Defragment = channel.unary_unary(
+                '/etcdserverpb.Maintenance/Defragment',
+                request_serializer=dbtester_dot_proto_dot_etcd__pb2.DefragmentRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_etcd__pb2.DefragmentResponse.FromString,
+                _registered_method=True)
+        self.Snapshot = channel.unary_stream(
+                '/etcdserverpb.Maintenance/Snapshot',
+                request_serializer=dbtester_dot_proto_dot_etcd__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_etcd__pb2.SnapshotResponse.FromString,
+                _registered_method=True)
+        self.MoveLeader = channel.unary_unary(
+                '/etcdserverpb.Maintenance/MoveLeader',
+                request_serializer=dbtester_dot_proto_dot_etcd__pb2.MoveLeaderRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_etcd__pb2.MoveLeaderResponse.FromString,
+                _registered_method=True)
 
 
 class MaintenanceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Status(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Defragment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Snapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MoveLeader(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -287,6 +363,21 @@ def add_MaintenanceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=dbtester_dot_proto_dot_etcd__pb2.StatusRequest.FromString,
                     response_serializer=dbtester_dot_proto_dot_etcd__pb2.StatusResponse.SerializeToString,
+            ),
+            'Defragment': grpc.unary_unary_rpc_method_handler(
+                    servicer.Defragment,
+                    request_deserializer=dbtester_dot_proto_dot_etcd__pb2.DefragmentRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_etcd__pb2.DefragmentResponse.SerializeToString,
+            ),
+            'Snapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.Snapshot,
+                    request_deserializer=dbtester_dot_proto_dot_etcd__pb2.SnapshotRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_etcd__pb2.SnapshotResponse.SerializeToString,
+            ),
+            'MoveLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveLeader,
+                    request_deserializer=dbtester_dot_proto_dot_etcd__pb2.MoveLeaderRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_etcd__pb2.MoveLeaderResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -316,6 +407,87 @@ class Maintenance:
             '/etcdserverpb.Maintenance/Status',
             dbtester_dot_proto_dot_etcd__pb2.StatusRequest.SerializeToString,
             dbtester_dot_proto_dot_etcd__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Defragment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Maintenance/Defragment',
+            dbtester_dot_proto_dot_etcd__pb2.DefragmentRequest.SerializeToString,
+            dbtester_dot_proto_dot_etcd__pb2.DefragmentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Snapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/etcdserverpb.Maintenance/Snapshot',
+            dbtester_dot_proto_dot_etcd__pb2.SnapshotRequest.SerializeToString,
+            dbtester_dot_proto_dot_etcd__pb2.SnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Maintenance/MoveLeader',
+            dbtester_dot_proto_dot_etcd__pb2.MoveLeaderRequest.SerializeToString,
+            dbtester_dot_proto_dot_etcd__pb2.MoveLeaderResponse.FromString,
             options,
             channel_credentials,
             insecure,

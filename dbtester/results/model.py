@@ -279,6 +279,10 @@ class FaultRecord(_Record):
     error: str = ""  # why it could not be applied ("" when it was)
     #: an isolate whose member's clients still reached it (schema 10)
     keep_clients: bool = False
+    #: a maintenance event (compact, defrag, snapshot, transfer_leader): when it
+    #: finished, on the controller's clock, and what it did (schema 12)
+    end_unix: float | None = None
+    detail: str = ""
 
 
 class ProbeRecord(_Record):
@@ -496,6 +500,9 @@ class FaultSummary(_Record):
     watch_missed: int | None = None
     watch_duplicated: int | None = None
     watch_p99_ms: float | None = None
+    #: a maintenance event: how long it took, and what it did (schema 12)
+    took_s: float | None = None
+    detail: str = ""
 
 
 class DatabaseSummary(_Record):

@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -110,6 +110,13 @@ HISTORY: tuple[str, ...] = (
         "host's, merged), and there is no ``client-metrics.csv``. Only keys and files were "
         "added: a version 10 directory upgrades as it is."
     ),
+    (
+        "Maintenance events. A fault record in ``run.json`` may be a maintenance event "
+        "(``compact``, ``defrag``, ``snapshot``, ``transfer_leader``) with ``end_unix`` (when "
+        "it finished) and ``detail`` (what it did); a fault window in ``result.json`` has "
+        "``took_s`` and ``detail``, and its rows ``FAULT-<k>-TOOK-SECONDS``. Only keys were "
+        "added: a version 11 directory upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -161,6 +168,10 @@ def _v10_to_v11(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 11}
 
 
+def _v11_to_v12(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 12}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -173,6 +184,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     8: _v8_to_v9,
     9: _v9_to_v10,
     10: _v10_to_v11,
+    11: _v11_to_v12,
 }
 
 

@@ -1,0 +1,109 @@
+"""Maintenance events during a write load on real 3-member clusters: etcd
+compacts, defragments every member, streams a snapshot and hands its
+leadership over; Consul streams a snapshot and hands its leadership over.
+Each event is a fault window of its own with how long it took, and the load
+loses nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cases import database, make_case, write_case
+from tests.support.cluster import VERSIONS, dbtester
+
+pytestmark = pytest.mark.integration
+
+#: 500 writes/s for 10 s (open loop): the events fall inside the load
+WORKLOAD = {"type": "write", "requests": 5000, "rate": 500, "clients": 20, "connections": 4}
+
+
+def _run(tmp_path: Path, installed_home: Any, kind: str, faults: list[dict[str, Any]]) -> Path:
+    home = Path(installed_home(kind, VERSIONS[kind]))
+    case = make_case(
+        title=f"e2e maintenance {kind}",
+        workload=WORKLOAD,
+        databases=[database(kind, kind, members=3)],
+        faults=faults,
+    )
+    config = write_case(tmp_path / "case.yaml", case)
+    out = tmp_path / "results"
+    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def _records(out: Path, kind: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    run = json.loads((out / kind / "run.json").read_text())
+    (db,) = json.loads((out / "result.json").read_text())["databases"]
+    return run["faults"], db["figures"]
+
+
+def _match(pattern: str, text: str) -> tuple[str, ...]:
+    found = re.fullmatch(pattern, text)
+    assert found is not None, (pattern, text)
+    return found.groups()
+
+
+def _timed(record: dict[str, Any]) -> float:
+    assert not record["error"], record
+    took = record["end_unix"] - record["unix"]
+    assert took >= 0, record
+    return float(took)
+
+
+def test_etcd_compacts_defragments_snapshots_and_moves_its_leader(
+    tmp_path: Path, installed_home: Any
+) -> None:
+    faults: list[dict[str, Any]] = [
+        {"at": "2s", "action": "compact"},
+        {"at": "3s", "action": "defrag", "member": "all"},
+        {"at": "5s", "action": "snapshot"},
+        {"at": "7s", "action": "transfer_leader"},
+    ]
+    out = _run(tmp_path, installed_home, "etcd", faults)
+    records, figures = _records(out, "etcd")
+    assert [r["action"] for r in records] == ["compact", "defrag", "snapshot", "transfer_leader"]
+    compact, defrag, snapshot, move = records
+    for number, record in enumerate(records, start=1):
+        took = _timed(record)
+        assert figures[f"FAULT-{number}-TOOK-SECONDS"] == pytest.approx(took, abs=0.002)
+    # 2 s into 500 writes/s, past the keys' first revisions
+    (revision,) = _match(r"to revision ([\d,]+)", compact["detail"])
+    assert int(revision.replace(",", "")) > 500
+    # every member defragmented, one after the other, with its size before and after
+    assert [
+        int(m) for m in re.findall(r"member (\d) [\d.]+ [KM]B to [\d.]+ [KM]B", defrag["detail"])
+    ] == [
+        0,
+        1,
+        2,
+    ]
+    assert defrag["member"] is None and figures["FAULT-2"] == "defrag all at 3 s"
+    assert re.fullmatch(r"[\d.]+ [KM]B from member \d", snapshot["detail"])
+    # the leader named: the member asked (a follower), and how soon
+    leader, new = (int(m) for m in _match(r"member (\d) to member (\d)", move["detail"]))
+    assert new == move["member"] and new != leader
+    assert move["new_leader_s"] is not None
+    assert figures["FAULT-4"] == "transfer_leader to follower at 7 s"
+    assert figures["KEYS-VERIFIED"].endswith("OK")
+
+
+def test_consul_snapshots_and_moves_its_leader(tmp_path: Path, installed_home: Any) -> None:
+    faults: list[dict[str, Any]] = [
+        {"at": "2s", "action": "snapshot", "member": "follower"},
+        {"at": "4s", "action": "transfer_leader"},
+    ]
+    out = _run(tmp_path, installed_home, "consul", faults)
+    records, figures = _records(out, "consul")
+    snapshot, move = records
+    for number, record in enumerate(records, start=1):
+        assert figures[f"FAULT-{number}-TOOK-SECONDS"] == pytest.approx(_timed(record), abs=0.002)
+    assert re.fullmatch(r"[\d.]+ [KM]B from member \d", snapshot["detail"])
+    leader, new = (int(m) for m in _match(r"member (\d) to member (\d)", move["detail"]))
+    assert new == move["member"] and new != leader
+    assert move["new_leader_s"] is not None
