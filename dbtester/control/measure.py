@@ -28,6 +28,7 @@ from dbtester.control.faults import FaultRunner
 from dbtester.control.job import DatabaseJob
 from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
 from dbtester.control.spread import LoadHosts, run_spread
+from dbtester.databases.base import LoadSettings
 from dbtester.errors import AgentError, DbtesterError
 from dbtester.load import (
     STALLED,
@@ -40,6 +41,7 @@ from dbtester.load import (
 )
 from dbtester.results import OPERATIONS, DatabaseLayout, FaultRecord, LoadHostRecord
 from dbtester.util.net import is_loopback
+from dbtester.util.progress import Progress
 
 __all__ = [
     "Measured",
@@ -102,6 +104,8 @@ def seed(job: DatabaseJob, cluster: Cluster) -> Seeded:
     w, settings = job.db.workload, job.settings(cluster.endpoints)
     loaded = None
     try:
+        if w.prefill_keys:
+            prefill(job, settings)
         if w.SEEDING == "one-key":
             seed_key(job.db.kind, settings)
         elif (phase := w.load_phase()) is not None:
@@ -111,6 +115,23 @@ def seed(job: DatabaseJob, cluster: Cluster) -> Seeded:
     except DbtesterError as exc:
         raise job.failed(exc) from None
     return Seeded(loaded)
+
+
+def prefill(job: DatabaseJob, settings: LoadSettings) -> None:
+    """The workload's pre-filled keys, in the kind's batches, with progress."""
+    w = job.db.workload
+    what = f"pre-fill, {w.prefill_keys:,} keys of {w.prefill_value_size:,} bytes"
+    job.say(f"{what} (not counted, not verified)")
+    bar = Progress(job.load_options().progress, w.prefill_keys, f"{job.db.id} pre-fill")
+    done = 0
+
+    def advance(written: int) -> None:
+        nonlocal done
+        done += written
+        bar.update(done, lambda rate: f"{done:,} keys, {rate:,.0f} keys/s")
+
+    job.kind.prefill(settings, w.prefill_keys, w.prefill_value_size, advance)
+    bar.finish(f"{job.db.id} pre-fill: {done:,} keys in {bar.elapsed:.1f} s, not counted")
 
 
 def warm(job: DatabaseJob, cluster: Cluster) -> Warmed:

@@ -13,7 +13,7 @@ import platform
 import re
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -200,6 +200,15 @@ class DatabaseKind(ABC):
         """What ``clients`` and ``connections`` meant for this kind's protocol,
         when the table alone would mislead (None when they mean the usual)."""
         return None
+
+    @abstractmethod
+    def prefill(
+        self, settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]
+    ) -> None:
+        """Write ``count`` keys of ``value_size`` bytes (util.keys.prefill_key),
+        apart from the load's keys so that verification does not count them,
+        in the kind's largest batches; ``advance`` is told how many after each.
+        Raises DbtesterError when a batch fails."""
 
     @abstractmethod
     def count_keys(self, settings: LoadSettings) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -77,6 +77,11 @@ class Consul(DatabaseKind):
 
     def run_event(self, event: str, call: EventCall) -> str:
         return consul_events.run(event, call)
+
+    def prefill(
+        self, settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]
+    ) -> None:
+        consul_events.prefill(settings, ROOT, count, value_size, advance)
 
     def load_note(self, clients: int, connections: int) -> str | None:
         if clients <= connections:

@@ -1,21 +1,38 @@
 """Consul's maintenance events, through its HTTP API as the consul command
 calls it: a snapshot (GET /v1/snapshot, streamed and counted, not kept) and
-a leader transfer (POST /v1/operator/raft/transfer-leader, Consul 1.15 on).
+a leader transfer (POST /v1/operator/raft/transfer-leader, Consul 1.15 on);
+and the pre-fill that gives them data to work on (PUT /v1/txn, 64 sets to
+a transaction, Consul's limit).
 Consul compacts its Raft log itself (it snapshots its state and truncates
 the log on its own thresholds) and its store is in memory: there is no
 compaction or defragmentation to ask for."""
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dbtester.databases.base import EventCall, EventFailed, size_text, transfer_ends
+from dbtester.databases.base import (
+    EventCall,
+    EventFailed,
+    LoadSettings,
+    size_text,
+    transfer_ends,
+)
+from dbtester.errors import DbtesterError
+from dbtester.util.keys import prefill_batches, prefill_key
 
-__all__ = ["NOTES", "run"]
+__all__ = ["NOTES", "prefill", "run"]
+
+#: Consul's most operations in one transaction
+TXN_OPS = 64
+#: transactions in flight at once while pre-filling
+PREFILL_THREADS = 4
 
 NOTES = {
     "compact": "Consul truncates its Raft log by itself after its own snapshots",
@@ -73,3 +90,34 @@ _RUN: dict[str, Callable[[EventCall], str]] = {
 
 def run(event: str, call: EventCall) -> str:
     return _RUN[event](call)
+
+
+def prefill(
+    settings: LoadSettings,
+    root: str,
+    count: int,
+    value_size: int,
+    advance: Callable[[int], None],
+) -> None:
+    """``count`` keys under ``root`` in transactions of TXN_OPS sets,
+    PREFILL_THREADS at once."""
+    value = base64.b64encode(b"v" * value_size).decode()
+    url = f"http://{settings.endpoints[0]}/v1/txn"
+    timeout = max(settings.timeout_s, 30.0)
+
+    def write(batch: range) -> int:
+        ops = [
+            {"KV": {"Verb": "set", "Key": f"{root}/{prefill_key(n)}", "Value": value}}
+            for n in batch
+        ]
+        request = urllib.request.Request(url, data=json.dumps(ops).encode(), method="PUT")
+        try:
+            with _open(request, "the pre-fill", timeout) as reply:
+                reply.read()
+        except EventFailed as exc:
+            raise DbtesterError(str(exc)) from None
+        return len(batch)
+
+    with ThreadPoolExecutor(PREFILL_THREADS, thread_name_prefix="prefill") as pool:
+        for written in pool.map(write, prefill_batches(count, value_size, TXN_OPS)):
+            advance(written)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
@@ -86,6 +86,13 @@ class Etcd(DatabaseKind):
         from dbtester.databases import etcd_events
 
         return etcd_events.run(event, call)
+
+    def prefill(
+        self, settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]
+    ) -> None:
+        from dbtester.databases import etcd_events
+
+        etcd_events.prefill(settings, count, value_size, advance)
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         me = member.me

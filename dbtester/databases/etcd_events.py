@@ -2,21 +2,38 @@
 compaction (KV.Compact, physical: it returns once the backend has done it),
 defragmentation (Maintenance.Defragment, one member at a time), a snapshot
 (Maintenance.Snapshot, streamed and counted, not kept) and a leader transfer
-(Maintenance.MoveLeader, asked of the leader)."""
+(Maintenance.MoveLeader, asked of the leader); and the pre-fill that gives
+them data to work on (KV.Txn, as many puts to a transaction as etcd allows
+by default)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
 import grpc
 
-from dbtester.databases.base import EventCall, EventFailed, Peer, size_text, transfer_ends
+from dbtester.databases.base import (
+    EventCall,
+    EventFailed,
+    LoadSettings,
+    Peer,
+    size_text,
+    transfer_ends,
+)
+from dbtester.errors import DbtesterError
 from dbtester.proto import etcd_pb2 as pb
 from dbtester.proto import etcd_pb2_grpc as rpc
+from dbtester.util.keys import prefill_batches, prefill_key
 
-__all__ = ["run"]
+__all__ = ["prefill", "run"]
+
+#: etcd's default --max-txn-ops
+TXN_OPS = 128
+#: transactions in flight at once while pre-filling
+PREFILL_THREADS = 4
 
 
 @contextmanager
@@ -49,10 +66,17 @@ def compact(call: EventCall) -> str:
     revision = status.header.revision - call.keep_revisions
     if revision < 1:
         raise EventFailed(f"the revision is {status.header.revision}: nothing to compact")
+    before = _sizes(status)
     with _channel(peer) as channel:
         request = pb.CompactionRequest(revision=revision, physical=True)
         _called("compact", lambda: rpc.KVStub(channel).Compact(request, timeout=call.timeout_s))
-    return f"to revision {revision:,}"
+    after = _sizes(_called("status", lambda: _status(peer, call.timeout_s)))
+    return f"to revision {revision:,}; {before} before, {after} after"
+
+
+def _sizes(status: pb.StatusResponse) -> str:
+    """The member's database: in use of its file's size (etcd 3.4 on says both)."""
+    return f"{size_text(status.dbSizeInUse)} in use of {size_text(status.dbSize)}"
 
 
 def defrag(call: EventCall) -> str:
@@ -113,3 +137,28 @@ _RUN: dict[str, Callable[[EventCall], str]] = {
 
 def run(event: str, call: EventCall) -> str:
     return _RUN[event](call)
+
+
+def prefill(
+    settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]
+) -> None:
+    """``count`` keys in transactions of TXN_OPS puts, PREFILL_THREADS at once."""
+    value = b"v" * value_size
+    timeout = max(settings.timeout_s, 30.0)
+    with grpc.insecure_channel(settings.endpoints[0]) as channel:
+        stub = rpc.KVStub(channel)
+
+        def write(batch: range) -> int:
+            puts = [
+                pb.RequestOp(request_put=pb.PutRequest(key=prefill_key(n).encode(), value=value))
+                for n in batch
+            ]
+            try:
+                stub.Txn(pb.TxnRequest(success=puts), timeout=timeout)
+            except grpc.RpcError as exc:
+                raise DbtesterError(f"the pre-fill failed: {exc.code()} {exc.details()}") from None
+            return len(batch)
+
+        with ThreadPoolExecutor(PREFILL_THREADS, thread_name_prefix="prefill") as pool:
+            for written in pool.map(write, prefill_batches(count, value_size, TXN_OPS)):
+                advance(written)

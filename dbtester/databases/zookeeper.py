@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -20,6 +20,7 @@ from dbtester.databases.base import (
     Options,
     Peer,
 )
+from dbtester.errors import DbtesterError
 from dbtester.install import (
     ArchiveDownload,
     DebianPackage,
@@ -29,7 +30,7 @@ from dbtester.install import (
     SourceUnavailable,
     maven_versions,
 )
-from dbtester.util.keys import checked_keys
+from dbtester.util.keys import checked_keys, prefill_batches, prefill_key
 
 __all__ = ["ZooKeeper", "ZooKeeperClient", "ZooKeeperFlags"]
 
@@ -190,6 +191,32 @@ class ZooKeeper(DatabaseKind):
             )
         return flags, None
 
+    def prefill(
+        self, settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]
+    ) -> None:
+        """Under a parent of their own (the load's parent counts its children
+        for verification), in multi transactions of PREFILL_BATCH_BYTES."""
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(
+            hosts=",".join(settings.endpoints), timeout=settings.timeout_s, logger=_QUIET
+        )
+        zk.start(timeout=max(settings.timeout_s, 30))
+        value = b"v" * value_size
+        try:
+            zk.ensure_path(PREFILL_ROOT)
+            for batch in prefill_batches(count, value_size, PREFILL_OPS):
+                transaction = zk.transaction()
+                for n in batch:
+                    transaction.create(f"{PREFILL_ROOT}/{prefill_key(n)}", value)
+                failed = [r for r in transaction.commit() if isinstance(r, Exception)]
+                if failed:
+                    raise DbtesterError(f"the pre-fill failed: {failed[0]!r}")
+                advance(len(batch))
+        finally:
+            zk.stop()
+            zk.close()
+
     def count_keys(self, settings: LoadSettings) -> int:
         from kazoo.client import KazooClient
 
@@ -211,6 +238,10 @@ class ZooKeeper(DatabaseKind):
 
 
 ROOT = "/dbtester"
+#: the pre-filled keys' parent, apart from the load's
+PREFILL_ROOT = "/dbtester-prefill"
+#: creates in one multi transaction while pre-filling
+PREFILL_OPS = 500
 # kazoo logs every dropped connection as a warning, which Python's last-resort
 # handler would print behind dbtester's back; a failed count is reported once.
 _QUIET = logging.getLogger("dbtester.kazoo")

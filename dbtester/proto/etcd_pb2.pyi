@@ -136,20 +136,22 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "version", "dbSize", "leader", "raftIndex", "raftTerm")
+    __slots__ = ("header", "version", "dbSize", "leader", "raftIndex", "raftTerm", "dbSizeInUse")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DBSIZE_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     RAFTINDEX_FIELD_NUMBER: _ClassVar[int]
     RAFTTERM_FIELD_NUMBER: _ClassVar[int]
+    DBSIZEINUSE_FIELD_NUMBER: _ClassVar[int]
     header: ResponseHeader
     version: str
     dbSize: int
     leader: int
     raftIndex: int
     raftTerm: int
-    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., version: _Optional[str] = ..., dbSize: _Optional[int] = ..., leader: _Optional[int] = ..., raftIndex: _Optional[int] = ..., raftTerm: _Optional[int] = ...) -> None: ...
+    dbSizeInUse: int
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., version: _Optional[str] = ..., dbSize: _Optional[int] = ..., leader: _Optional[int] = ..., raftIndex: _Optional[int] = ..., raftTerm: _Optional[int] = ..., dbSizeInUse: _Optional[int] = ...) -> None: ...
 
 class Compare(_message.Message):
     __slots__ = ("result", "target", "key", "version", "create_revision", "mod_revision", "value", "lease", "range_end")

@@ -9,7 +9,16 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CHECKED_PREFIX", "MAX_CHECKED", "PREFIX", "KeySpace", "checked_keys"]
+__all__ = [
+    "CHECKED_PREFIX",
+    "MAX_CHECKED",
+    "PREFILL_PREFIX",
+    "PREFIX",
+    "KeySpace",
+    "checked_keys",
+    "prefill_batches",
+    "prefill_key",
+]
 
 PREFIX = b"k"
 #: the checked clients' keys (``check:``) are this and a number, apart from
@@ -17,6 +26,27 @@ PREFIX = b"k"
 CHECKED_PREFIX = "c"
 #: checked clients and keys at most
 MAX_CHECKED = 64
+
+
+#: the pre-filled keys (a workload's ``prefill_keys``) are this and a number:
+#: outside the load's keys, so verification does not count them
+PREFILL_PREFIX = "p"
+#: at most this many bytes of values in one batch of a pre-fill (each kind's
+#: request size limits are above it: etcd 1.5 MiB, Consul 512 KiB with its
+#: base64, ZooKeeper 1 MiB)
+PREFILL_BATCH_BYTES = 256 << 10
+
+
+def prefill_key(number: int) -> str:
+    """Pre-filled key ``number``: 16 bytes, ``p`` and the number zero-padded."""
+    return f"{PREFILL_PREFIX}{number:015d}"
+
+
+def prefill_batches(count: int, value_size: int, most: int) -> list[range]:
+    """The key numbers 0 .. ``count`` - 1 in batches of at most ``most`` keys
+    and PREFILL_BATCH_BYTES of values."""
+    size = max(1, min(most, PREFILL_BATCH_BYTES // max(value_size + 16, 1)))
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
 def checked_keys() -> list[str]:

@@ -137,6 +137,16 @@ class Workload(BaseModel):
         le=MAX_REQUESTS,
         description="Requests made before each trial's measured load, counted in no figure",
     )
+    prefill_keys: int = Field(
+        0,
+        ge=0,
+        le=MAX_REQUESTS,
+        description="Keys written before the load, apart from its keys and in no figure or"
+        " verification: data for a compaction, defragmentation or snapshot to work on",
+    )
+    prefill_value_size: int = Field(
+        1024, ge=0, le=1 << 20, description="Bytes per pre-filled value"
+    )
     check: Check | None = Field(
         None,
         description="checked clients beside the load, their history checked for"

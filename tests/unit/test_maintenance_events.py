@@ -12,6 +12,7 @@ from dbtester.config.faults import Fault
 from dbtester.config.load import load_test_case_text
 from dbtester.errors import ConfigError
 from dbtester.results import FaultRecord, Records
+from dbtester.util.keys import PREFILL_BATCH_BYTES, PREFIX, prefill_batches, prefill_key
 
 CASE = """\
 title: t
@@ -151,3 +152,31 @@ def test_an_events_figures_say_how_long_it_took_and_the_stall_inside_it() -> Non
     kill = FaultRecord(at_s=1.0, action="kill", target="0", member=0, unix=START + 1.0)
     (k,) = fault_figures(records, [kill], START)
     assert "FAULT-1-TOOK-SECONDS" not in fault_values(k)
+
+
+@pytest.mark.parametrize(
+    ("count", "value_size", "most"),
+    [(1000, 1024, 128), (10, 1 << 20, 64), (0, 10, 500), (1001, 0, 500)],
+)
+def test_the_prefill_batches_cover_every_key_once_within_the_limits(
+    count: int, value_size: int, most: int
+) -> None:
+    batches = prefill_batches(count, value_size, most)
+    numbers = [n for batch in batches for n in batch]
+    assert numbers == list(range(count))
+    assert all(0 < len(b) <= most for b in batches)
+    # a batch's values stay under the bound, but a single key always goes
+    assert all(len(b) == 1 or len(b) * value_size <= PREFILL_BATCH_BYTES for b in batches)
+
+
+def test_prefilled_keys_are_apart_from_the_loads() -> None:
+    assert prefill_key(7) == "p000000000000007" and len(prefill_key(10**14)) == 16
+    assert not prefill_key(0).encode().startswith(PREFIX)
+    case = load_test_case_text(
+        CASE.replace("KIND", "etcd")
+        .replace("VERSION", "3.6.8")
+        .replace("connections: 5}", "connections: 5, prefill_keys: 1000}")
+        .removesuffix("faults:\n"),
+        "case.yaml",
+    ).case
+    assert (case.workload.prefill_keys, case.workload.prefill_value_size) == (1000, 1024)
