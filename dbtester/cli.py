@@ -416,7 +416,12 @@ def install(targets: tuple[str, ...], show: bool, config: str | None, quiet: boo
     wanted = [_parse_target(t) for t in targets]
     if config:
         case = _load(config).case
-        wanted += [(db.kind, db.version) for db in case.databases if not db.endpoints]
+        wanted += [
+            (db.kind, version)
+            for db in case.databases
+            if not db.endpoints
+            for version in case.versions_of(db)
+        ]
     if not wanted:
         raise click.UsageError("name KIND@VERSION, or pass --for CONFIG or --list")
     reporter = Reporter(quiet=quiet)

@@ -31,6 +31,7 @@ FAULT_ACTIONS = {
     "resume": "Resume",
     "isolate": "Isolate",
     "heal": "Heal",
+    "upgrade": "Upgrade",
 }
 
 
@@ -169,11 +170,13 @@ class AgentClient:
         member_index: int,
         *,
         keep_clients: bool = False,
+        version: str = "",
     ) -> pb.FaultResponse:
         """A scheduled fault on one member: ``action`` is a key of FAULT_ACTIONS
-        ("kill", "restart", "pause", "resume", "isolate", "heal"), carried by
-        the agent's RPC of that name; an isolation with ``keep_clients`` cuts
-        the member off its peers only."""
+        ("kill", "restart", "pause", "resume", "isolate", "heal", "upgrade"),
+        carried by the agent's RPC of that name; an isolation with
+        ``keep_clients`` cuts the member off its peers only; an upgrade
+        restarts it as ``version``."""
         if action not in FAULT_ACTIONS:
             raise ValueError(f"unknown fault action {action!r}")
         request = pb.FaultRequest(
@@ -181,9 +184,12 @@ class AgentClient:
             database_id=database_id,
             member_index=member_index,
             keep_clients=keep_clients,
+            version=version,
         )
-        # A restart waits for the member to settle; a kill for it to be gone.
-        return self._call(FAULT_ACTIONS[action], request, timeout=60.0)  # type: ignore[no-any-return]
+        # A restart waits for the member to settle; a kill for it to be gone;
+        # an upgrade for both, the stop within the agent's grace.
+        timeout = 120.0 if action == "upgrade" else 60.0
+        return self._call(FAULT_ACTIONS[action], request, timeout=timeout)  # type: ignore[no-any-return]
 
     def status(self, timeout: float | None = None) -> pb.StatusResponse:
         return self._call("Status", pb.StatusRequest(), timeout)  # type: ignore[no-any-return]

@@ -219,14 +219,32 @@ class Member:
             self._expect("restart", ("killed",))
             if self.sampler is not None:
                 self.sampler.stop(final_sample=False)
-            self.state = "starting"
-            try:
-                self._start_process()
-            except BaseException:
-                kill_group(self.process)
-                self.state = "exited"
-                raise
+            self._relaunch()
             self.log.info("restarted (scheduled fault) as pid %d", self.pid)
+
+    def upgrade(self, installed: Installed, grace: float) -> None:
+        """A rolling upgrade's step: stopped as a stop does, started again on
+        its data as ``installed``'s version (a new sampler appends)."""
+        with self._lock:
+            process = self._expect("upgrade", ("running",))
+            if self.sampler is not None:
+                self.sampler.stop(final_sample=True)
+            terminate_group(process, grace, self.log)
+            was, self.installed = self.installed.version, installed
+            self._relaunch()
+            said = f"upgraded from {was} to {installed.version} (scheduled event)"
+            self.log.info("%s as pid %d", said, self.pid)
+
+    def _relaunch(self) -> None:
+        """The member's process started again on its data dir (after a kill
+        or a stop); on failure none is left behind and it has exited."""
+        self.state = "starting"
+        try:
+            self._start_process()
+        except BaseException:
+            kill_group(self.process)
+            self.state = "exited"
+            raise
 
     def pause(self) -> None:
         """SIGSTOP the member's process group: it stops answering but keeps its

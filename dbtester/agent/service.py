@@ -21,7 +21,13 @@ from dbtester import __version__
 from dbtester.agent.config import AgentConfig
 from dbtester.agent.load import LoadRefused, LoadRunner
 from dbtester.agent.member import FILE_NAMES, Member
-from dbtester.agent.start import StartRefusedError, out_of_range, plan_start, show
+from dbtester.agent.start import (
+    StartRefusedError,
+    installed_version,
+    out_of_range,
+    plan_start,
+    show,
+)
 from dbtester.errors import MemberError
 from dbtester.install import Installed
 from dbtester.proto import agent_pb2 as pb
@@ -210,6 +216,15 @@ class AgentService(pb_grpc.AgentServicer):
 
     def Heal(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
         return self._fault(request, context, Member.heal)
+
+    def Upgrade(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        member = self._member(request.run_id, request.database_id, request.member_index, context)
+        try:
+            installed = installed_version(member.kind, request.version, self.config)
+        except StartRefusedError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, show(str(exc), 2000))
+        grace = self.config.stop_grace_s
+        return self._fault(request, context, lambda m: m.upgrade(installed, grace))
 
     def _fault(
         self,

@@ -29,6 +29,7 @@ __all__ = [
     "StartPlan",
     "StartRefusedError",
     "check_numbers",
+    "installed_version",
     "out_of_range",
     "plan_start",
     "show",
@@ -65,7 +66,7 @@ def plan_start(request: pb.StartRequest, config: AgentConfig) -> StartPlan:
     kind = _kind(request.kind)
     _check_names(request)
     check_numbers(request)
-    installed = _binary(kind, request.version, config)
+    installed = installed_version(kind, request.version, config)
     flags = _flags(kind, request.flags_json)
     peers = _peers(kind, request)
     member_dir = (
@@ -123,7 +124,7 @@ def check_numbers(request: pb.StartRequest) -> None:
             raise StartRefusedError(problem)
 
 
-def _binary(kind: DatabaseKind, version: str, config: AgentConfig) -> Installed:
+def installed_version(kind: DatabaseKind, version: str, config: AgentConfig) -> Installed:
     """The files to run: the config's allow-list first, then what ``dbtester
     install`` put under ``$DBTESTER_HOME``."""
     allowed = config.binaries.get(kind.name, {})

@@ -130,7 +130,8 @@ class Window:
         if f.action == "transfer_leader":
             who = f"to {who}"
         peers = " from its peers" if f.keep_clients else ""
-        text = f"{f.action} {who}{peers}".rstrip() + f" at {f.at_s:g} s"
+        to = f" to {f.to}" if f.to else ""
+        text = f"{f.action} {who}{peers}{to}".rstrip() + f" at {f.at_s:g} s"
         if self.undo is not None:
             text += f", {self.undo.action} at {self.undo.at_s:g} s"
         return text

@@ -22,22 +22,27 @@ run (``DatabaseKind.events``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dbtester.util.net import is_loopback
+
+#: a version as a test case writes it (the databases' version key shares it)
+VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z._+~-]{0,63}$"
 
 __all__ = [
     "EVENTS",
     "MAX_AT_S",
     "UNDO",
     "UNDONE",
+    "VERSION_PATTERN",
     "Fault",
     "check_events",
     "check_isolation",
     "check_schedule",
+    "check_upgrades",
     "parse_duration",
 ]
 
@@ -50,6 +55,7 @@ EVENTS: dict[str, tuple[object, ...]] = {
     "defrag": ("leader", "leader", "follower", "all", "index"),
     "snapshot": ("leader", "leader", "follower", "index"),
     "transfer_leader": ("follower", "follower", "index"),
+    "upgrade": ("index", "index", "leader", "follower"),
 }
 #: the other way round: what each undoing action undoes
 UNDONE = {undo: action for action, undo in UNDO.items()}
@@ -95,22 +101,27 @@ class Fault(BaseModel):
         "defrag",
         "snapshot",
         "transfer_leader",
+        "upgrade",
     ] = Field(
         description="kill, pause and isolate take a member out; restart, resume and heal"
-        " undo the latest one still in effect; compact, defrag, snapshot and"
-        " transfer_leader are maintenance events that end by themselves"
+        " undo the latest one still in effect; compact, defrag, snapshot,"
+        " transfer_leader and upgrade are maintenance events that end by themselves"
     )
     member: int | Literal["leader", "follower", "all"] | None = Field(
         None,
         description="kill, pause, isolate: an index (from 0), leader or follower; the undoing"
         " actions take none; defrag: also all (one member after the other);"
         " snapshot: the member asked (default leader); transfer_leader: the new leader"
-        " (default a follower); compact takes none",
+        " (default a follower); upgrade: the member to upgrade; compact takes none",
     )
     keep_revisions: int | None = Field(
         None,
         ge=0,
         description="compact: keep this many revisions before the current one (default 0)",
+    )
+    to: Annotated[str, Field(pattern=VERSION_PATTERN)] | None = Field(
+        None,
+        description='upgrade: the version the member runs next, on its data (quote it: "3.6.8")',
     )
 
     keep_clients: bool = Field(
@@ -133,6 +144,8 @@ class Fault(BaseModel):
             return self._event_target()
         if self.member == "all":
             raise ValueError(f"member: all is for defrag, not {self.action}")
+        if self.to is not None:
+            raise ValueError(f"to is for upgrade, not {self.action}")
         if self.keep_revisions is not None:
             raise ValueError(f"keep_revisions is for compact, not {self.action}")
         undoes = self.action in UNDONE
@@ -150,12 +163,20 @@ class Fault(BaseModel):
         return self
 
     def _event_target(self) -> Fault:
+        if (self.to is None) == (self.action == "upgrade"):
+            raise ValueError(
+                "upgrade needs to: the version to run next"
+                if self.to is None
+                else f"to is for upgrade, not {self.action}"
+            )
         default, *allowed = EVENTS[self.action]
         if self.keep_clients:
             raise ValueError(f"keep_clients is for isolate, not {self.action}")
         if self.keep_revisions is not None and self.action != "compact":
             raise ValueError(f"keep_revisions is for compact, not {self.action}")
         if self.member is None:
+            if default == "index":
+                raise ValueError(f"{self.action} needs a member: an index, leader or follower")
             return self
         given = "index" if isinstance(self.member, int) else self.member
         if default is None:
@@ -181,7 +202,9 @@ class Fault(BaseModel):
             who = f" to{who}"
         peers = " from its peers" if self.keep_clients else ""
         keep = f" keeping {self.keep_revisions}" if self.keep_revisions else ""
-        return f"{self.action}{who if member is not None else ''}{peers}{keep} at {self.at:g} s"
+        to = f" to {self.to}" if self.to else ""
+        text = f"{self.action}{who if member is not None else ''}{peers}{keep}{to}"
+        return f"{text} at {self.at:g} s"
 
 
 def _where(number: int, fault: Fault) -> str:
@@ -236,6 +259,35 @@ def check_events(
                 f"{_where(number, fault)}: database {db_id} is {kind}, which has no"
                 f" {fault.action}{why}{hint}"
             )
+
+
+def check_upgrades(
+    faults: Sequence[Fault],
+    databases: Sequence[tuple[str, str, str, Callable[[str, str], str | None]]],
+) -> None:
+    """Each ``upgrade`` is a step every database may take: ``databases`` are
+    (id, kind, version, the kind's rule: why a step is refused, or None).
+    The databases must be of one kind (``to:`` names one kind's version), and
+    a member upgraded twice goes from the version it ran last."""
+    upgrades = [(n, f) for n, f in enumerate(faults) if f.action == "upgrade"]
+    if not upgrades:
+        return
+    kinds = sorted({kind for _, kind, _, _ in databases})
+    if len(kinds) > 1:
+        number, fault = upgrades[0]
+        raise ValueError(
+            f"{_where(number, fault)}: to: names one kind's version, and the databases"
+            f" are {', '.join(kinds)}: give upgrades to a test case of one kind"
+        )
+    for db_id, _, version, refusal in databases:
+        running: dict[int | str | None, str] = {}
+        for number, fault in upgrades:
+            before = running.get(fault.target, version)
+            assert fault.to is not None  # the model requires it for upgrade
+            why = refusal(before, fault.to)
+            if why:
+                raise ValueError(f"{_where(number, fault)}: database {db_id} runs {before}: {why}")
+            running[fault.target] = fault.to
 
 
 def check_isolation(faults: Sequence[Fault], database: str, addresses: Sequence[str]) -> None:

@@ -23,10 +23,12 @@ from pydantic import (
 
 from dbtester.config.faults import (
     MAX_AT_S,
+    VERSION_PATTERN,
     Fault,
     check_events,
     check_isolation,
     check_schedule,
+    check_upgrades,
     parse_duration,
 )
 from dbtester.config.search import SEARCH_SETS, Search
@@ -56,7 +58,6 @@ __all__ = [
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # Letters, digits and . _ + ~ - only: a version reaches command lines and paths,
 # so shell metacharacters and slashes are refused here already.
-VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z._+~-]{0,63}$"
 #: at most this many load hosts share a load
 MAX_LOAD_HOSTS = 64
 ENDPOINT_PATTERN = r"^[A-Za-z0-9.\[\]:-]+:[0-9]{1,5}$"
@@ -333,6 +334,12 @@ class TestCase(_Model):
             )
         return self
 
+    def versions_of(self, db: DatabaseSpec) -> list[str]:
+        """Every version ``db``'s members run: its own, then each ``upgrade``'s
+        ``to:`` (what must be installed where they run)."""
+        upgrades = [f.to for f in self.faults if f.action == "upgrade" and f.to]
+        return list(dict.fromkeys([db.version, *upgrades]))
+
     @property
     def trials(self) -> int:
         """The most trials a database may get: ``repeat``, or ``max_trials`` for auto."""
@@ -368,6 +375,10 @@ class TestCase(_Model):
                 (db.id, db.kind, KINDS[db.kind].events, KINDS[db.kind].event_notes)
                 for db in databases
             ],
+        )
+        check_upgrades(
+            faults,
+            [(db.id, db.kind, db.version, KINDS[db.kind].upgrade_refusal) for db in databases],
         )
         for db in databases:
             check_isolation(faults, db.id, [h.address for h in db.hosts])

@@ -125,8 +125,14 @@ class FaultRunner:
         as it was asked for) or None if it did not."""
         target = "" if fault.target is None else str(fault.target)
         base = FaultRecord(
-            at_s=fault.at, action=fault.action, target=target, keep_clients=fault.keep_clients
+            at_s=fault.at,
+            action=fault.action,
+            target=target,
+            keep_clients=fault.keep_clients,
+            to=fault.to or "",
         )
+        if fault.action == "upgrade":
+            return self._upgrade(fault, base)
         if fault.action in EVENTS:
             return self._event(fault, base), None
         try:
@@ -180,6 +186,32 @@ class FaultRunner:
                 "new_leader_s": new_leader_s,
             }
         )
+
+    def _upgrade(self, fault: Fault, base: FaultRecord) -> tuple[FaultRecord, float | None]:
+        """One member stopped and started again on its data as ``fault.to``,
+        by its agent; an event that ends when the member runs again. When it
+        led, the next leader is looked for as after a kill."""
+        try:
+            member, was_leader = self._resolve(fault)
+        except LookupError as exc:
+            return base.model_copy(update={"error": str(exc)}), None
+        asked = time.monotonic()
+        try:
+            reply = self.clients[member].fault(
+                "upgrade", self.run_id, self.db_id, member, version=fault.to or ""
+            )
+        except AgentError as exc:
+            return base.model_copy(update={"member": member, "error": str(exc)}), None
+        record = base.model_copy(
+            update={
+                "member": member,
+                "unix": reply.at_unix - self.offsets[member],
+                "end_unix": time.time(),
+                "pid": reply.pid,
+                "detail": f"member {member} to {fault.to}",
+            }
+        )
+        return record, asked if was_leader else None
 
     def _event_members(self, fault: Fault, leader: int | None) -> tuple[int, ...]:
         """The members an event acts on, in order (none: the whole cluster)."""

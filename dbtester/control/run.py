@@ -211,7 +211,8 @@ def run_case(
     # Everything the embedded databases need is installed before anything starts.
     for db in case.databases:
         if db.embedded:
-            get_kind(db.kind).install(db.version, reporter)
+            for version in case.versions_of(db):
+                get_kind(db.kind).install(version, reporter)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
     scratch = dbtester_home() / "runs" / run_id
     store = ResultsDir(out)

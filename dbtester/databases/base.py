@@ -9,6 +9,7 @@ kind anywhere else. The version is always data (a string), never a type.
 
 from __future__ import annotations
 
+import itertools
 import platform
 import re
 import subprocess
@@ -108,6 +109,17 @@ class LoadSettings:
     @property
     def value(self) -> bytes:
         return b"v" * self.value_size
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """A version's leading numbers, for ordering: 3.5.17 -> (3, 5, 17)."""
+    found = []
+    for part in version.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        found.append(int(digits))
+    return tuple(found)
 
 
 def size_text(size: float) -> str:
@@ -219,6 +231,16 @@ class DatabaseKind(ABC):
         """The index in ``peers`` of the member that leads the cluster now; None
         while none does (an election) or when no member answers. A scheduled
         fault on ``member: leader`` asks this at the moment of the fault."""
+
+    def upgrade_refusal(self, running: str, to: str) -> str | None:
+        """Why a member running ``running`` may not be restarted on its data
+        as ``to`` (the kind's own upgrade rules), or None when it may. The
+        default refuses only the same version and a step down."""
+        if running == to:
+            return f"it runs {to} already"
+        if _numbers(to) < _numbers(running):
+            return f"{to} is older: a downgrade is no upgrade"
+        return None
 
     def run_event(self, event: str, call: EventCall) -> str:
         """Run maintenance ``event`` (one of ``events``) on the cluster, while

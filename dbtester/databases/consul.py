@@ -72,7 +72,7 @@ class Consul(DatabaseKind):
         " counted as WATCH-EVENTS-COALESCED, each timed at that reply's arrival, and"
         " every reply lists all keys under the prefix, so its cost grows with them"
     )
-    events: ClassVar[frozenset[str]] = frozenset({"snapshot", "transfer_leader"})
+    events: ClassVar[frozenset[str]] = frozenset({"snapshot", "transfer_leader", "upgrade"})
     event_notes: ClassVar[Mapping[str, str]] = consul_events.NOTES
 
     def run_event(self, event: str, call: EventCall) -> str:

@@ -78,8 +78,21 @@ class Etcd(DatabaseKind):
     protocol: ClassVar[str] = "etcd"
     watches: ClassVar[bool] = True
     events: ClassVar[frozenset[str]] = frozenset(
-        {"compact", "defrag", "snapshot", "transfer_leader"}
+        {"compact", "defrag", "snapshot", "transfer_leader", "upgrade"}
     )
+
+    def upgrade_refusal(self, running: str, to: str) -> str | None:
+        """etcd's rules: one minor version at a time, and 3.6 only from 3.5.20
+        on (earlier 3.5 members do not keep the membership 3.6 reads)."""
+        why = super().upgrade_refusal(running, to)
+        if why:
+            return why
+        have, want = _minor(running), _minor(to)
+        if want[0] != have[0] or want[1] > have[1] + 1:
+            return f"etcd upgrades one minor version at a time, not {running} to {to}"
+        if want == (3, 6) and have == (3, 5) and not _at_least_patch(running, 20):
+            return "etcd 3.6 needs the cluster at 3.5.20 or later first"
+        return None
 
     def run_event(self, event: str, call: EventCall) -> str:
         # gRPC on first use: validating a test case loads every kind
@@ -230,6 +243,16 @@ def _copy_debian_etcd(root: Path, dest: Path) -> dict[str, str]:
     target = dest / "etcd"
     shutil.copy2(root / "usr/bin/etcd", target)
     return {"etcd": str(target)}
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor, *_ = [*(int(p) if p.isdigit() else 0 for p in version.split(".")[:2]), 0, 0]
+    return major, minor
+
+
+def _at_least_patch(version: str, patch: int) -> bool:
+    parts = version.split(".")
+    return len(parts) > 2 and parts[2].isdigit() and int(parts[2]) >= patch
 
 
 def _at_least(version: str, major: int, minor: int) -> bool:

@@ -78,6 +78,7 @@ class ZooKeeper(DatabaseKind):
         " no zxid, so each is matched to its put by its path and their order is judged"
         " by the zxids the creates returned"
     )
+    events: ClassVar[frozenset[str]] = frozenset({"upgrade"})
     event_notes: ClassVar[Mapping[str, str]] = {
         "compact": "ZooKeeper purges old snapshots and logs itself (autopurge), with no call"
         " to start it",

@@ -192,16 +192,18 @@ class FileChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class FaultRequest(_message.Message):
-    __slots__ = ("run_id", "database_id", "member_index", "keep_clients")
+    __slots__ = ("run_id", "database_id", "member_index", "keep_clients", "version")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
     KEEP_CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     member_index: int
     keep_clients: bool
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., keep_clients: _Optional[bool] = ...) -> None: ...
+    version: str
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., keep_clients: _Optional[bool] = ..., version: _Optional[str] = ...) -> None: ...
 
 class FaultResponse(_message.Message):
     __slots__ = ("at_unix", "pid", "state", "isolated")

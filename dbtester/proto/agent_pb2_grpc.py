@@ -89,6 +89,11 @@ class AgentStub:
                 request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
                 response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
                 _registered_method=True)
+        self.Upgrade = channel.unary_unary(
+                '/dbtester.agent.v1.Agent/Upgrade',
+                request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+                _registered_method=True)
         self.Load = channel.unary_stream(
                 '/dbtester.agent.v1.Agent/Load',
                 request_serializer=dbtester_dot_proto_dot_agent__pb2.LoadRequest.SerializeToString,
@@ -185,6 +190,15 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Upgrade(self, request, context):
+        """A maintenance event: the member stopped (SIGTERM, then SIGKILL after the
+        agent's grace) and started again on its data dir, with the same flags,
+        as the request's version (installed on this host).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Load(self, request, context):
         """A load host's share of the measured load: the engine runs here from
         start_unix on against the database's members; progress streams back
@@ -257,6 +271,11 @@ def add_AgentServicer_to_server(servicer, server):
             ),
             'Heal': grpc.unary_unary_rpc_method_handler(
                     servicer.Heal,
+                    request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
+            ),
+            'Upgrade': grpc.unary_unary_rpc_method_handler(
+                    servicer.Upgrade,
                     request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
                     response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
             ),
@@ -566,6 +585,33 @@ class Agent:
             request,
             target,
             '/dbtester.agent.v1.Agent/Heal',
+            dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+            dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Upgrade(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dbtester.agent.v1.Agent/Upgrade',
             dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
             dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
             options,

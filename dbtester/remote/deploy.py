@@ -106,7 +106,7 @@ def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
                     host.agent_port,
                     target,
                     host.agent_dir,
-                    ((db.kind, db.version),),
+                    tuple((db.kind, v) for v in case.versions_of(db)),
                     targets if key in loaders else (),
                 )
                 continue
@@ -114,8 +114,9 @@ def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
                 raise RemoteError(
                     f"{seen.name} appears twice with different ssh_port/ssh_user/agent_dir"
                 )
-            if (db.kind, db.version) not in seen.installs:
-                installs = (*seen.installs, (db.kind, db.version))
+            wanted = [(db.kind, v) for v in case.versions_of(db)]
+            installs = tuple(dict.fromkeys([*seen.installs, *wanted]))
+            if installs != seen.installs:
                 found[key] = replace(seen, installs=installs)
     return list(found.values())
 

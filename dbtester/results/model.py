@@ -283,6 +283,7 @@ class FaultRecord(_Record):
     #: finished, on the controller's clock, and what it did (schema 12)
     end_unix: float | None = None
     detail: str = ""
+    to: str = ""  # an upgrade: the version the member ran from it on
 
 
 class ProbeRecord(_Record):

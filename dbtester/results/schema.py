@@ -112,8 +112,9 @@ HISTORY: tuple[str, ...] = (
     ),
     (
         "Maintenance events. A fault record in ``run.json`` may be a maintenance event "
-        "(``compact``, ``defrag``, ``snapshot``, ``transfer_leader``) with ``end_unix`` (when "
-        "it finished) and ``detail`` (what it did); a fault window in ``result.json`` has "
+        "(``compact``, ``defrag``, ``snapshot``, ``transfer_leader``, ``upgrade``) with "
+        "``end_unix`` (when it finished) and ``detail`` (what it did), an upgrade with ``to`` "
+        "(the version its member ran next); a fault window in ``result.json`` has "
         "``took_s`` and ``detail``, and its rows ``FAULT-<k>-TOOK-SECONDS``. Only keys were "
         "added: a version 11 directory upgrades as it is."
     ),

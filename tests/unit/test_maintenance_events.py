@@ -180,3 +180,77 @@ def test_prefilled_keys_are_apart_from_the_loads() -> None:
         "case.yaml",
     ).case
     assert (case.workload.prefill_keys, case.workload.prefill_value_size) == (1000, 1024)
+
+
+UPGRADE_CASE = """\
+title: t
+workload: {type: write, requests: 100, clients: 10, connections: 5}
+databases:
+  - {id: a, kind: etcd, version: FROM}
+faults:
+"""
+
+
+def _upgrades(running: str, faults: str, more: str = "") -> tuple[Fault, ...]:
+    text = UPGRADE_CASE.replace("FROM", running).replace("faults:\n", more + "faults:\n")
+    return load_test_case_text(text + faults, "case.yaml").case.faults
+
+
+def test_a_rolling_upgrade_is_three_events_member_by_member() -> None:
+    faults = _upgrades(
+        "3.5.21",
+        '  - {at: 2s, action: upgrade, member: 0, to: "3.6.8"}\n'
+        '  - {at: 6s, action: upgrade, member: 1, to: "3.6.8"}\n'
+        '  - {at: 10s, action: upgrade, member: 2, to: "3.6.8"}\n',
+    )
+    assert [f.describe() for f in faults] == [
+        "upgrade member 0 to 3.6.8 at 2 s",
+        "upgrade member 1 to 3.6.8 at 6 s",
+        "upgrade member 2 to 3.6.8 at 10 s",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("running", "faults", "words"),
+    [
+        ("3.5.17", '  - {at: 1s, action: upgrade, member: 0, to: "3.6.8"}\n', "3.5.20 or later"),
+        ("3.4.23", '  - {at: 1s, action: upgrade, member: 0, to: "3.6.8"}\n', "one minor version"),
+        ("3.6.8", '  - {at: 1s, action: upgrade, member: 0, to: "3.6.8"}\n', "runs 3.6.8 already"),
+        ("3.6.8", '  - {at: 1s, action: upgrade, member: 0, to: "3.5.21"}\n', "a downgrade"),
+        # the second step starts from what the first left: 3.6.8 again
+        (
+            "3.5.21",
+            '  - {at: 1s, action: upgrade, member: 0, to: "3.6.8"}\n'
+            '  - {at: 2s, action: upgrade, member: 0, to: "3.6.8"}\n',
+            "faults[1] (upgrade member 0 to 3.6.8 at 2 s): database a runs 3.6.8",
+        ),
+        ("3.5.21", "  - {at: 1s, action: upgrade, member: 0}\n", "upgrade needs to:"),
+        ("3.5.21", '  - {at: 1s, action: upgrade, to: "3.6.8"}\n', "upgrade needs a member"),
+        ("3.5.21", '  - {at: 1s, action: kill, member: 0, to: "3.6.8"}\n', "to is for upgrade"),
+        ("3.5.21", '  - {at: 1s, action: snapshot, to: "3.6.8"}\n', "to is for upgrade"),
+    ],
+)
+def test_upgrades_the_kind_forbids_are_refused(running: str, faults: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _upgrades(running, faults)
+    assert words in str(caught.value), str(caught.value)
+
+
+def test_an_upgrade_needs_databases_of_one_kind() -> None:
+    other = "  - {id: z, kind: zookeeper, version: 3.8.0}\n"
+    with pytest.raises(ConfigError, match="databases are etcd, zookeeper"):
+        load_test_case_text(
+            UPGRADE_CASE.replace("FROM", "3.5.21").replace("faults:\n", other + "faults:\n")
+            + '  - {at: 1s, action: upgrade, member: 0, to: "3.6.8"}\n',
+            "case.yaml",
+        )
+
+
+def test_the_upgraded_versions_are_what_the_case_needs_installed() -> None:
+    case = load_test_case_text(
+        UPGRADE_CASE.replace("FROM", "3.5.21")
+        + '  - {at: 1s, action: upgrade, member: 0, to: "3.6.8"}\n'
+        + '  - {at: 2s, action: upgrade, member: 1, to: "3.6.8"}\n',
+        "case.yaml",
+    ).case
+    assert case.versions_of(case.databases[0]) == ["3.5.21", "3.6.8"]
