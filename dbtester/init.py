@@ -162,12 +162,15 @@ def starter_test_case(targets: Sequence[tuple[str, str]] = (), hosts: Sequence[s
 
 
 def write_starter(path: Path, text: str, force: bool) -> None:
-    """Write ``text`` to ``path``; an existing file only with ``force``."""
+    """Write ``text`` to ``path`` (its folder made if missing); an existing
+    file only with ``force``."""
     if path.is_dir():
         raise BadInputError(f"{path} is a directory; --out names the file to write")
     if path.exists() and not force:
         raise BadInputError(f"{path} exists; pass --force to overwrite it")
     try:
+        # a folder named for the file is made, as every --out makes its own
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:  # a full disk reports no file name of its own
         raise DbtesterError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -83,7 +83,7 @@ def parse_duration(value: object) -> object:
 class Fault(BaseModel):
     """One scheduled fault."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     at: float = Field(
         gt=0,
@@ -222,6 +222,8 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
         if fault.at < previous:
             raise ValueError(f"{where}: faults must be in time order (the one before is later)")
         previous = fault.at
+        if fault.target == "follower" and members < 2:
+            raise ValueError(f"{where}: a database here has {members} member, and so no follower")
         if isinstance(fault.member, int) and fault.member >= members:
             raise ValueError(
                 f"{where}: member {fault.member} does not exist: a database here has"

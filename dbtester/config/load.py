@@ -168,7 +168,7 @@ def _has(node: Any, step: str | int) -> bool:
 
 
 def _problems(doc: SourceDoc, raw: dict[str, Any], errors: list[ErrorDetails]) -> list[Problem]:
-    found: set[Problem] = set()
+    found: dict[Problem, KeyPath] = {}
     locs = [err["loc"] for err in errors]
     for err in errors:
         # A list that is "too short" only because its items were invalid says nothing new.
@@ -180,20 +180,34 @@ def _problems(doc: SourceDoc, raw: dict[str, Any], errors: list[ErrorDetails]) -
             key = str(rest[0]) if rest else str(path[-1])
             parent = path if rest else path[:-1]
             where = _locate(doc, (*parent, key))
-            found.add(doc.problem(where, _unknown_key(key, raw, parent), key=True))
+            found[doc.problem(where, _unknown_key(key, raw, parent), key=True)] = path
             continue
         if kind == "union_tag_invalid":
             path = (*path, _tag(err))
         problem = err.get("ctx", {}).get("error")
         if isinstance(problem, KeyValueError):
-            found.add(doc.problem(_locate(doc, (*path, problem.key)), str(problem)))
+            found[doc.problem(_locate(doc, (*path, problem.key)), str(problem))] = path
             continue
         where = _locate(doc, path)
         if kind == "missing" and rest:
-            found.add(doc.problem(where, f"missing required key '{rest[0]}'"))
+            found[doc.problem(where, f"missing required key '{rest[0]}'")] = path
         else:
-            found.add(doc.problem(where, _message(err, path)))
-    return sorted(found)
+            found[doc.problem(where, _message(err, path))] = path
+    return sorted(_once(found))
+
+
+def _once(found: dict[Problem, KeyPath]) -> list[Problem]:
+    """Each database takes the test case's workload (and overrides some of
+    its keys): a mistake in it is reported at the test case's workload only,
+    not again at every database that inherits it."""
+    shared = {p.message for p, path in found.items() if path[:1] == ("workload",)}
+    return [
+        p for p, path in found.items() if not (_in_database_workload(path) and p.message in shared)
+    ]
+
+
+def _in_database_workload(path: KeyPath) -> bool:
+    return len(path) >= 3 and path[0] == "databases" and path[2] == "workload"
 
 
 def _tag(err: ErrorDetails) -> str:

@@ -76,7 +76,7 @@ MIN_AUTO_TRIALS = 3
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Host(_Model):

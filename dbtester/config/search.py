@@ -42,7 +42,7 @@ MAX_SEARCH_BUDGET_S = 86_400.0
 class Search(BaseModel):
     """The target a rate must meet, and how closely to find the highest one."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     slo_ms: float = Field(
         gt=0, le=600_000, description="The latency target: the percentile must be within it (ms)"

@@ -45,7 +45,7 @@ __all__ = [
 class Options(BaseModel):
     """Base of every kind's ``flags`` and ``client`` models: frozen, strict, no extras."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 #: new flags, and (old key, note) for each key not carried over or whose meaning changed

@@ -63,7 +63,7 @@ class Workload(BaseModel):
 
     The keys here are every type's; each type adds its own."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     #: keys of other types that this one accepts, warns of and leaves out (a
     #: read's ``same_key``: harmless, and common in converted test cases)

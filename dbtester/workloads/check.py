@@ -31,7 +31,7 @@ __all__ = ["MAX_CHECKED", "Check"]
 
 
 class Check(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     model: Literal["linearizability", "watch"] = Field(
         "linearizability",

@@ -268,3 +268,21 @@ def test_dropping_a_required_field_fails_the_schema(
     del parent[path[-1]]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema).validate(document)
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_a_number_that_is_not_finite_is_refused_at_its_line(
+    value: str, tmp_path: Path, run_cli: Any
+) -> None:
+    """YAML's .inf and .nan are floats; no key takes one (the --json document
+    could not even say it), so validate refuses them where they are written."""
+    path = tmp_path / "inf.yaml"
+    text = (CONFIGS / "quickstart.yaml").read_text()
+    path.write_text(text.replace("connections: 10", f"connections: 10\n  rate: {value}"))
+    result = run_cli("validate", str(path), "--json")
+    assert result.code == EXIT_BAD_INPUT, result.err
+    document = parsed(result.out)
+    check(document)
+    (problem,) = document["problems"]
+    assert problem["line"] > 0 and "finite number" in problem["message"], problem
+    assert f"{path}:{problem['line']}:" in result.err

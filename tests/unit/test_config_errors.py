@@ -90,3 +90,25 @@ def test_good_case_passes(tmp_path: Path, run_cli) -> None:
     result = run_cli("validate", str(config))
     assert result.code == 0, result.err
     assert "OK" in result.out and "write 100 requests" in result.out
+
+
+def test_a_mistake_in_the_shared_workload_is_reported_once(tmp_path: Path, run_cli) -> None:
+    """Every database inherits the test case's workload: its mistake is one
+    error, at the workload, not one more per database; a database's own
+    override is still reported at the database."""
+    text = (
+        "title: t\n"
+        "workload: {type: write, requests: 10, clients: 5, connections: 10}\n"
+        "databases:\n"
+        "  - {id: a, kind: etcd, version: 3.5.17}\n"
+        "  - {id: b, kind: etcd, version: 3.6.8}\n"
+        "  - {id: c, kind: etcd, version: 3.6.8, workload: {requests: 0}}\n"
+    )
+    path = tmp_path / "case.yaml"
+    path.write_text(text)
+    result = run_cli("validate", str(path))
+    assert result.code == 2
+    lines = [line for line in result.err.splitlines() if "case.yaml:" in line]
+    assert len(lines) == 2, result.err
+    assert "case.yaml:2:" in lines[0] and "must not exceed clients" in lines[0]
+    assert "case.yaml:6:" in lines[1] and "requests: 0" in lines[1]

@@ -125,3 +125,11 @@ def test_versions_differing_only_in_case_get_distinct_ids() -> None:
 def test_parse_hosts_keeps_the_order() -> None:
     assert parse_hosts(" c, a ,b ") == ("c", "a", "b")
     assert parse_hosts("[::1]") == ("[::1]",)
+
+
+def test_out_into_a_folder_not_made_yet_makes_it(tmp_path: Path, run_cli: Any) -> None:
+    out = tmp_path / "cases" / "new" / "mine.yaml"
+    result = run_cli("init", "--out", str(out))
+    assert result.code == 0, result.err
+    assert out.is_file() and f"wrote {out}" in result.err
+    assert load_test_case(out).case.databases[0].kind == "etcd"

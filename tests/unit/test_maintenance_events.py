@@ -254,3 +254,17 @@ def test_the_upgraded_versions_are_what_the_case_needs_installed() -> None:
         "case.yaml",
     ).case
     assert case.versions_of(case.databases[0]) == ["3.5.21", "3.6.8"]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "  - {at: 1s, action: kill, member: follower}\n  - {at: 2s, action: restart}\n",
+        "  - {at: 1s, action: transfer_leader}\n",
+        "  - {at: 1s, action: snapshot, member: follower}\n",
+    ],
+)
+def test_a_one_member_database_has_no_follower(fault: str) -> None:
+    text = UPGRADE_CASE.replace("FROM", "3.5.21").replace("3.5.21}", "3.5.21, members: 1}")
+    with pytest.raises(ConfigError, match="has 1 member, and so no follower"):
+        load_test_case_text(text + fault, "case.yaml")
