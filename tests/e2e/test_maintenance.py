@@ -1,6 +1,7 @@
-"""Maintenance events during a write load on real 3-member clusters: etcd
-compacts, defragments every member, streams a snapshot and hands its
-leadership over; Consul streams a snapshot and hands its leadership over.
+"""Maintenance events during a write load on real 3-member clusters: a
+pre-filled etcd compacts, defragments every member, streams a snapshot and
+hands its leadership over; Consul streams a snapshot and hands its
+leadership over; an etcd is upgraded member by member.
 Each event is a fault window of its own with how long it took, and the load
 loses nothing."""
 
@@ -22,11 +23,17 @@ pytestmark = pytest.mark.integration
 WORKLOAD = {"type": "write", "requests": 5000, "rate": 500, "clients": 20, "connections": 4}
 
 
-def _run(tmp_path: Path, installed_home: Any, kind: str, faults: list[dict[str, Any]]) -> Path:
+def _run(
+    tmp_path: Path,
+    installed_home: Any,
+    kind: str,
+    faults: list[dict[str, Any]],
+    **workload: Any,
+) -> Path:
     home = Path(installed_home(kind, VERSIONS[kind]))
     case = make_case(
         title=f"e2e maintenance {kind}",
-        workload=WORKLOAD,
+        workload=WORKLOAD | workload,
         databases=[database(kind, kind, members=3)],
         faults=faults,
     )
@@ -34,6 +41,7 @@ def _run(tmp_path: Path, installed_home: Any, kind: str, faults: list[dict[str, 
     out = tmp_path / "results"
     result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "not counted, not verified" in result.stderr or "prefill_keys" not in workload
     return out
 
 
@@ -59,39 +67,48 @@ def _timed(record: dict[str, Any]) -> float:
 def test_etcd_compacts_defragments_snapshots_and_moves_its_leader(
     tmp_path: Path, installed_home: Any
 ) -> None:
+    """50,000 pre-filled keys of 1 KB (in no count) give each member a file of
+    about 60 MB for the defragmentation to rewrite: the requests sent to a
+    member wait while it copies, so the window's slowest write is about as
+    long as one member's defragmentation."""
     faults: list[dict[str, Any]] = [
         {"at": "2s", "action": "compact"},
         {"at": "3s", "action": "defrag", "member": "all"},
-        {"at": "5s", "action": "snapshot"},
-        {"at": "7s", "action": "transfer_leader"},
+        {"at": "6s", "action": "snapshot"},
+        {"at": "8s", "action": "transfer_leader"},
     ]
-    out = _run(tmp_path, installed_home, "etcd", faults)
+    out = _run(
+        tmp_path, installed_home, "etcd", faults, prefill_keys=50_000, prefill_value_size=1024
+    )
     records, figures = _records(out, "etcd")
     assert [r["action"] for r in records] == ["compact", "defrag", "snapshot", "transfer_leader"]
     compact, defrag, snapshot, move = records
     for number, record in enumerate(records, start=1):
         took = _timed(record)
         assert figures[f"FAULT-{number}-TOOK-SECONDS"] == pytest.approx(took, abs=0.002)
-    # 2 s into 500 writes/s, past the keys' first revisions
+    # 2 s into 500 writes/s after 50,000 pre-filled keys (391 transactions)
     size = r"[\d.]+ [KM]B in use of [\d.]+ [KM]B"
     (revision,) = _match(rf"to revision ([\d,]+); {size} before, {size} after", compact["detail"])
     assert int(revision.replace(",", "")) > 500
-    # every member defragmented, one after the other, with its size before and after
-    assert [
-        int(m) for m in re.findall(r"member (\d) [\d.]+ [KM]B to [\d.]+ [KM]B", defrag["detail"])
-    ] == [
-        0,
-        1,
-        2,
-    ]
+    # every member defragmented, one after the other, each file holding the
+    # pre-filled keys
+    sizes = re.findall(r"member (\d) ([\d.]+) MB to [\d.]+ MB", defrag["detail"])
+    assert [int(m) for m, _ in sizes] == [0, 1, 2], defrag["detail"]
+    assert all(float(before) > 50 for _, before in sizes), defrag["detail"]
     assert defrag["member"] is None and figures["FAULT-2"] == "defrag all at 3 s"
-    assert re.fullmatch(r"[\d.]+ [KM]B from member \d", snapshot["detail"])
+    # Writes to a member stalled while it was defragmented. (Precision: the
+    # load's own latency is a few ms against a stall of hundreds; a quarter
+    # of one member's share of the time is the bound.)
+    one_member_ms = _timed(defrag) / 3 * 1000
+    assert figures["FAULT-2-SLOWEST-MS"] >= 0.25 * one_member_ms, (figures, one_member_ms)
+    assert figures["FAULT-2-SLOWEST-MS"] > 5 * figures["FAULT-2-P99-BEFORE-MS"]
+    assert re.fullmatch(r"[\d.]+ MB from member \d", snapshot["detail"])
     # the leader named: the member asked (a follower), and how soon
     leader, new = (int(m) for m in _match(r"member (\d) to member (\d)", move["detail"]))
     assert new == move["member"] and new != leader
     assert move["new_leader_s"] is not None
-    assert figures["FAULT-4"] == "transfer_leader to follower at 7 s"
-    assert figures["KEYS-VERIFIED"].endswith("OK")
+    assert figures["FAULT-4"] == "transfer_leader to follower at 8 s"
+    assert figures["KEYS-VERIFIED"] == "5,000 / 5,000 OK"  # the pre-filled are not counted
 
 
 def test_consul_snapshots_and_moves_its_leader(tmp_path: Path, installed_home: Any) -> None:
@@ -108,38 +125,6 @@ def test_consul_snapshots_and_moves_its_leader(tmp_path: Path, installed_home: A
     leader, new = (int(m) for m in _match(r"member (\d) to member (\d)", move["detail"]))
     assert new == move["member"] and new != leader
     assert move["new_leader_s"] is not None
-
-
-def test_a_defrag_of_a_prefilled_etcd_stalls_its_writes(
-    tmp_path: Path, installed_home: Any
-) -> None:
-    """50,000 pre-filled keys of 1 KB give the defragmentation a file of
-    about 60 MB to rewrite; writes wait for it (the backend is locked while
-    it copies), so the window's slowest write is about as long as the
-    defragmentation took. The pre-filled keys are in no count."""
-    home = Path(installed_home("etcd", VERSIONS["etcd"]))
-    workload = WORKLOAD | {"prefill_keys": 50_000, "prefill_value_size": 1024}
-    case = make_case(
-        title="e2e prefill defrag",
-        workload=workload,
-        databases=[database("etcd", "etcd", members=1)],
-        faults=[{"at": "4s", "action": "defrag"}],
-    )
-    config = write_case(tmp_path / "case.yaml", case)
-    out = tmp_path / "results"
-    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "pre-fill, 50,000 keys of 1,024 bytes" in result.stderr
-    (defrag,), figures = _records(out, "etcd")
-    took = _timed(defrag)
-    (before,) = _match(r"member 0 ([\d.]+) MB to [\d.]+ MB", defrag["detail"])
-    assert float(before) > 50  # the pre-filled keys are in the file
-    # Writes stalled while it ran: the slowest one waited for most of it.
-    # (Precision: the load's own latency is a few ms against a stall of
-    # hundreds; a quarter of the defragmentation's time is the bound.)
-    assert figures["FAULT-1-SLOWEST-MS"] >= 0.25 * took * 1000, (figures, took)
-    assert figures["FAULT-1-SLOWEST-MS"] > 5 * figures["FAULT-1-P99-BEFORE-MS"]
-    assert figures["KEYS-VERIFIED"] == "5,000 / 5,000 OK"
 
 
 #: the newest 3.5 release here that etcd lets a cluster take to 3.6 from
