@@ -66,8 +66,17 @@ def clock_shift_s() -> float:
 class LoadRunner:
     """The agent's one load at a time, under ``root``."""
 
-    def __init__(self, root: Path, cores: int, targets: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        cores: int,
+        targets: tuple[str, ...] | None = None,
+        folder: str = "load",
+    ) -> None:
         self.root = root
+        #: its files' folder in a run's: one per agent, for agents that share
+        #: a data root (two on one machine)
+        self.folder = folder
         self.cores = cores
         #: the hosts a load may be sent to (None: any)
         self.targets = targets
@@ -91,7 +100,7 @@ class LoadRunner:
             raise LoadRefused("RESOURCE_EXHAUSTED", "a load is already running on this agent")
         try:
             self._stop.clear()
-            where = self.root / "runs" / request.run_id / request.database_id / "load"
+            where = self.root / "runs" / request.run_id / request.database_id / self.folder
             shutil.rmtree(where, ignore_errors=True)
             where.mkdir(parents=True, exist_ok=True)
             try:

@@ -10,6 +10,7 @@ the agent stops its databases itself and keeps their files.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -70,7 +71,11 @@ class AgentService(pb_grpc.AgentServicer):
         #: an etcd binary takes tens of milliseconds to hash
         self._digests: dict[tuple[str, str, str], str] = {}
         #: the load this agent runs as a load host (one at a time)
-        self.loads = LoadRunner(config.data_root, host.cores or 0, config.load_targets)
+        # A folder of this process's own: agents on one machine may share a
+        # data root, and one's load would delete the other's files.
+        self.loads = LoadRunner(
+            config.data_root, host.cores or 0, config.load_targets, f"load-{os.getpid()}"
+        )
         self._watchdog = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._watchdog.start()
 

@@ -37,23 +37,29 @@ TOKEN = "spread-load-test-token"
 SHIFT_S = 0.3
 
 
-def _agent(root: Path, shift_s: float = 0.0) -> RunningAgent:
+def _agent(root: Path, shift_s: float = 0.0, data_root: Path | None = None) -> RunningAgent:
     root.mkdir(parents=True, exist_ok=True)
     token_file = root / "token"
     token_file.write_text(TOKEN)
     token_file.chmod(0o600)
     env = {**os.environ, "DBTESTER_AGENT_CLOCK_SHIFT_S": str(shift_s)}
-    local = spawn_agent(root, ["--token-file", str(token_file)], env)
-    return RunningAgent(local.process, local.address, local.data_root, TOKEN, local.log)
+    data = ["--data-root", str(data_root)] if data_root is not None else []
+    local = spawn_agent(root, ["--token-file", str(token_file), *data], env)
+    data_root = data_root or local.data_root
+    return RunningAgent(local.process, local.address, data_root, TOKEN, local.log)
 
 
 @pytest.fixture
 def two_agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[RunningAgent]]:
+    """Two agents on this machine sharing one data root, as two started with
+    the default one do: each keeps its load's files apart (a folder named for
+    its process), or one's start would delete the other's."""
     monkeypatch.setenv("DBTESTER_AGENT_TOKEN", TOKEN)
+    shared = tmp_path / "shared-data"
     agents: list[RunningAgent] = []
     try:
-        agents.append(_agent(tmp_path / "load-0"))
-        agents.append(_agent(tmp_path / "load-1", SHIFT_S))
+        agents.append(_agent(tmp_path / "load-0", data_root=shared))
+        agents.append(_agent(tmp_path / "load-1", SHIFT_S, data_root=shared))
         yield agents
     finally:
         for agent in agents:
@@ -161,7 +167,7 @@ def test_two_load_hosts_share_the_load_and_merge_exactly(
 def _requests_done(agent: RunningAgent) -> int:
     """How many requests the agent's running load has answered, by its
     samples file's last row (0 before there is one)."""
-    for path in agent.data_root.glob("runs/*/a/load/client-metrics.csv"):
+    for path in agent.data_root.glob(f"runs/*/a/load-{agent.process.pid}/client-metrics.csv"):
         with contextlib.suppress(OSError):
             rows = path.read_text().splitlines()
             if len(rows) > 1 and rows[-1].count(",") == rows[0].count(","):
@@ -215,7 +221,9 @@ def test_a_load_host_that_dies_fails_the_run_naming_it(
     # the surviving agent's call was cancelled, which stopped its engine
     client = two_agents[0].client(TOKEN)
     poll_until(lambda: not client.stop_load("x", "a"), 30, message="host 0 still loading")
-    assert not list(two_agents[0].data_root.glob("runs/*/a/load"))
+    # and its files went with it (the victim's, in the shared root, stay)
+    survivor = two_agents[0]
+    assert not list(survivor.data_root.glob(f"runs/*/a/load-{survivor.process.pid}"))
 
 
 # `python -m dbtester` as from a terminal: a background job starts with
