@@ -1223,16 +1223,17 @@ def agents_up_command(
     no_systemd: bool,
 ) -> None:
     """Install, configure and start an agent on every host; idempotent."""
-    from dbtester.control.agents import ensure_remote_token
+    from dbtester.control.agents import ensure_remote_token, remote_tls
     from dbtester.remote import agents_up, build_wheelhouse, local_installs
 
     hosts = _agent_hosts(config, ssh_user)
     say = click.echo
+    tls = remote_tls()  # before anything is copied: a bad path is bad input
     installs = local_installs(hosts, Reporter(sys.stderr))
     wheelhouse = build_wheelhouse(wheel, say)
     token = ensure_remote_token(say)
     options = _ssh_options(identity, known_hosts, accept_new_host_keys)
-    agents_up(hosts, wheelhouse, token, options, installs, say, systemd=not no_systemd)
+    agents_up(hosts, wheelhouse, token, options, installs, say, systemd=not no_systemd, tls=tls)
     click.echo(f"{len(hosts)} agent(s) up; `dbtester run {config}` uses them")
 
 

@@ -33,8 +33,10 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 import yaml
+from pydantic import ValidationError
 
 from dbtester.agent.client import AgentClient
+from dbtester.agent.config import TlsFiles
 from dbtester.config.model import TestCase
 from dbtester.databases import KINDS
 from dbtester.errors import AgentError, RemoteError
@@ -245,13 +247,18 @@ def agents_up(
     say: Say = print,
     *,
     systemd: bool = True,
+    tls: Mapping[str, bytes] | None = None,
 ) -> None:
     """Install and start every host's agent (in parallel); raise naming each host
     that failed, after all have been tried. ``systemd=False`` runs the agent as
-    a background process with a pidfile even where systemd could run it."""
+    a background process with a pidfile even where systemd could run it.
+    ``tls``: what the controller reaches TLS agents with (control.agents'
+    remote_tls); an agent.yaml's own ``tls:`` section is kept."""
 
     def one(host: AgentHost) -> None:
-        _up_one(host, wheelhouse, token, options, installs, _prefixed(say, host), systemd)
+        _up_one(
+            host, wheelhouse, token, options, installs, _prefixed(say, host), systemd, tls or {}
+        )
 
     _each(hosts, one, "could not bring up")
 
@@ -264,6 +271,7 @@ def _up_one(
     installs: Mapping[tuple[str, str], Installed],
     say: Say,
     allow_systemd: bool,
+    tls: Mapping[str, bytes],
 ) -> None:
     changes = _Changes()
     with SshSession(host.ssh, options) as session:
@@ -280,11 +288,16 @@ def _up_one(
                 _install_database(session, layout, installs[(kind, version)], say),
                 f"{kind} {version}",
             )
-        changes.note(session.write(layout.config, _agent_yaml(host, layout)), "agent.yaml")
+        kept = _kept_tls(session.read(layout.config), host, tls)
+        if kept:
+            say("agent.yaml: its tls: section is kept")
+        text = _agent_yaml(host, layout, kept)
+        changes.note(session.write(layout.config, text), "agent.yaml")
         changes.note(session.write(layout.token, token + "\n", mode=0o600), "token")
         systemd = allow_systemd and _uses_systemd(session)
         _start(session, host, layout, systemd, restart=bool(changes.items), say=say)
-        version = _health_check(session, host, layout, token, systemd)
+        # TLS to an agent that serves it: the controller's CA for its certificate
+        version = _health_check(session, host, layout, token, systemd, tls if kept else {})
     how = "systemd unit " + _unit_name(host) if systemd else f"pidfile {layout.pidfile}"
     say(f"agent {version} serving ({how})")
 
@@ -429,17 +442,48 @@ def _install_database(session: SshSession, layout: Layout, installed: Installed,
     return changed or written
 
 
-def _agent_yaml(host: AgentHost, layout: Layout) -> str:
-    config = {
+def _agent_yaml(host: AgentHost, layout: Layout, tls: Mapping[str, object] | None = None) -> str:
+    config: dict[str, object] = {
         "listen": host.name,
         "token_file": str(layout.token),
         "data_root": str(layout.data),
         "heartbeat_timeout_s": 60,
         "load_targets": list(host.load_targets),
     }
-    return "# written by dbtester agents up; edits are replaced on the next up\n" + yaml.safe_dump(
-        config, sort_keys=False
-    )
+    if tls:
+        config["tls"] = dict(tls)
+    head = "# written by dbtester agents up; edits are replaced on the next up, but for tls:\n"
+    return head + yaml.safe_dump(config, sort_keys=False)
+
+
+def _kept_tls(
+    text: str | None, host: AgentHost, tls: Mapping[str, bytes]
+) -> dict[str, object] | None:
+    """The ``tls:`` section of the host's agent.yaml as it is (the docs tell
+    users to write it by hand), checked as the agent will read it; None when
+    there is none. The controller must then reach the agent with TLS too."""
+    try:
+        found = yaml.safe_load(text or "") or {}
+    except yaml.YAMLError as exc:
+        raise RemoteError(f"{host.ssh}: its agent.yaml is not YAML: {exc}") from None
+    section = found.get("tls") if isinstance(found, dict) else None
+    if section is None:
+        return None
+    try:
+        TlsFiles.model_validate(section)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"])
+        raise RemoteError(
+            f"{host.ssh}: its agent.yaml's tls: section is not valid ({where}: {problem['msg']});"
+            " fix it there (cert, key, and ca for mutual TLS), or remove it"
+        ) from None
+    if "tls_ca" not in tls:
+        raise RemoteError(
+            f"{host.ssh}: its agent.yaml has a tls: section, so the agent serves TLS: set"
+            " $DBTESTER_AGENT_TLS_CA (the CA that signed its certificate) to reach it"
+        )
+    return dict(section)
 
 
 def _unit_text(layout: Layout) -> str:
@@ -484,10 +528,16 @@ def _start(
 
 
 def _health_check(
-    session: SshSession, host: AgentHost, layout: Layout, token: str, systemd: bool
+    session: SshSession,
+    host: AgentHost,
+    layout: Layout,
+    token: str,
+    systemd: bool,
+    tls: Mapping[str, bytes],
 ) -> str:
-    """The agent's version, once it answers over gRPC with the token."""
-    with AgentClient(host.name, token, timeout=10.0) as client:
+    """The agent's version, once it answers over gRPC with the token (and
+    TLS, when the controller has a CA for it)."""
+    with AgentClient(host.name, token, timeout=10.0, **tls) as client:
         try:
             client.wait_ready(timeout=HEALTH_TIMEOUT_S)
             return client.status(timeout=10.0).agent_version

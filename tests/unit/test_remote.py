@@ -8,16 +8,17 @@ import hashlib
 import os
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import paramiko
 import pytest
+import yaml
 
 from dbtester.agent.pidfile import is_agent, pidfile
 from dbtester.config.load import load_test_case_text
 from dbtester.control.agents import ensure_remote_token, remote_token
 from dbtester.errors import ConfigError, DbtesterError, RemoteError
-from dbtester.remote import agent_hosts
+from dbtester.remote import AgentHost, agent_hosts
 from dbtester.remote.ssh import fingerprint
 from tests.support.poll import poll_until
 
@@ -139,3 +140,36 @@ def test_agent_refuses_a_token_file_others_can_read(tmp_path: Path) -> None:
     assert "x" * 32 not in str(caught.value)
     token.chmod(0o600)
     assert read_token(token) == "x" * 32
+
+
+def _one_host() -> AgentHost:
+    case = load_test_case_text(
+        "title: t\nworkload: {type: write, requests: 10, clients: 1, connections: 1}\n"
+        "databases:\n  - {id: a, kind: etcd, version: 3.5.17, hosts: [{address: 10.0.0.2}]}\n",
+        "case.yaml",
+    ).case
+    (host,) = agent_hosts(case, "root")
+    return host
+
+
+def test_up_keeps_a_tls_section_written_by_hand() -> None:
+    """The docs say to write an agent's tls: by hand; `agents up` must not
+    replace it on its next run, and checks it as the agent will read it."""
+    from dbtester.agent.config import AgentConfig
+    from dbtester.remote.deploy import Layout, _agent_yaml, _kept_tls
+
+    host = _one_host()
+    layout = Layout(PurePosixPath("/opt/dbtester"))
+    tls = {"cert": "/etc/dbtester/agent.crt", "key": "/etc/dbtester/agent.key"}
+    written = _agent_yaml(host, layout, tls)
+    ca = {"tls_ca": b"-----BEGIN CERTIFICATE-----"}
+    kept = _kept_tls(written, host, ca)
+    assert kept == tls
+    again = yaml.safe_load(_agent_yaml(host, layout, kept))
+    assert AgentConfig.model_validate(again).tls is not None
+    assert _kept_tls(_agent_yaml(host, layout), host, ca) is None
+    assert _kept_tls(None, host, {}) is None
+    with pytest.raises(RemoteError, match=r"DBTESTER_AGENT_TLS_CA"):
+        _kept_tls(written, host, {})
+    with pytest.raises(RemoteError, match=r"tls: section is not valid \(key: Field required"):
+        _kept_tls("tls: {cert: /a.crt}\n", host, ca)
