@@ -108,7 +108,11 @@ def test_etcd_compacts_defragments_snapshots_and_moves_its_leader(
     assert new == move["member"] and new != leader
     assert move["new_leader_s"] is not None
     assert figures["FAULT-4"] == "transfer_leader to follower at 8 s"
-    assert figures["KEYS-VERIFIED"] == "5,000 / 5,000 OK"  # the pre-filled are not counted
+    # Every acknowledged write is there, and the pre-filled keys are not
+    # counted. (The defragmentation's stall can time a few writes out: 5 of
+    # 5,000 once here; the bound says only that the load went on.)
+    found, written = _match(r"([\d,]+) / ([\d,]+) OK", str(figures["KEYS-VERIFIED"]))
+    assert found == written and 0.9 * 5000 < int(found.replace(",", "")) <= 5000
 
 
 def test_consul_snapshots_and_moves_its_leader(tmp_path: Path, installed_home: Any) -> None:
@@ -116,7 +120,7 @@ def test_consul_snapshots_and_moves_its_leader(tmp_path: Path, installed_home: A
         {"at": "2s", "action": "snapshot", "member": "follower"},
         {"at": "4s", "action": "transfer_leader"},
     ]
-    out = _run(tmp_path, installed_home, "consul", faults)
+    out = _run(tmp_path, installed_home, "consul", faults, requests=3000)
     records, figures = _records(out, "consul")
     snapshot, move = records
     for number, record in enumerate(records, start=1):
@@ -142,11 +146,11 @@ def test_a_rolling_upgrade_under_load_loses_nothing_and_stays_linearizable(
     home = Path(installed_home("etcd", ROLLING_FROM))
     faults = [
         {"at": f"{at}s", "action": "upgrade", "member": m, "to": ROLLING_TO}
-        for m, at in enumerate((3, 8, 13))
+        for m, at in enumerate((2, 5, 8))
     ]
     case = make_case(
         title="e2e rolling upgrade",
-        workload={**WORKLOAD, "requests": 9000, "check": {"clients": 4, "keys": 4}},
+        workload={**WORKLOAD, "requests": 6000, "check": {"clients": 4, "keys": 4}},
         databases=[database("etcd", "etcd", version=ROLLING_FROM, members=3)],
         faults=faults,
     )
@@ -162,13 +166,13 @@ def test_a_rolling_upgrade_under_load_loses_nothing_and_stays_linearizable(
         took = _timed(record)
         assert figures[f"FAULT-{number}-TOOK-SECONDS"] == pytest.approx(took, abs=0.002)
         assert figures[f"FAULT-{number}"] == (
-            f"upgrade member {number - 1} to {ROLLING_TO} at {3 + 5 * (number - 1)} s"
+            f"upgrade member {number - 1} to {ROLLING_TO} at {2 + 3 * (number - 1)} s"
         )
     # Every acknowledged write is there (OK: none lost). A member's restart
-    # fails the few requests sent to it while it is down (2 of 9,000 here):
+    # fails the few requests sent to it while it is down (2 of 9,000 once):
     # the bound says only that the load went on through the upgrade.
     found, written = _match(r"([\d,]+) / ([\d,]+) OK", str(figures["KEYS-VERIFIED"]))
-    assert found == written and int(found.replace(",", "")) > 0.9 * 9000
+    assert found == written and int(found.replace(",", "")) > 0.9 * 6000
     assert str(figures["CORRECTNESS"]).startswith("linearizable")
     # each member's agent says what it ran after its event
     for member in range(3):

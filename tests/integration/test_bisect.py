@@ -62,7 +62,7 @@ def standin_home(
 def _case(path: Path) -> Path:
     case = make_case(
         title="bisect",
-        workload={"requests": 3000, "key_size": 16, "value_size": 1024}
+        workload={"requests": 2000, "key_size": 16, "value_size": 1024}
         | {"clients": 8, "connections": 2},
         databases=[database("etcd", version="9.0.0")],
         # Identical binaries' peak memory is within a few %; the planted +70%

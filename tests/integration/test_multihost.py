@@ -449,14 +449,14 @@ def _a_load_host_killed(lab: Lab, case: dict[str, Any]) -> None:
     # the victim's agent makes this folder when its Load call arrives, before
     # its engine starts
     runs = lab.root / "agents" / victim.name / "data" / "runs"
-    earlier = set(runs.glob("*/etcd-3hosts/load"))
+    earlier = set(runs.glob("*/etcd-3hosts/load-*"))
     absent = [time.monotonic()]  # the last time the folder was seen missing
     killed: list[float] = []
     over = threading.Event()  # the run ended (before its load began, if no kill)
     failed: list[BaseException] = []
 
     def loading() -> bool:
-        if set(runs.glob("*/etcd-3hosts/load")) - earlier:
+        if set(runs.glob("*/etcd-3hosts/load-*")) - earlier:
             return True
         absent[0] = time.monotonic()
         return over.is_set()
@@ -494,7 +494,7 @@ def _a_load_host_killed(lab: Lab, case: dict[str, Any]) -> None:
         names = [_comm(p) for p in left]
         assert "etcd" not in names, (host.name, names)
     survivor = lab.topology.load_hosts[0]
-    assert not list((lab.root / "agents" / survivor.name).glob("**/runs/*/etcd-3hosts/load"))
+    assert not list((lab.root / "agents" / survivor.name).glob("**/runs/*/etcd-3hosts/load-*"))
 
 
 def test_agents_up_run_and_down(lab: Lab, agents_up: Done) -> None:
