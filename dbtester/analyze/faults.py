@@ -303,7 +303,9 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
         p99_during_ms=_p99(line.successes(start, during_end)),
         p99_after_ms=_p99(after),
         slowest_ms=float(around.max()) if len(around) else None,
-        took_s=round(window.end_s - start, 3) if window.event and window.end_s else None,
+        took_s=round(window.end_s - start, 3)
+        if window.event and window.end_s is not None
+        else None,
         detail=window.fault.detail,
     )
 

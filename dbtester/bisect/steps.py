@@ -157,18 +157,20 @@ def _found(
     if look is None:
         raise RunFailedError(f"{folder}: no decision on {question.metric} was recorded")
     by_id = {db.id: db for db in summary.databases}
-    trials = {
-        db_id: [_number(f.get(question.metric)) for f in by_id[db_id].trial_figures]
-        for db_id in (version_id, question.database_id(good))
-        if db_id in by_id
-    }
-    mine, theirs = (
-        [v for v in trials.get(i, []) if v is not None]
-        for i in (version_id, question.database_id(good))
-    )
+
+    def trials(db_id: str) -> list[float]:
+        db = by_id.get(db_id)
+        found = (_number(f.get(question.metric)) for f in db.trial_figures) if db else ()
+        return [v for v in found if v is not None]
+
+    def mean(db_id: str) -> float | None:
+        db = by_id.get(db_id)
+        return _number(db.figures.get(question.metric)) if db else None
+
+    good_id = question.database_id(good)
+    mine, theirs = trials(version_id), trials(good_id)
     # Welch's test over the step's trials, as `compare` gives it for any metric
     welch = compare(METRICS[question.metric], theirs, mine) if mine and theirs else None
-    means = {i: _number(by_id[i].figures.get(question.metric)) for i in trials}
     return StepRecord(
         version=version,
         baseline=good,
@@ -181,8 +183,8 @@ def _found(
         high_pct=look.high_pct,
         p_value=welch.p_value if welch is not None else None,
         trials=look.trials,
-        value=means.get(version_id),
-        baseline_value=means.get(question.database_id(good)),
+        value=mean(version_id),
+        baseline_value=mean(good_id),
     )
 
 

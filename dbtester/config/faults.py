@@ -57,6 +57,8 @@ EVENTS: dict[str, tuple[object, ...]] = {
     "transfer_leader": ("follower", "follower", "index"),
     "upgrade": ("index", "index", "leader", "follower"),
 }
+#: keys that only one action takes
+_OWNED = {"to": "upgrade", "keep_revisions": "compact", "keep_clients": "isolate"}
 #: the other way round: what each undoing action undoes
 UNDONE = {undo: action for action, undo in UNDO.items()}
 #: a day: past any load dbtester runs
@@ -140,14 +142,16 @@ class Fault(BaseModel):
 
     @model_validator(mode="after")
     def _target(self) -> Fault:
+        for key, owner in _OWNED.items():
+            if getattr(self, key) not in (None, False) and self.action != owner:
+                why = " (which clients may still reach)" if key == "keep_clients" else ""
+                raise ValueError(f"{key} is for {owner}{why}, not {self.action}")
+        if self.action == "upgrade" and self.to is None:
+            raise ValueError("upgrade needs to: the version to run next")
         if self.action in EVENTS:
             return self._event_target()
         if self.member == "all":
             raise ValueError(f"member: all is for defrag, not {self.action}")
-        if self.to is not None:
-            raise ValueError(f"to is for upgrade, not {self.action}")
-        if self.keep_revisions is not None:
-            raise ValueError(f"keep_revisions is for compact, not {self.action}")
         undoes = self.action in UNDONE
         if undoes and self.member is not None:
             raise ValueError(
@@ -156,19 +160,9 @@ class Fault(BaseModel):
             )
         if not undoes and self.member is None:
             raise ValueError(f"{self.action} needs a member: an index, leader or follower")
-        if self.keep_clients and self.action != "isolate":
-            raise ValueError(
-                f"keep_clients is for isolate (which clients may still reach), not {self.action}"
-            )
         return self
 
     def _event_target(self) -> Fault:
-        if (self.to is None) == (self.action == "upgrade"):
-            raise ValueError(
-                "upgrade needs to: the version to run next"
-                if self.to is None
-                else f"to is for upgrade, not {self.action}"
-            )
         default, *allowed = EVENTS[self.action]
         if self.keep_clients:
             raise ValueError(f"keep_clients is for isolate, not {self.action}")

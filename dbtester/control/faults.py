@@ -131,10 +131,9 @@ class FaultRunner:
             keep_clients=fault.keep_clients,
             to=fault.to or "",
         )
-        if fault.action == "upgrade":
-            return self._upgrade(fault, base)
-        if fault.action in EVENTS:
+        if fault.action in EVENTS and fault.action != "upgrade":
             return self._event(fault, base), None
+        # the rest are the member's agent's to carry out (an upgrade too)
         try:
             member, was_leader = self._resolve(fault)
         except LookupError as exc:
@@ -142,27 +141,34 @@ class FaultRunner:
         asked = time.monotonic()
         try:
             reply = self.clients[member].fault(
-                fault.action, self.run_id, self.db_id, member, keep_clients=fault.keep_clients
+                fault.action,
+                self.run_id,
+                self.db_id,
+                member,
+                keep_clients=fault.keep_clients,
+                version=fault.to or "",
             )
         except AgentError as exc:
             return base.model_copy(update={"member": member, "error": str(exc)}), None
-        self._track(fault.action, member)
-        record = base.model_copy(
-            update={
-                "member": member,
-                "unix": reply.at_unix - self.offsets[member],
-                "pid": reply.pid,
-            }
-        )
-        return record, asked if was_leader and fault.action in UNDO else None
+        update: dict[str, object] = {
+            "member": member,
+            "unix": reply.at_unix - self.offsets[member],
+            "pid": reply.pid,
+        }
+        if fault.action == "upgrade":  # an event: it ended when the member ran again
+            update |= {"end_unix": time.time(), "detail": f"member {member} to {fault.to}"}
+        else:
+            self._track(fault.action, member)
+        takes_out = fault.action in UNDO or fault.action == "upgrade"
+        return base.model_copy(update=update), asked if was_leader and takes_out else None
 
     def _event(self, fault: Fault, base: FaultRecord) -> FaultRecord:
         """Run a maintenance event through the kind; it ends by itself. Its
         record holds when it began and ended on our clock, and what it did; a
         leader transfer also the seconds until the new leader was named."""
         try:
+            members = self._event_members(fault)
             leader = self._leader(exclude=None)
-            members = self._event_members(fault, leader)
         except LookupError as exc:
             return base.model_copy(update={"error": str(exc)})
         call = EventCall(
@@ -187,50 +193,13 @@ class FaultRunner:
             }
         )
 
-    def _upgrade(self, fault: Fault, base: FaultRecord) -> tuple[FaultRecord, float | None]:
-        """One member stopped and started again on its data as ``fault.to``,
-        by its agent; an event that ends when the member runs again. When it
-        led, the next leader is looked for as after a kill."""
-        try:
-            member, was_leader = self._resolve(fault)
-        except LookupError as exc:
-            return base.model_copy(update={"error": str(exc)}), None
-        asked = time.monotonic()
-        try:
-            reply = self.clients[member].fault(
-                "upgrade", self.run_id, self.db_id, member, version=fault.to or ""
-            )
-        except AgentError as exc:
-            return base.model_copy(update={"member": member, "error": str(exc)}), None
-        record = base.model_copy(
-            update={
-                "member": member,
-                "unix": reply.at_unix - self.offsets[member],
-                "end_unix": time.time(),
-                "pid": reply.pid,
-                "detail": f"member {member} to {fault.to}",
-            }
-        )
-        return record, asked if was_leader else None
-
-    def _event_members(self, fault: Fault, leader: int | None) -> tuple[int, ...]:
+    def _event_members(self, fault: Fault) -> tuple[int, ...]:
         """The members an event acts on, in order (none: the whole cluster)."""
-        target = fault.target
-        up = [i for i in range(len(self.peers)) if i not in self.down]
-        if target is None:
+        if fault.target is None:
             return ()
-        if target == "all":
-            return tuple(up)
-        if isinstance(target, int):
-            return (target,)
-        if leader is None:
-            leader = self._wait_for_leader(exclude=None)
-        if target == "leader":
-            return (leader,)
-        followers = [i for i in up if i != leader]
-        if not followers:
-            raise LookupError("no follower is up")
-        return (followers[0],)
+        if fault.target == "all":
+            return tuple(i for i in range(len(self.peers)) if i not in self.down)
+        return (self._resolve(fault)[0],)
 
     def _named_leader(self, member: int, since: float) -> float | None:
         """Seconds from ``since`` (time.monotonic()) until ``member`` was named
@@ -253,19 +222,20 @@ class FaultRunner:
 
     def _resolve(self, fault: Fault) -> tuple[int, bool]:
         """(member index, whether it led the cluster when the fault hit)."""
-        if fault.member is None:  # restart / resume / heal: the latest kill / pause / isolate
+        target = fault.target  # an event's default member where it names none
+        if target is None:  # restart / resume / heal: the latest kill / pause / isolate
             undone = UNDONE[fault.action]
             with self._lock:
                 latest = self._out[-1] if self._out else None
             if latest is None or latest[0] != undone:
                 raise LookupError(f"no {undone} in effect to undo")
             return latest[1], False
-        if isinstance(fault.member, int):
+        if isinstance(target, int):
             # Only the members that are up are asked: a paused or isolated one
             # would make the fault wait for its timeout.
-            return fault.member, fault.member == self._leader(exclude=None)
+            return target, target == self._leader(exclude=None)
         leader = self._wait_for_leader(exclude=None)
-        if fault.member == "leader":
+        if target == "leader":
             return leader, True
         followers = [i for i in range(len(self.peers)) if i != leader and i not in self.down]
         if not followers:

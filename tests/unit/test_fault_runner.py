@@ -37,7 +37,14 @@ class Agent:
     kept: list[bool] = field(default_factory=list)
 
     def fault(
-        self, action: str, run_id: str, database_id: str, member: int, *, keep_clients: bool = False
+        self,
+        action: str,
+        run_id: str,
+        database_id: str,
+        member: int,
+        *,
+        keep_clients: bool = False,
+        version: str = "",
     ) -> Reply:
         assert (run_id, database_id, member) == ("run", "db", self.index)
         self.calls.append((action, member))
