@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 import yaml
 
-from dbtester import __version__
+from dbtester import __version__, slowdisk
 from dbtester.config import DatabaseSpec, Loaded, Workload, load_test_case
 from dbtester.config.model import MAX_REPEAT
 from dbtester.config.search import Search
-from dbtester.databases import KINDS, get_kind
+from dbtester.databases import KINDS
 from dbtester.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -422,13 +422,15 @@ def install(targets: tuple[str, ...], show: bool, config: str | None, quiet: boo
             if not db.endpoints
             for version in case.versions_of(db)
         ]
+        if slowdisk.needed(case):
+            wanted.append((slowdisk.KIND, slowdisk.VERSION))
     if not wanted:
         raise click.UsageError("name KIND@VERSION, or pass --for CONFIG or --list")
     reporter = Reporter(quiet=quiet)
     failures = []
     for kind, version in dict.fromkeys(wanted):
         try:
-            done = get_kind(kind).install(version, reporter)
+            done = slowdisk.install_target(kind, version, reporter)
         except InstallError as exc:
             failures.append(str(exc))
             continue

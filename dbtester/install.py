@@ -42,6 +42,7 @@ __all__ = [
     "DebianPackage",
     "GoBuild",
     "Installed",
+    "LocalGoBuild",
     "MavenArtifacts",
     "Source",
     "SourceUnavailable",
@@ -195,10 +196,7 @@ class GoBuild(Source):
         return f"Go build of {self.module}@{self.version} through the Go module proxy"
 
     def fetch(self, dest: Path, reporter: Reporter) -> dict[str, str]:
-        go = shutil.which("go")
-        if go is None:
-            raise SourceUnavailable("the 'go' command is not on PATH (install Go to build)")
-        env = {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0", **self.env}
+        go, env = _go(self.env)
         work = dest / ".gobuild"
         work.mkdir()
         log = dest / "build.log"
@@ -206,21 +204,67 @@ class GoBuild(Source):
             f"building {self.binary} {self.version} with Go "
             f"(about {self.expected_minutes:g} min; log: {log})"
         )
-        with reporter.timer(label), log.open("w") as out:
-            for argv in (
-                [go, "mod", "init", "dbtester.local/build"],
-                [go, "get", f"{self.module}@{self.version}"],
-                [go, "build", "-trimpath", "-o", str(dest / self.binary), self.package],
-            ):
-                out.write(f"$ {' '.join(argv)}\n")
-                out.flush()
-                result = subprocess.run(
-                    argv, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
-                )
-                if result.returncode != 0:
-                    raise SourceUnavailable(f"'{' '.join(argv[1:3])}' failed: {_tail(log)}")
+        with reporter.timer(label):
+            _go_steps(
+                [
+                    [go, "mod", "init", "dbtester.local/build"],
+                    [go, "get", f"{self.module}@{self.version}"],
+                    [go, "build", "-trimpath", "-o", str(dest / self.binary), self.package],
+                ],
+                work,
+                env,
+                log,
+            )
         shutil.rmtree(work)
         return {self.binary: str(dest / self.binary)}
+
+
+@dataclass(frozen=True)
+class LocalGoBuild(Source):
+    """A Go program whose source ships with dbtester (``directory`` holds its
+    go.mod and go.sum), built through the module proxy for its dependencies."""
+
+    directory: Path
+    binary: str  # the entry role and file name
+
+    @property
+    def description(self) -> str:
+        return f"Go build of {self.binary} from {self.directory}"
+
+    def fetch(self, dest: Path, reporter: Reporter) -> dict[str, str]:
+        go, env = _go({})
+        work = dest / ".gobuild"
+        # a copy: the package's own directory may be read-only (a wheel install)
+        shutil.copytree(self.directory, work)
+        with reporter.timer(f"building {self.binary} with Go (log: {dest / 'build.log'})"):
+            argv = [go, "build", "-trimpath", "-o", str(dest / self.binary), "."]
+            _go_steps([argv], work, env, dest / "build.log")
+        shutil.rmtree(work)
+        return {self.binary: str(dest / self.binary)}
+
+
+def _go(extra: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """The ``go`` command and the environment a build runs it in."""
+    go = shutil.which("go")
+    if go is None:
+        raise SourceUnavailable("the 'go' command is not on PATH (install Go to build)")
+    return go, {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0", **extra}
+
+
+def _go_steps(
+    steps: Sequence[Sequence[str]], work: Path, env: Mapping[str, str], log: Path
+) -> None:
+    """Each Go command in ``work``, its output appended to ``log``;
+    SourceUnavailable naming the first that fails."""
+    with log.open("a") as out:
+        for argv in steps:
+            out.write(f"$ {' '.join(argv)}\n")
+            out.flush()
+            result = subprocess.run(
+                argv, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+            )
+            if result.returncode != 0:
+                raise SourceUnavailable(f"'{' '.join(argv[1:3])}' failed: {_tail(log)}")
 
 
 @dataclass(frozen=True)

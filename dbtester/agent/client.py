@@ -32,6 +32,8 @@ FAULT_ACTIONS = {
     "isolate": "Isolate",
     "heal": "Heal",
     "upgrade": "Upgrade",
+    "slow_disk": "SlowDisk",
+    "restore_disk": "RestoreDisk",
 }
 
 
@@ -128,6 +130,7 @@ class AgentClient:
         sample_interval_s: float = 0.0,
         heartbeat_timeout_s: float = 0.0,
         cluster_token: str = "",
+        slow_disk: bool = False,
         timeout: float = 60.0,
     ) -> pb.StartResponse:
         request = pb.StartRequest(
@@ -141,6 +144,7 @@ class AgentClient:
             sample_interval_s=sample_interval_s,
             heartbeat_timeout_s=heartbeat_timeout_s,
             cluster_token=cluster_token,
+            slow_disk=slow_disk,
         )
         return self._call("Start", request, timeout)  # type: ignore[no-any-return]
 
@@ -171,12 +175,14 @@ class AgentClient:
         *,
         keep_clients: bool = False,
         version: str = "",
+        fsync_ms: float = 0.0,
     ) -> pb.FaultResponse:
         """A scheduled fault on one member: ``action`` is a key of FAULT_ACTIONS
-        ("kill", "restart", "pause", "resume", "isolate", "heal", "upgrade"),
-        carried by the agent's RPC of that name; an isolation with
-        ``keep_clients`` cuts the member off its peers only; an upgrade
-        restarts it as ``version``."""
+        ("kill", "restart", "pause", "resume", "isolate", "heal", "upgrade",
+        "slow_disk", "restore_disk"), carried by the agent's RPC of that name;
+        an isolation with ``keep_clients`` cuts the member off its peers only;
+        an upgrade restarts it as ``version``; a slow disk waits ``fsync_ms``
+        longer at each fsync."""
         if action not in FAULT_ACTIONS:
             raise ValueError(f"unknown fault action {action!r}")
         request = pb.FaultRequest(
@@ -185,6 +191,7 @@ class AgentClient:
             member_index=member_index,
             keep_clients=keep_clients,
             version=version,
+            fsync_ms=fsync_ms,
         )
         # A restart waits for the member to settle; a kill for it to be gone;
         # an upgrade for both, the stop within the agent's grace.

@@ -151,6 +151,18 @@ class MemberIsolation:
         self.log.info("healed (scheduled fault): table inet %s deleted", self._cut.table)
         self._cut = None
 
+    def heal_on_stop(self) -> str:
+        """Heal if isolated: a host is never left cut off after its member is
+        gone. A failure is logged and returned ("" when none): the stop goes on."""
+        if self._cut is None:
+            return ""
+        try:
+            self.heal()
+        except MemberError as exc:
+            self.log.error("could not heal on stop: %s", exc)
+            return f"the isolation outlived the member: {exc}"
+        return ""
+
 
 def sweep(agent_port: int) -> list[str]:
     """Delete the isolation tables an earlier agent on ``agent_port`` left (one

@@ -7,6 +7,8 @@ Its directory on the agent::
 
     <data_root>/runs/<run_id>/<database_id>/member-<i>/
         data/            the database's data (removed after a clean stop)
+        data.disk/       its files while a slow-disk layer is mounted on data/
+        slowfs.log       the layer's errors (agent/disk_layer.py)
         metrics.csv      one sample per second (see sampler.COLUMNS)
         database.log     the database's stdout and stderr
         agent.log        what the agent did for this member
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from dbtester.agent.disk_layer import NO_LAYER, DiskLayer
 from dbtester.agent.isolation import MemberIsolation
 from dbtester.agent.process_group import kill_group, signal_group, spawn_group, terminate_group
 from dbtester.agent.sampler import Sampler, data_disk, dir_usage
@@ -91,6 +94,7 @@ class Member:
         *,
         sample_interval: float,
         failure_root: Path,
+        layer: Installed | None = None,
     ) -> None:
         self.kind = kind
         self.installed = installed
@@ -113,6 +117,8 @@ class Member:
         self._isolation = MemberIsolation(
             f"{kind.name} member {spec.index}", f"{self.dir}", self.log
         )
+        #: the slow-disk layer under its data dir, when the case asks for one
+        self.layer = DiskLayer(layer, spec.data_dir, self.log) if layer is not None else None
 
     # ------------------------------------------------------------------ start
 
@@ -129,11 +135,15 @@ class Member:
         self._log_handler = _log_to(self.log, self.dir / "agent.log")
         self.state = "starting"
         try:
+            if self.layer is not None:
+                self.layer.open()
             self._start_process()
         except BaseException:
             kill_group(self.process)  # never leave a half-started database behind
             if self.state == "starting":
                 self.state = "exited"
+            if self.layer is not None:
+                self.layer.close_quietly()
             self._detach_log()
             raise
 
@@ -149,7 +159,7 @@ class Member:
             self.dir / "metrics.csv",
             self.spec.data_dir,
             interface=interface_for(me.host),
-            disk=data_disk(self.spec.data_dir),
+            disk=data_disk(self.layer.backing if self.layer else self.spec.data_dir),
             interval=self.sample_interval,
         )
         self.sampler.start()
@@ -278,6 +288,14 @@ class Member:
         with self._lock:
             self._isolation.heal()
 
+    def slow_disk(self, fsync_ms: float) -> None:
+        """Every fsync in its data dir waits ``fsync_ms`` longer (0: none)."""
+        with self._lock:
+            self._expect("slow the disk of", ("running", "paused", "killed"))
+            if self.layer is None:
+                raise MemberError(NO_LAYER)
+            self.layer.set_fsync_ms(fsync_ms)
+
     @property
     def isolated(self) -> bool:
         return self._isolation.active
@@ -312,14 +330,8 @@ class Member:
             if self._stopped is not None:  # a second stop (watchdog, then controller)
                 return self._stopped
             begin = time.monotonic()
-            if self.isolated:
-                # Never leave a host cut off after its member is gone; a
-                # failure is told, and the stop goes on.
-                try:
-                    self._isolation.heal()
-                except MemberError as exc:
-                    self.error = self.error or f"the isolation outlived the member: {exc}"
-                    self.log.error("could not heal on stop: %s", exc)
+            healed = self._isolation.heal_on_stop()  # called whatever the error
+            self.error = self.error or healed
             if self.state == "running" and self.process is not None:
                 code = self.process.poll()
                 if code is not None:  # died since the last status call
@@ -331,12 +343,15 @@ class Member:
             if self.state == "paused" and self.process is not None:
                 signal_group(self.process, signal.SIGCONT)  # a stopped process ignores SIGTERM
             killed = terminate_group(self.process, grace, self.log)
+            if self.layer is not None:  # after the member: it held files open in it
+                problem = self.layer.close_quietly()
+                self.error = self.error or problem
             died_by_itself = self.state == "exited"
             self.state = "stopped"
             usage = dir_usage(self.spec.data_dir)
             archived = ""
             if failed or died_by_itself:
-                archived = str(self._archive())
+                archived = str(_archive(self.failure_root, self.dir, self.spec.data_dir))
             else:
                 shutil.rmtree(self.spec.data_dir, ignore_errors=True)
             seconds = time.monotonic() - begin
@@ -355,24 +370,21 @@ class Member:
             )
             return self._stopped
 
-    def _archive(self) -> Path:
-        target = self.failure_root / self.dir.relative_to(self.dir.parents[2])
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if self.spec.data_dir.exists():
-            shutil.move(self.spec.data_dir, target)
-        return target
-
     def _detach_log(self) -> None:
         if self._log_handler is not None:
             self.log.removeHandler(self._log_handler)
             self._log_handler.close()
             self._log_handler = None
 
-    # ------------------------------------------------------------------ files
-
     def files(self) -> dict[str, int]:
-        return {
-            name: (self.dir / name).stat().st_size
-            for name in FILE_NAMES
-            if (self.dir / name).exists()
-        }
+        return {n: (self.dir / n).stat().st_size for n in FILE_NAMES if (self.dir / n).exists()}
+
+
+def _archive(failure_root: Path, member_dir: Path, data_dir: Path) -> Path:
+    """A failed member's data dir moved under ``failure_root``, kept for a
+    post-mortem, at the same path below the runs folder."""
+    target = failure_root / member_dir.relative_to(member_dir.parents[2])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if data_dir.exists():
+        shutil.move(data_dir, target)
+    return target

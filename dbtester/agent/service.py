@@ -136,6 +136,7 @@ class AgentService(pb_grpc.AgentServicer):
                 plan.spec,
                 sample_interval=plan.sample_interval,
                 failure_root=self.config.data_root / "failed",
+                layer=plan.layer,
             )
             self.members[key] = member
         if request.heartbeat_timeout_s > 0:
@@ -230,6 +231,14 @@ class AgentService(pb_grpc.AgentServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, show(str(exc), 2000))
         grace = self.config.stop_grace_s
         return self._fault(request, context, lambda m: m.upgrade(installed, grace))
+
+    def SlowDisk(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
+        return self._fault(request, context, lambda member: member.slow_disk(request.fsync_ms))
+
+    def RestoreDisk(
+        self, request: pb.FaultRequest, context: grpc.ServicerContext
+    ) -> pb.FaultResponse:
+        return self._fault(request, context, lambda member: member.slow_disk(0.0))
 
     def _fault(
         self,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from dbtester import slowdisk
 from dbtester.agent.config import AgentConfig
 from dbtester.config.model import HOST_PATTERN, VERSION_PATTERN
 from dbtester.databases import KINDS, DatabaseKind
@@ -52,12 +53,14 @@ class StartRefusedError(Exception):
 @dataclass(frozen=True)
 class StartPlan:
     """What a checked Start request runs: one member of ``kind`` from
-    ``installed``, as ``spec`` says, sampled every ``sample_interval`` s."""
+    ``installed``, as ``spec`` says, sampled every ``sample_interval`` s;
+    ``layer``: the slow-disk layer's program, when the request asks for one."""
 
     kind: DatabaseKind
     installed: Installed
     spec: MemberSpec
     sample_interval: float
+    layer: Installed | None = None
 
 
 def plan_start(request: pb.StartRequest, config: AgentConfig) -> StartPlan:
@@ -85,7 +88,21 @@ def plan_start(request: pb.StartRequest, config: AgentConfig) -> StartPlan:
         cluster_token=request.cluster_token or f"{request.run_id}-{request.database_id}",
     )
     interval = request.sample_interval_s or config.sample_interval_s
-    return StartPlan(kind, installed, spec, interval)
+    layer = _layer() if request.slow_disk else None
+    return StartPlan(kind, installed, spec, interval, layer)
+
+
+def _layer() -> Installed:
+    """The slow-disk layer's program, as ``dbtester install`` or ``agents up``
+    put it under ``$DBTESTER_HOME``."""
+    found = slowdisk.find()
+    if found is None:
+        raise StartRefusedError(
+            f"the test case's slow_disk needs {slowdisk.BINARY} {slowdisk.VERSION} on this"
+            " agent's host, and it is not installed: `dbtester install --for CONFIG` builds it"
+            " here, `dbtester agents up CONFIG` copies it to the hosts"
+        )
+    return found
 
 
 def _kind(name: str) -> DatabaseKind:

@@ -131,6 +131,7 @@ class Window:
             who = f"to {who}"
         peers = " from its peers" if f.keep_clients else ""
         to = f" to {f.to}" if f.to else ""
+        to += f" by {f.fsync_ms:g} ms" if f.fsync_ms else ""
         text = f"{f.action} {who}{peers}{to}".rstrip() + f" at {f.at_s:g} s"
         if self.undo is not None:
             text += f", {self.undo.action} at {self.undo.at_s:g} s"

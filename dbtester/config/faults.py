@@ -11,7 +11,9 @@ the leader). ``isolate`` cuts a member's host off the network, so it needs
 members on hosts of their own (:func:`check_isolation`); with
 ``keep_clients: true`` it cuts the member off its peers only, and its
 clients still reach it (what it answers alone, a serializable read, may
-then be stale).
+then be stale). ``slow_disk`` makes every fsync in a member's data directory
+take ``fsync_ms`` longer, through a layer the agent mounts before the member
+starts (agent/disk_layer.py); ``restore_disk`` undoes it.
 
 Maintenance events (:data:`EVENTS`) are faults that end by themselves: the
 database's own compaction, defragmentation, snapshot or leader transfer, run
@@ -35,6 +37,8 @@ VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z._+~-]{0,63}$"
 __all__ = [
     "EVENTS",
     "MAX_AT_S",
+    "MAX_FSYNC_MS",
+    "TAKES_OUT",
     "UNDO",
     "UNDONE",
     "VERSION_PATTERN",
@@ -46,8 +50,12 @@ __all__ = [
     "parse_duration",
 ]
 
-#: the action that undoes each one that takes a member out
-UNDO = {"kill": "restart", "pause": "resume", "isolate": "heal"}
+#: the action that undoes each one that takes a member out, or slows it
+UNDO = {"kill": "restart", "pause": "resume", "isolate": "heal", "slow_disk": "restore_disk"}
+#: the ones that take a member out: it answers nothing until undone
+TAKES_OUT = frozenset({"kill", "pause", "isolate"})
+#: the longest fsync delay a slow_disk may set, in ms
+MAX_FSYNC_MS = 60_000.0
 #: maintenance events: each ends by itself, and what ``member`` may say for it
 #: (None: it takes none; the default, then the other values allowed)
 EVENTS: dict[str, tuple[object, ...]] = {
@@ -58,7 +66,12 @@ EVENTS: dict[str, tuple[object, ...]] = {
     "upgrade": ("index", "index", "leader", "follower"),
 }
 #: keys that only one action takes
-_OWNED = {"to": "upgrade", "keep_revisions": "compact", "keep_clients": "isolate"}
+_OWNED = {
+    "to": "upgrade",
+    "keep_revisions": "compact",
+    "keep_clients": "isolate",
+    "fsync_ms": "slow_disk",
+}
 #: the other way round: what each undoing action undoes
 UNDONE = {undo: action for action, undo in UNDO.items()}
 #: a day: past any load dbtester runs
@@ -104,10 +117,13 @@ class Fault(BaseModel):
         "snapshot",
         "transfer_leader",
         "upgrade",
+        "slow_disk",
+        "restore_disk",
     ] = Field(
-        description="kill, pause and isolate take a member out; restart, resume and heal"
-        " undo the latest one still in effect; compact, defrag, snapshot,"
-        " transfer_leader and upgrade are maintenance events that end by themselves"
+        description="kill, pause and isolate take a member out, slow_disk slows its fsync;"
+        " restart, resume, heal and restore_disk undo the latest one still in effect;"
+        " compact, defrag, snapshot, transfer_leader and upgrade are maintenance events"
+        " that end by themselves"
     )
     member: int | Literal["leader", "follower", "all"] | None = Field(
         None,
@@ -124,6 +140,14 @@ class Fault(BaseModel):
     to: Annotated[str, Field(pattern=VERSION_PATTERN)] | None = Field(
         None,
         description='upgrade: the version the member runs next, on its data (quote it: "3.6.8")',
+    )
+
+    fsync_ms: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_FSYNC_MS,
+        description="slow_disk: every fsync in the member's data directory takes this many"
+        " ms longer, until restore_disk",
     )
 
     keep_clients: bool = Field(
@@ -148,6 +172,8 @@ class Fault(BaseModel):
                 raise ValueError(f"{key} is for {owner}{why}, not {self.action}")
         if self.action == "upgrade" and self.to is None:
             raise ValueError("upgrade needs to: the version to run next")
+        if self.action == "slow_disk" and self.fsync_ms is None:
+            raise ValueError("slow_disk needs fsync_ms: how much longer each fsync takes")
         if self.action in EVENTS:
             return self._event_target()
         if self.member == "all":
@@ -197,6 +223,7 @@ class Fault(BaseModel):
         peers = " from its peers" if self.keep_clients else ""
         keep = f" keeping {self.keep_revisions}" if self.keep_revisions else ""
         to = f" to {self.to}" if self.to else ""
+        to += f" by {self.fsync_ms:g} ms" if self.fsync_ms else ""
         text = f"{self.action}{who if member is not None else ''}{peers}{keep}{to}"
         return f"{text} at {self.at:g} s"
 

@@ -183,6 +183,7 @@ def start(job: DatabaseJob, agents: Agents) -> Started:
             flags=flags,
             heartbeat_timeout_s=AGENT_WATCHDOG_S,
             cluster_token=f"{job.agent_run_id}-{db.id}",
+            slow_disk=any(fault.action == "slow_disk" for fault in job.faults),
         ),
     )
     members = tuple(

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 
 from dbtester.agent.client import AgentClient
-from dbtester.config.faults import EVENTS, UNDO, UNDONE, Fault
+from dbtester.config.faults import EVENTS, TAKES_OUT, UNDO, UNDONE, Fault
 from dbtester.databases.base import DatabaseKind, EventCall, EventFailed, Peer
 from dbtester.errors import AgentError
 from dbtester.results import FaultRecord
@@ -62,7 +62,8 @@ class FaultRunner:
         self.label = label
         self.records: list[FaultRecord] = []
         self.problem = ""
-        self._out: list[tuple[str, int]] = []  # (kill|pause|isolate, member) in effect
+        #: (kill|pause|isolate|slow_disk, member) in effect, latest last
+        self._out: list[tuple[str, int]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: each looks for the next leader after a fault took the leader out
@@ -96,7 +97,7 @@ class FaultRunner:
         """Members a kill, pause or isolation has taken out and nothing has
         brought back (an isolated one runs, but neither we nor its peers reach it)."""
         with self._lock:
-            return {member for _, member in self._out}
+            return {member for action, member in self._out if action in TAKES_OUT}
 
     # ------------------------------------------------------------------ the thread
 
@@ -130,6 +131,7 @@ class FaultRunner:
             target=target,
             keep_clients=fault.keep_clients,
             to=fault.to or "",
+            fsync_ms=fault.fsync_ms,
         )
         if fault.action in EVENTS and fault.action != "upgrade":
             return self._event(fault, base), None
@@ -147,6 +149,7 @@ class FaultRunner:
                 member,
                 keep_clients=fault.keep_clients,
                 version=fault.to or "",
+                fsync_ms=fault.fsync_ms or 0.0,
             )
         except AgentError as exc:
             return base.model_copy(update={"member": member, "error": str(exc)}), None
@@ -159,7 +162,7 @@ class FaultRunner:
             update |= {"end_unix": time.time(), "detail": f"member {member} to {fault.to}"}
         else:
             self._track(fault.action, member)
-        takes_out = fault.action in UNDO or fault.action == "upgrade"
+        takes_out = fault.action in TAKES_OUT or fault.action == "upgrade"
         return base.model_copy(update=update), asked if was_leader and takes_out else None
 
     def _event(self, fault: Fault, base: FaultRecord) -> FaultRecord:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from dbtester import slowdisk
 from dbtester.analyze.sequential import MIN_TRIALS
 from dbtester.config import Loaded, TestCase
 from dbtester.config.model import AUTO_ONLY_KEYS
@@ -213,6 +214,8 @@ def run_case(
         if db.embedded:
             for version in case.versions_of(db):
                 get_kind(db.kind).install(version, reporter)
+    if slowdisk.needed(case) and any(db.embedded for db in case.databases):
+        slowdisk.install(reporter)  # the slow-disk layer the local agents mount
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
     scratch = dbtester_home() / "runs" / run_id
     store = ResultsDir(out)

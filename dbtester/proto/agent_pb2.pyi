@@ -24,7 +24,7 @@ class Peer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., ports: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = ("run_id", "database_id", "kind", "version", "member_index", "peers", "flags_json", "sample_interval_s", "heartbeat_timeout_s", "cluster_token")
+    __slots__ = ("run_id", "database_id", "kind", "version", "member_index", "peers", "flags_json", "sample_interval_s", "heartbeat_timeout_s", "cluster_token", "slow_disk")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,7 @@ class StartRequest(_message.Message):
     SAMPLE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SLOW_DISK_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     kind: str
@@ -45,7 +46,8 @@ class StartRequest(_message.Message):
     sample_interval_s: float
     heartbeat_timeout_s: float
     cluster_token: str
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ...) -> None: ...
+    slow_disk: bool
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ..., slow_disk: _Optional[bool] = ...) -> None: ...
 
 class Host(_message.Message):
     __slots__ = ("hostname", "kernel", "cpu_model", "cores", "memory_gib")
@@ -192,18 +194,20 @@ class FileChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class FaultRequest(_message.Message):
-    __slots__ = ("run_id", "database_id", "member_index", "keep_clients", "version")
+    __slots__ = ("run_id", "database_id", "member_index", "keep_clients", "version", "fsync_ms")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
     KEEP_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    FSYNC_MS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     member_index: int
     keep_clients: bool
     version: str
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., keep_clients: _Optional[bool] = ..., version: _Optional[str] = ...) -> None: ...
+    fsync_ms: float
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., keep_clients: _Optional[bool] = ..., version: _Optional[str] = ..., fsync_ms: _Optional[float] = ...) -> None: ...
 
 class FaultResponse(_message.Message):
     __slots__ = ("at_unix", "pid", "state", "isolated")

@@ -94,6 +94,16 @@ class AgentStub:
                 request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
                 response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
                 _registered_method=True)
+        self.SlowDisk = channel.unary_unary(
+                '/dbtester.agent.v1.Agent/SlowDisk',
+                request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+                _registered_method=True)
+        self.RestoreDisk = channel.unary_unary(
+                '/dbtester.agent.v1.Agent/RestoreDisk',
+                request_serializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+                response_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+                _registered_method=True)
         self.Load = channel.unary_stream(
                 '/dbtester.agent.v1.Agent/Load',
                 request_serializer=dbtester_dot_proto_dot_agent__pb2.LoadRequest.SerializeToString,
@@ -199,6 +209,21 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SlowDisk(self, request, context):
+        """Every fsync in the member's data dir waits the request's fsync_ms
+        longer, through the slow-disk layer mounted at its start (StartRequest's
+        slow_disk); RestoreDisk sets the delay back to none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreDisk(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Load(self, request, context):
         """A load host's share of the measured load: the engine runs here from
         start_unix on against the database's members; progress streams back
@@ -276,6 +301,16 @@ def add_AgentServicer_to_server(servicer, server):
             ),
             'Upgrade': grpc.unary_unary_rpc_method_handler(
                     servicer.Upgrade,
+                    request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
+            ),
+            'SlowDisk': grpc.unary_unary_rpc_method_handler(
+                    servicer.SlowDisk,
+                    request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
+                    response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
+            ),
+            'RestoreDisk': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreDisk,
                     request_deserializer=dbtester_dot_proto_dot_agent__pb2.FaultRequest.FromString,
                     response_serializer=dbtester_dot_proto_dot_agent__pb2.FaultResponse.SerializeToString,
             ),
@@ -612,6 +647,60 @@ class Agent:
             request,
             target,
             '/dbtester.agent.v1.Agent/Upgrade',
+            dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+            dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SlowDisk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dbtester.agent.v1.Agent/SlowDisk',
+            dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
+            dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreDisk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dbtester.agent.v1.Agent/RestoreDisk',
             dbtester_dot_proto_dot_agent__pb2.FaultRequest.SerializeToString,
             dbtester_dot_proto_dot_agent__pb2.FaultResponse.FromString,
             options,

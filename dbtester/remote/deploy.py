@@ -35,10 +35,10 @@ from pathlib import Path, PurePosixPath
 import yaml
 from pydantic import ValidationError
 
+from dbtester import slowdisk
 from dbtester.agent.client import AgentClient
 from dbtester.agent.config import TlsFiles
-from dbtester.config.model import TestCase
-from dbtester.databases import KINDS
+from dbtester.config.model import DatabaseSpec, TestCase
 from dbtester.errors import AgentError, RemoteError
 from dbtester.install import MANIFEST, MANIFEST_VERSION, Installed
 from dbtester.proto import agent_pb2 as pb
@@ -108,7 +108,7 @@ def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
                     host.agent_port,
                     target,
                     host.agent_dir,
-                    tuple((db.kind, v) for v in case.versions_of(db)),
+                    _installs(case, db),
                     targets if key in loaders else (),
                 )
                 continue
@@ -116,11 +116,19 @@ def agent_hosts(case: TestCase, ssh_user: str | None = None) -> list[AgentHost]:
                 raise RemoteError(
                     f"{seen.name} appears twice with different ssh_port/ssh_user/agent_dir"
                 )
-            wanted = [(db.kind, v) for v in case.versions_of(db)]
-            installs = tuple(dict.fromkeys([*seen.installs, *wanted]))
+            installs = tuple(dict.fromkeys([*seen.installs, *_installs(case, db)]))
             if installs != seen.installs:
                 found[key] = replace(seen, installs=installs)
     return list(found.values())
+
+
+def _installs(case: TestCase, db: DatabaseSpec) -> tuple[tuple[str, str], ...]:
+    """What a host of ``db`` runs: each version of it, and the slow-disk
+    layer when the case's faults slow a disk."""
+    wanted = [(db.kind, v) for v in case.versions_of(db)]
+    if slowdisk.needed(case):
+        wanted.append((slowdisk.KIND, slowdisk.VERSION))
+    return tuple(wanted)
 
 
 def database_addresses(case: TestCase) -> tuple[str, ...]:
@@ -699,4 +707,4 @@ def _each(hosts: Iterable[AgentHost], work: Callable[[AgentHost], None], verb: s
 def local_installs(hosts: list[AgentHost], reporter: Reporter) -> dict[tuple[str, str], Installed]:
     """Install here (instant when done) what the hosts need, to copy it over."""
     wanted = sorted({pair for h in hosts for pair in h.installs})
-    return {(k, v): KINDS[k].install(v, reporter) for k, v in wanted}
+    return {(k, v): slowdisk.install_target(k, v, reporter) for k, v in wanted}

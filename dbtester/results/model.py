@@ -268,7 +268,7 @@ class FaultRecord(_Record):
     """One scheduled fault as it happened (the test case's ``faults:``)."""
 
     at_s: float  # when it was due, seconds after the load's start
-    action: str  # kill, restart, pause, resume, isolate, heal
+    action: str  # kill, restart, pause, resume, isolate, heal, slow_disk, ... (config/faults.py)
     target: str  # as written: an index, "leader", "follower", or "" (undoes the latest)
     member: int | None = None  # the member it hit (None when it could not be resolved)
     unix: float | None = None  # when it took effect, on the controller's clock
@@ -284,6 +284,7 @@ class FaultRecord(_Record):
     end_unix: float | None = None
     detail: str = ""
     to: str = ""  # an upgrade: the version the member ran from it on
+    fsync_ms: float | None = None  # a slow_disk: what each fsync waited longer (schema 13)
 
 
 class ProbeRecord(_Record):

@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -118,6 +118,11 @@ HISTORY: tuple[str, ...] = (
         "``took_s`` and ``detail``, and its rows ``FAULT-<k>-TOOK-SECONDS``. Only keys were "
         "added: a version 11 directory upgrades as it is."
     ),
+    (
+        "A slow disk. A fault record in ``run.json`` may be ``slow_disk`` with ``fsync_ms`` "
+        "(what each fsync of its member waited longer) or ``restore_disk``. Only a key was "
+        "added: a version 12 directory upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -173,6 +178,10 @@ def _v11_to_v12(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 12}
 
 
+def _v12_to_v13(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 13}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -186,6 +195,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     9: _v9_to_v10,
     10: _v10_to_v11,
     11: _v11_to_v12,
+    12: _v12_to_v13,
 }
 
 

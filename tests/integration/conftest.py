@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from dbtester import slowdisk
+from dbtester.install import Installed
 from dbtester.util import net
 from tests.support.s3 import Bucket, below, serve, tool
 
@@ -108,3 +110,18 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
             return below(prefix, found)
 
         yield Bucket("s3", "results", endpoint, {"AWS_ENDPOINT_URL": endpoint}, objects)
+
+
+@pytest.fixture(scope="session")
+def slowfs(shared_home: Path) -> Installed:
+    """The slow-disk layer's program, built into the test home once (a
+    second call, or a parallel worker after the first, finds it)."""
+    previous = os.environ.get("DBTESTER_HOME")
+    os.environ["DBTESTER_HOME"] = str(shared_home)
+    try:
+        return slowdisk.install()
+    finally:
+        if previous is None:
+            del os.environ["DBTESTER_HOME"]
+        else:
+            os.environ["DBTESTER_HOME"] = previous

@@ -35,6 +35,8 @@ class Agent:
     pid: int = 100
     #: keep_clients, per call
     kept: list[bool] = field(default_factory=list)
+    #: fsync_ms, per call
+    fsync_ms: list[float] = field(default_factory=list)
 
     def fault(
         self,
@@ -45,10 +47,12 @@ class Agent:
         *,
         keep_clients: bool = False,
         version: str = "",
+        fsync_ms: float = 0.0,
     ) -> Reply:
         assert (run_id, database_id, member) == ("run", "db", self.index)
         self.calls.append((action, member))
         self.kept.append(keep_clients)
+        self.fsync_ms.append(fsync_ms)
         self.pid += 1
         return Reply(at_unix=1000.0 + len(self.calls), pid=self.pid, state="x")
 
@@ -297,3 +301,28 @@ def test_an_isolation_that_keeps_its_clients_says_so_to_the_agent() -> None:
     isolated, healed = runner.stop()
     assert calls == [("isolate", 0), ("heal", 0)] and agents[0].kept == [True, False]
     assert isolated.keep_clients and not healed.keep_clients
+
+
+def test_a_slowed_leader_is_still_up_and_still_leads() -> None:
+    """A slow disk slows its member and takes nothing out: the leader slowed
+    is asked who leads, and a follower after it is another member."""
+    calls: list[tuple[str, int]] = []
+    runner = _runner(
+        [
+            _fault(0.01, "slow_disk", "leader", fsync_ms=20),
+            _fault(0.03, "pause", "follower"),
+            _fault(0.05, "resume"),
+            _fault(0.07, "restore_disk"),
+        ],
+        Kind(),
+        calls,
+    )
+    agents = cast(list[Agent], runner.clients)
+    runner.start()
+    runner.begin(time.time())
+    poll_until(lambda: len(calls) == 4, 10, message=lambda: f"calls: {calls}")
+    slowed, _, _, restored = runner.stop()
+    assert calls == [("slow_disk", 1), ("pause", 0), ("resume", 0), ("restore_disk", 1)]
+    assert agents[1].fsync_ms == [20.0, 0.0] and slowed.fsync_ms == 20.0
+    assert slowed.new_leader_s is None and restored.fsync_ms is None
+    assert not runner.down

@@ -52,6 +52,22 @@ def test_a_schedule_that_kills_restarts_pauses_and_resumes() -> None:
     assert raw.to_raw()["faults"] == [{"at": 1.0, "action": "kill", "member": 2}]
 
 
+def test_a_slow_disk_and_its_restore() -> None:
+    faults = _load(
+        "  - {at: 2s, action: slow_disk, member: leader, fsync_ms: 20}\n"
+        "  - {at: 3s, action: kill, member: 1}\n"
+        "  - {at: 4s, action: restart}\n"
+        "  - {at: 6s, action: restore_disk}\n"
+    )
+    assert [(f.action, f.fsync_ms) for f in faults] == [
+        ("slow_disk", 20.0),
+        ("kill", None),
+        ("restart", None),
+        ("restore_disk", None),
+    ]
+    assert faults[0].describe() == "slow_disk leader by 20 ms at 2 s"
+
+
 @pytest.mark.parametrize(
     ("faults", "where", "words"),
     [
@@ -100,6 +116,23 @@ def test_a_schedule_that_kills_restarts_pauses_and_resumes() -> None:
             "  - {at: 1s, action: isolate, member: 0}\n  - {at: 2s, action: heal, member: 0}\n",
             "8:5",
             "heal takes no member",
+        ),
+        ("  - {at: 1s, action: slow_disk, member: 0}\n", "7:5", "slow_disk needs fsync_ms"),
+        (
+            "  - {at: 1s, action: slow_disk, member: 0, fsync_ms: 0}\n",
+            "7:54",
+            "greater than 0",
+        ),
+        (
+            "  - {at: 1s, action: kill, member: 0, fsync_ms: 5}\n",
+            "7:5",
+            "fsync_ms is for slow_disk",
+        ),
+        ("  - {at: 1s, action: restore_disk}\n", "7:3", "no slow_disk in effect"),
+        (
+            "  - {at: 1s, action: slow_disk, member: all, fsync_ms: 5}\n",
+            "7:5",
+            "member: all is for defrag",
         ),
         # the embedded databases run every member on this machine's loopback
         (

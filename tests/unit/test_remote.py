@@ -173,3 +173,18 @@ def test_up_keeps_a_tls_section_written_by_hand() -> None:
         _kept_tls(written, host, {})
     with pytest.raises(RemoteError, match=r"tls: section is not valid \(key: Field required"):
         _kept_tls("tls: {cert: /a.crt}\n", host, ca)
+
+
+def test_hosts_of_a_case_with_a_slow_disk_get_the_layer_too() -> None:
+    from dbtester import slowdisk
+
+    text = (
+        "title: t\nworkload: {type: write, requests: 10, clients: 1, connections: 1}\n"
+        "databases:\n  - {id: a, kind: etcd, version: 3.5.17, hosts: [{address: 10.0.0.2}]}\n"
+    )
+    (plain,) = agent_hosts(load_test_case_text(text, "case.yaml").case, "root")
+    assert plain.installs == (("etcd", "3.5.17"),)
+    slowed = text + "faults:\n  - {at: 1s, action: slow_disk, member: 0, fsync_ms: 5}\n"
+    (host,) = agent_hosts(load_test_case_text(slowed, "case.yaml").case, "root")
+    assert host.installs == (("etcd", "3.5.17"), (slowdisk.KIND, slowdisk.VERSION))
+    assert slowdisk.VERSION.startswith("src-") and len(slowdisk.VERSION) == 16
