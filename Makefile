@@ -78,6 +78,8 @@ TEST_DATABASES := etcd@3.5.17 etcd@3.6.8 zookeeper@3.8.0 consul@1.22.0
 
 test-databases: python
 	@for db in $(TEST_DATABASES); do DBTESTER_HOME=$(TEST_HOME) $(BIN)/dbtester install $$db || exit 1; done
+	@# its etcd versions, and the slow-disk layer (dbtester-slowfs) its slow_disk needs
+	@DBTESTER_HOME=$(TEST_HOME) $(BIN)/dbtester install -q --for configs/maintenance.yaml
 	@$(MAKE) --no-print-directory test-tools
 
 # Servers the tests start, built here once per machine rather than inside the

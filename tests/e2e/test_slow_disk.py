@@ -27,11 +27,11 @@ pytestmark = [
     ),
 ]
 
-#: 100 writes/s for 10 s, open loop; the disk is slow from 3 s to 7 s
-WORKLOAD = {"type": "write", "requests": 1000, "rate": 100, "clients": 10, "connections": 2}
+#: 100 writes/s for 7 s, open loop; the disk is slow from 2.5 s to 5 s
+WORKLOAD = {"type": "write", "requests": 700, "rate": 100, "clients": 10, "connections": 2}
 FAULTS = [
-    {"at": "3s", "action": "slow_disk", "member": 0, "fsync_ms": 20},
-    {"at": "7s", "action": "restore_disk"},
+    {"at": "2.5s", "action": "slow_disk", "member": 0, "fsync_ms": 20},
+    {"at": "5s", "action": "restore_disk"},
 ]
 KINDS = ("etcd", "zookeeper", "consul")
 
@@ -74,19 +74,19 @@ def test_a_slow_disk_slows_each_kind_and_restoring_it_brings_it_back(
     for db in summary["databases"]:
         kind = db["id"]
         figures = db["figures"]
-        assert figures["FAULT-1"] == "slow_disk member 0 by 20 ms at 3 s, restore_disk at 7 s"
+        assert figures["FAULT-1"] == "slow_disk member 0 by 20 ms at 2.5 s, restore_disk at 5 s"
         slow, restore = json.loads((out / kind / "run.json").read_text())["faults"]
         assert slow["fsync_ms"] == 20 and not slow["error"] and not restore["error"]
-        before = _p50_ms(out, kind, 0.5, 2.8)
-        during = _p50_ms(out, kind, 3.5, 6.8)
-        after = _p50_ms(out, kind, 7.5, 9.8)
+        before = _p50_ms(out, kind, 0.5, 2.3)
+        during = _p50_ms(out, kind, 3.0, 4.8)
+        after = _p50_ms(out, kind, 5.5, 6.9)
         # Every write waits for at least one fsync of its member. Precision:
         # the layer sleeps with ms precision, and a busy machine adds its own
         # ms; 15 of the 20 ms is the bound (the issue's), and "back" is within
         # 10 ms of before.
         assert during - before >= 15, (kind, before, during)
         assert after - before < 10, (kind, before, after)
-        assert figures["KEYS-VERIFIED"] == "1,000 / 1,000 OK", (kind, figures["KEYS-VERIFIED"])
+        assert figures["KEYS-VERIFIED"] == "700 / 700 OK", (kind, figures["KEYS-VERIFIED"])
     assert _left_mounted(summary["run_id"]) == []
 
 
