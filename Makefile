@@ -13,7 +13,7 @@ ENGINE := engine/Cargo.toml
 RUST_VERSION := 1.88
 CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system rust python demo gallery docs reference test test-databases test-tools check fuzz unit lint types engine-test tox proto clean
+.PHONY: setup system rust python demo gallery docs reference wheel test test-databases test-tools check fuzz unit lint types engine-test tox proto clean
 
 setup: system python
 
@@ -21,7 +21,7 @@ system:
 	@bash scripts/setup-system.sh
 
 rust:
-	@command -v cargo >/dev/null 2>&1 || { echo "error: dbtester's load engine is Rust: install Rust $(RUST_VERSION) or newer (rustup, or Debian's cargo) and run make again" >&2; exit 1; }
+	@bash scripts/check-rust.sh $(RUST_VERSION)
 
 python: $(STAMP)
 
@@ -52,6 +52,11 @@ gallery: setup
 # or a generated reference page that fails, fails the build.
 docs: python
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
+
+# dbtester's wheel with the engine compiled inside, into dist/: what a
+# machine without Rust installs (pipx install dist/dbtester-*.whl).
+wheel: python
+	$(BIN)/python scripts/build_wheel.py --out dist
 
 # The reference pages under docs/reference/, written again from the code
 # (a unit test fails when a committed one falls behind it).
@@ -120,7 +125,7 @@ engine-test: python
 	$(CARGO) clippy --quiet --manifest-path $(ENGINE) --all-targets -- -D warnings
 	cargo fmt --manifest-path $(ENGINE) --check
 
-# The fuzz harnesses for FUZZ_SECONDS each (make test gives them 30 s each).
+# The fuzz harnesses for FUZZ_SECONDS each (make test gives them 15 s each).
 FUZZ_SECONDS ?= 600
 fuzz: setup
 	DBTESTER_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -m fuzz -q -s tests/fuzz
