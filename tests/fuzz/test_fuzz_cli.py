@@ -121,6 +121,10 @@ def make_world(root: Path) -> dict[str, list[str]]:
         "garbage.bin": bytes(range(256)),
         "syntax.yaml": "title: [\n",
         "invalid.yaml": GOOD.replace("requests:", "reqests:"),
+        # numbers YAML reads as infinite or not a number (validate --json once
+        # ended in a traceback on them)
+        "infinite.yaml": GOOD.replace("  requests: 20000", "  requests: 20000\n  rate: .inf", 1),
+        "nan.yaml": GOOD.replace("  requests: 20000", "  requests: 20000\n  rate: .nan", 1),
         "valid.yaml": GOOD,
         "hosts.yaml": WITH_HOSTS,
         "legacy.yaml": (LEGACY / "write-one-client.yaml").read_text(),
@@ -147,7 +151,11 @@ def make_world(root: Path) -> dict[str, list[str]]:
     (root / "empty-dir").mkdir()
     at = str(root) + "/"
     configs = [at + n for n in ("valid.yaml", "hosts.yaml", "legacy.yaml")]
-    broken = [at + n for n in ("empty.yaml", "garbage.bin", "syntax.yaml", "invalid.yaml")]
+    broken = [
+        at + n
+        for n in ("empty.yaml", "garbage.bin", "syntax.yaml", "invalid.yaml", "infinite.yaml")
+    ]
+    broken.append(at + "nan.yaml")
     missing = [at + "missing.yaml", at + "no/such/dir/x.yaml", "", "-", "."]
     return {
         "config": configs + broken + missing + [at + "laughs.yaml", at + "empty-dir"],
