@@ -197,16 +197,21 @@ class Member:
     # ------------------------------------------------------------------ status
 
     def poll(self) -> str:
-        """'running', 'exited' (died by itself) or 'stopped' (we stopped it)."""
-        with self._lock:
-            if self.state == "running" and self.process is not None:
-                code = self.process.poll()
-                if code is not None:
-                    self.state = "exited"
-                    tail = log_tail(self.dir / "database.log", 5)
-                    self.error = f"exited unexpectedly with code {code}; log tail:\n{tail}"
-                    self.log.error("%s member %d %s", self.kind.name, self.spec.index, self.error)
+        """'running', 'exited' (died by itself) or 'stopped' (we stopped it);
+        during a fault (an upgrade holds the lock for seconds) the state as it
+        stands, not waited for: the heartbeat must not find the agent silent."""
+        if not self._lock.acquire(blocking=False):
             return self.state
+        try:
+            code = self.process.poll() if self.state == "running" and self.process else None
+            if code is not None:
+                self.state = "exited"
+                tail = log_tail(self.dir / "database.log", 5)
+                self.error = f"exited unexpectedly with code {code}; log tail:\n{tail}"
+                self.log.error("%s member %d %s", self.kind.name, self.spec.index, self.error)
+            return self.state
+        finally:
+            self._lock.release()
 
     # ------------------------------------------------------------------ faults
 
@@ -246,8 +251,7 @@ class Member:
             self.log.info("%s as pid %d", said, self.pid)
 
     def _relaunch(self) -> None:
-        """The member's process started again on its data dir (after a kill
-        or a stop); on failure none is left behind and it has exited."""
+        """Start it again on its data dir; on failure none is left, exited."""
         self.state = "starting"
         try:
             self._start_process()
