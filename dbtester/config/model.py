@@ -260,7 +260,8 @@ class TestCase(_Model):
         gt=0,
         le=MAX_AT_S,
         description="repeat: auto: no new round of trials starts once this long has passed"
-        " since the first began: seconds or a duration like 90m (unset: no limit)",
+        " since the first began, after the first look (3 rounds): seconds or a duration"
+        " like 90m (unset: no limit)",
     )
     equivalence: float = Field(
         5.0,

@@ -122,7 +122,10 @@ class _Trials:
                     self.stopped = "decided"
                     return
             budget = self.case.time_budget
-            if budget is not None and time.monotonic() - began >= budget:
+            # Never before the first look: a budget spent sooner would leave
+            # no verdict and no interval, only trials nobody judged.
+            first_looked = number >= MIN_TRIALS
+            if budget is not None and first_looked and time.monotonic() - began >= budget:
                 if number < self.case.trials:
                     self.stopped = "time_budget"
                     self.reporter.say(f"repeat: auto: the time budget ({budget:g} s) is spent")
