@@ -154,8 +154,12 @@ class Member:
         self._spawn(plan)
         self._settle()
         assert self.process is not None
+        watched = _watch(self.process)
+        if watched is None:  # it died just after the settle: told as at start
+            self._settle()
+        assert watched is not None  # _settle raised for a process that exited
         self.sampler = Sampler(
-            psutil.Process(self.process.pid),
+            watched,
             self.dir / "metrics.csv",
             self.spec.data_dir,
             interface=interface_for(me.host),
@@ -164,13 +168,8 @@ class Member:
         )
         self.sampler.start()
         self.state = "running"
-        self.log.info(
-            "sampling pid %d every %.2fs (disk %s, interface %s)",
-            self.process.pid,
-            self.sample_interval,
-            self.sampler.disk or "all",
-            self.sampler.interface or "all",
-        )
+        where = f"disk {self.sampler.disk or 'all'}, interface {self.sampler.interface or 'all'}"
+        self.log.info("sampling pid %d every %.2fs (%s)", self.pid, self.sample_interval, where)
 
     def _spawn(self, plan: LaunchPlan) -> None:
         self.log.info(
@@ -382,6 +381,15 @@ class Member:
 
     def files(self) -> dict[str, int]:
         return {n: (self.dir / n).stat().st_size for n in FILE_NAMES if (self.dir / n).exists()}
+
+
+def _watch(process: subprocess.Popen[bytes]) -> psutil.Process | None:
+    """The member's process for its sampler; None when it died since it settled."""
+    try:
+        return psutil.Process(process.pid)
+    except psutil.NoSuchProcess:
+        process.wait()
+        return None
 
 
 def _archive(failure_root: Path, member_dir: Path, data_dir: Path) -> Path:
