@@ -15,6 +15,7 @@ import pytest
 
 from dbtester.cli import main
 from dbtester.util import net
+from tests.support.home import home_at
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -99,15 +100,8 @@ def installed_home(shared_home: Path) -> Callable[[str, str], str]:
     from dbtester.util.progress import Reporter
 
     def install(kind: str, version: str) -> str:
-        previous = os.environ.get("DBTESTER_HOME")
-        os.environ["DBTESTER_HOME"] = str(shared_home)
-        try:
+        with home_at(shared_home):
             get_kind(kind).install(version, Reporter())
-        finally:
-            if previous is None:
-                del os.environ["DBTESTER_HOME"]
-            else:
-                os.environ["DBTESTER_HOME"] = previous
         return str(shared_home)
 
     return install

@@ -20,6 +20,7 @@ import pytest
 from dbtester import slowdisk
 from dbtester.install import Installed
 from dbtester.util import net
+from tests.support.home import home_at
 from tests.support.s3 import Bucket, below, serve, tool
 
 
@@ -116,12 +117,5 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
 def slowfs(shared_home: Path) -> Installed:
     """The slow-disk layer's program, built into the test home once (a
     second call, or a parallel worker after the first, finds it)."""
-    previous = os.environ.get("DBTESTER_HOME")
-    os.environ["DBTESTER_HOME"] = str(shared_home)
-    try:
+    with home_at(shared_home):
         return slowdisk.install()
-    finally:
-        if previous is None:
-            del os.environ["DBTESTER_HOME"]
-        else:
-            os.environ["DBTESTER_HOME"] = previous

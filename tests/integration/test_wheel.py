@@ -16,6 +16,7 @@ from typing import Any
 
 from dbtester.remote.wheels import Wheelhouse, build_wheelhouse
 from tests.support.cases import make_case, write_case
+from tests.support.home import home_at
 
 ETCD = "3.5.17"
 #: what the run needs from the system beside Python: the parent-death wrapper
@@ -23,15 +24,8 @@ _TOOLS = ("setpriv",)
 
 
 def _wheelhouse(home: Path) -> Wheelhouse:
-    previous = os.environ.get("DBTESTER_HOME")
-    os.environ["DBTESTER_HOME"] = str(home)
-    try:
+    with home_at(home):
         return build_wheelhouse(say=lambda _line: None)
-    finally:
-        if previous is None:
-            del os.environ["DBTESTER_HOME"]
-        else:
-            os.environ["DBTESTER_HOME"] = previous
 
 
 def _path_without_rust(venv: Path, tools: Path) -> str:
