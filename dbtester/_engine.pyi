@@ -44,6 +44,15 @@ class CheckPlan(TypedDict):
     clients: int  # checked clients, each on a connection of its own
     keys: int  # the keys they read and write ("c0", "c1", ...)
 
+class TlsPlan(TypedDict):
+    # PEM text, checked when the plan is; errors name the key, never its text
+    ca: str  # one or more CA certificates the servers' must chain to
+    cert: str | None  # client certificate chain (mutual TLS); with key
+    key: str | None  # its private key: PKCS#8, PKCS#1 or SEC1; with cert
+    # the name the servers' certificates must hold (None: each endpoint's
+    # host); zookeeper takes None only
+    server_name: str | None
+
 class Plan(TypedDict):
     protocol: str  # the engine's: etcd, zookeeper, consul
     endpoints: list[str]
@@ -64,6 +73,11 @@ class Plan(TypedDict):
     check: CheckPlan | None  # checked clients beside the load
     # unix ns the first request is due, once connected (0: at once); load hosts
     start_unix_ns: NotRequired[int]
+    tls: NotRequired[TlsPlan | None]  # TLS to the database (None: plain TCP)
+    # credentials, keys by protocol (None: none): etcd and zookeeper
+    # {"user", "password"} (etcd: Authenticate, its token on every call;
+    # zookeeper: digest auth), consul {"token"} (X-Consul-Token)
+    auth: NotRequired[dict[str, str] | None]
 
 class WatchResult(TypedDict):
     watcher: npt.NDArray[np.uint16]

@@ -365,7 +365,7 @@ mod tests {
             plan.steps = vec![step(2000, 0.0), step(1000, 1000.0)];
             let records = Records::with_capacity(plan.total_requests()).unwrap();
             let workload = Workload::new(&plan).unwrap();
-            let engine = Engine::start_with::<P>(plan, options, workload, records).unwrap();
+            let engine = Engine::start_with::<P>(plan, options.clone(), workload, records).unwrap();
             assert!(engine.wait(Some(Duration::from_secs(120))));
             let finished = match engine.take() {
                 Taken::Finished(finished) => finished,
@@ -392,6 +392,7 @@ mod tests {
         live::<Etcd>(
             Options {
                 balancer: Balancer::PickFirst,
+                auth: None,
             },
             "DBTESTER_ETCD",
         );
@@ -404,6 +405,8 @@ mod tests {
         live::<ZooKeeper>(
             Options {
                 session_timeout: Duration::from_secs(30),
+                tls: None,
+                digest: None,
             },
             "DBTESTER_ZOOKEEPER",
         );
@@ -413,7 +416,7 @@ mod tests {
     #[ignore = "needs a live Consul: set DBTESTER_CONSUL=host:port"]
     fn live_consul() {
         use crate::protocols::consul::{Consul, Options};
-        live::<Consul>(Options, "DBTESTER_CONSUL");
+        live::<Consul>(Options { token: None }, "DBTESTER_CONSUL");
     }
 
     #[test]

@@ -259,18 +259,125 @@ mod tests {
         );
         entries[2].1 = dict(&[("session_timeout_ms", Value::Int(4000))]);
         let plan = checked(&dict(&entries)).unwrap();
-        assert_eq!(
-            protocols::options::<zookeeper::ZooKeeper>(&plan).unwrap(),
-            zookeeper::Options {
-                session_timeout: Duration::from_secs(4)
-            }
-        );
+        let options = protocols::options::<zookeeper::ZooKeeper>(&plan).unwrap();
+        assert_eq!(options.session_timeout, Duration::from_secs(4));
+        assert!(options.tls.is_none() && options.digest.is_none());
         entries[0].1 = s("consul");
         assert!(error(dict(&entries)).starts_with(
             r#"plan["options"] has an unknown key "session_timeout_ms"; consul takes none"#
         ));
         entries[2].1 = dict(&[]);
         assert!(checked(&dict(&entries)).is_ok());
+    }
+
+    /// `entries` for `protocol` (with its options) and `auth`.
+    fn with_auth(protocol: &str, auth: Value) -> Vec<(&'static str, Value)> {
+        let mut entries = good();
+        entries[0].1 = s(protocol);
+        entries[2].1 = match protocol {
+            "etcd" => dict(&[("balancer", s("pick_first"))]),
+            "zookeeper" => dict(&[("session_timeout_ms", Value::Int(4000))]),
+            _ => dict(&[]),
+        };
+        entries.push(("auth", auth));
+        entries
+    }
+
+    #[test]
+    fn each_protocol_reads_its_own_auth_and_never_shows_it() {
+        let user = |password: Value| dict(&[("user", s("root")), ("password", password)]);
+        let cases = [
+            (
+                "etcd",
+                dict(&[("token", s("hunter2"))]),
+                r#"plan["auth"] has an unknown key "token"; allowed keys for etcd: "user", "password""#,
+            ),
+            (
+                "zookeeper",
+                dict(&[("token", s("hunter2"))]),
+                r#"plan["auth"] has an unknown key "token"; allowed keys for zookeeper: "user", "password""#,
+            ),
+            (
+                "consul",
+                user(s("hunter2")),
+                r#"plan["auth"] has an unknown key "user"; allowed keys for consul: "token""#,
+            ),
+            (
+                "etcd",
+                dict(&[("user", s("root"))]),
+                r#"plan["auth"] is missing "password""#,
+            ),
+            (
+                "etcd",
+                user(Value::Int(2_718_281)),
+                r#"plan["auth"]["password"] must be the user's password, got an int"#,
+            ),
+            (
+                "etcd",
+                s("hunter2"),
+                r#"plan["auth"] must be None or a dict of the protocol's credentials, got a string"#,
+            ),
+            (
+                "consul",
+                dict(&[("token", s("hunter2\n"))]),
+                r#"plan["auth"]["token"] must be text an HTTP header can carry"#,
+            ),
+            (
+                "zookeeper",
+                dict(&[("user", s("ro:ot")), ("password", s("hunter2"))]),
+                r#"plan["auth"]["user"] must not hold a ":""#,
+            ),
+        ];
+        for (protocol, auth, expected) in cases {
+            let message = error(dict(&with_auth(protocol, auth)));
+            assert!(message.starts_with(expected), "{protocol}: {message}");
+            assert!(
+                !message.contains("hunter2") && !message.contains("2718281"),
+                "{message}"
+            );
+        }
+        // Absent and None are no auth; a good one parses, and no Debug
+        // output shows the password or token.
+        assert!(
+            checked(&dict(&with_auth("etcd", Value::None)))
+                .unwrap()
+                .auth
+                .is_none()
+        );
+        let plan = checked(&dict(&with_auth("etcd", user(s("hunter2"))))).unwrap();
+        let options = protocols::options::<crate::protocols::etcd::Etcd>(&plan).unwrap();
+        assert_eq!(options.auth.as_ref().unwrap().user, "root");
+        assert_eq!(options.auth.as_ref().unwrap().password.expose(), "hunter2");
+        let plan = checked(&dict(&with_auth("zookeeper", user(s("hunter2"))))).unwrap();
+        let zookeeper = protocols::options::<zookeeper::ZooKeeper>(&plan).unwrap();
+        assert_eq!(zookeeper.digest.as_ref().unwrap().expose(), b"root:hunter2");
+        let plan = checked(&dict(&with_auth(
+            "consul",
+            dict(&[("token", s("hunter2"))]),
+        )))
+        .unwrap();
+        let consul = protocols::options::<crate::protocols::consul::Consul>(&plan).unwrap();
+        let debug = format!("{plan:?} {options:?} {zookeeper:?} {consul:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+    }
+
+    #[test]
+    fn zookeeper_takes_tls_but_no_server_name() {
+        let pki = crate::plan::pki::Pki::new();
+        let mut entries = with_auth("zookeeper", Value::None);
+        entries.push(("tls", pki.plan(&pki.ca, true)));
+        let plan = checked(&dict(&entries)).unwrap();
+        let options = protocols::options::<zookeeper::ZooKeeper>(&plan).unwrap();
+        assert!(options.tls.is_some());
+        assert!(!format!("{options:?}").contains("BEGIN"));
+        entries.pop();
+        entries.push((
+            "tls",
+            dict(&[("ca", s(&pki.ca)), ("server_name", s("zk.example"))]),
+        ));
+        assert!(error(dict(&entries)).starts_with(
+            r#"plan["tls"]["server_name"] must be None for zookeeper: its client checks"#
+        ));
     }
 
     #[test]

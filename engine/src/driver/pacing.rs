@@ -69,9 +69,9 @@ pub async fn run<P: Protocol>(
     };
     // The checked clients start before the measured steps and stop after.
     let checking = match plan.check {
-        Some(check) => {
-            Some(Checking::<P>::start(&plan, options, check, workload.clone(), clock).await?)
-        }
+        Some(check) => Some(
+            Checking::<P>::start(&plan, options.clone(), check, workload.clone(), clock).await?,
+        ),
         None => None,
     };
     let shared = Shared {
@@ -123,7 +123,13 @@ async fn watched<P: Protocol>(
     watch: WatchPlan,
 ) -> Result<(), EngineError> {
     let stop_watching = CancellationToken::new();
-    let mut watchers = P::watch(&shared.plan, options, log.clone(), stop_watching.clone()).await?;
+    let mut watchers = P::watch(
+        &shared.plan,
+        options.clone(),
+        log.clone(),
+        stop_watching.clone(),
+    )
+    .await?;
     let result = steps::<P>(shared, options).await;
     // Every acknowledged put's event is expected; a put of unknown outcome
     // may add one more, which the drain need not wait for.
@@ -167,7 +173,7 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
         let proto = tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            opened = P::open(plan, options, step) => opened?,
+            opened = P::open(plan, options.clone(), step) => opened?,
         };
         // Several load hosts: the first request is due at the common start.
         if index == 0
@@ -413,7 +419,8 @@ mod tests {
 
     use super::*;
     use crate::driver::engine::{Engine, Taken};
-    use crate::plan::{Fields, InsertOrder, PlanError, Step};
+    use crate::plan::{InsertOrder, PlanError, Step};
+    use crate::protocols::Given;
     use crate::workload::Mix;
 
     /// What a fake step saw, filed under the plan's seed (tests run in parallel).
@@ -440,9 +447,10 @@ mod tests {
     impl Protocol for Fake {
         const NAME: &'static str = "fake";
         const OPTION_KEYS: &'static [&'static str] = &[];
+        const AUTH_KEYS: &'static [&'static str] = &[];
         type Options = ();
 
-        fn options(_: &Fields<'_>) -> Result<(), PlanError> {
+        fn options(_: &Given<'_>) -> Result<(), PlanError> {
             Ok(())
         }
 

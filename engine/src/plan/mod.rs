@@ -8,11 +8,15 @@
 //! `workload`), which also checks what the engine needs to run it. Each
 //! error names the offending key and what is allowed.
 
+mod tls;
 mod value;
 
 use std::time::Duration;
 
-pub use value::{Fields, PlanError, Value, quoted};
+#[cfg(test)]
+pub(crate) use tls::pki;
+pub use tls::{Tls, TlsPlan};
+pub use value::{Fields, PlanError, Secret, Value, quoted};
 
 type Result<T> = std::result::Result<T, PlanError>;
 
@@ -45,6 +49,8 @@ pub struct Endpoint {
     pub port: u16,
     /// "host:port" exactly as given (IPv6 keeps its brackets): URIs and Host headers.
     pub authority: String,
+    /// With the plan's `tls`: how connections to it are secured.
+    pub tls: Option<Tls>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,6 +87,11 @@ pub struct Plan {
     /// That protocol's options, a dict it reads itself.
     pub options: Value,
     pub endpoints: Vec<Endpoint>,
+    /// TLS to the database (each endpoint carries its part); None: plain TCP.
+    pub tls: Option<TlsPlan>,
+    /// Credentials, a dict whose keys the protocol defines and reads
+    /// itself; None: none.
+    pub auth: Option<Secret<Value>>,
     pub key_size: usize,
     pub value_size: usize,
     pub values: ValueForm,
@@ -175,6 +186,8 @@ const TOP_KEYS: &[&str] = &[
     "watch",
     "check",
     "start_unix_ns",
+    "tls",
+    "auth",
 ];
 const WATCH_KEYS: &[&str] = &["watchers", "connections", "drain_s"];
 const CHECK_KEYS: &[&str] = &["clients", "keys"];
@@ -203,7 +216,9 @@ pub fn parse(value: &Value) -> Result<Plan> {
         top.entries("options", "a dict of the protocol's options")?
             .to_vec(),
     );
-    let endpoints = parse_endpoints(&top)?;
+    let mut endpoints = parse_endpoints(&top)?;
+    let tls = tls::parse(&top, &mut endpoints)?;
+    let auth = parse_auth(&top)?;
     let key_size = top.int("key_size", 1, MAX_KEY_SIZE)? as usize;
     let value_size = top.int("value_size", 0, MAX_VALUE_SIZE)? as usize;
     let values = top.choice(
@@ -247,6 +262,8 @@ pub fn parse(value: &Value) -> Result<Plan> {
         protocol,
         options,
         endpoints,
+        tls,
+        auth,
         key_size,
         value_size,
         values,
@@ -264,6 +281,20 @@ pub fn parse(value: &Value) -> Result<Plan> {
         start_unix_ns,
     };
     Ok(plan)
+}
+
+/// `auth`: absent or None for none, else a dict the protocol reads (its
+/// values are never shown, so neither is a value that is not a dict).
+fn parse_auth(top: &Fields<'_>) -> Result<Option<Secret<Value>>> {
+    match top.get("auth") {
+        None | Some(Value::None) => Ok(None),
+        Some(auth @ Value::Dict(_)) => Ok(Some(Secret::new(auth.clone()))),
+        Some(other) => Err(PlanError(format!(
+            "{} must be None or a dict of the protocol's credentials, got {}",
+            top.name("auth"),
+            other.kind()
+        ))),
+    }
 }
 
 /// `watch`: absent or None for no watchers, else their count, connections
@@ -383,6 +414,7 @@ pub fn parse_endpoint(text: &str) -> Option<Endpoint> {
         host: host.to_owned(),
         port,
         authority: text.to_owned(),
+        tls: None,
     })
 }
 

@@ -30,6 +30,43 @@ impl Value {
             Value::Other(kind) => kind.clone(),
         }
     }
+
+    /// Its type alone, for errors about values that must not be shown
+    /// (PEM text, keys, passwords).
+    pub fn kind(&self) -> &str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "a bool",
+            Value::Int(_) => "an int",
+            Value::Float(_) => "a float",
+            Value::Str(_) => "a string",
+            Value::List(_) => "a list",
+            Value::Dict(_) => "a dict",
+            // An int too big for i64 is described by its repr: not shown.
+            Value::Other(kind) if kind.ends_with("(out of range)") => "an int out of range",
+            Value::Other(kind) => kind,
+        }
+    }
+}
+
+/// A value that never shows in Debug output (a password, a token, PEM text).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    pub fn new(value: T) -> Self {
+        Secret(value)
+    }
+
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 /// An invalid plan; the message is what Python's ValueError carries.
@@ -67,6 +104,23 @@ impl<'a> Fields<'a> {
         owner: Option<&'a str>,
     ) -> Result<Self> {
         match value {
+            Value::Dict(_) => Fields::opaque(path, value, allowed, owner),
+            other => Err(PlanError(format!(
+                "{} must be a dict, got {}",
+                path,
+                other.describe()
+            ))),
+        }
+    }
+
+    /// `owned` for a dict that holds secrets: an error shows no value.
+    pub fn opaque(
+        path: String,
+        value: &'a Value,
+        allowed: &'a [&'a str],
+        owner: Option<&'a str>,
+    ) -> Result<Self> {
+        match value {
             Value::Dict(entries) => {
                 let fields = Fields {
                     path,
@@ -78,9 +132,8 @@ impl<'a> Fields<'a> {
                 Ok(fields)
             }
             other => Err(PlanError(format!(
-                "{} must be a dict, got {}",
-                path,
-                other.describe()
+                "{path} must be a dict, got {}",
+                other.kind()
             ))),
         }
     }
@@ -216,6 +269,26 @@ impl<'a> Fields<'a> {
                 self.name(key),
                 other.describe()
             ))),
+        }
+    }
+
+    /// A string that must not be shown (an error names only its type).
+    pub fn secret(&self, key: &str, allowed: &str) -> Result<&'a str> {
+        match self.required(key, allowed)? {
+            Value::Str(s) => Ok(s),
+            other => Err(PlanError(format!(
+                "{} must be {allowed}, got {}",
+                self.name(key),
+                other.kind()
+            ))),
+        }
+    }
+
+    /// Like `secret`, but absent or None is None.
+    pub fn optional_secret(&self, key: &str, allowed: &str) -> Result<Option<&'a str>> {
+        match self.get(key) {
+            None | Some(Value::None) => Ok(None),
+            Some(_) => self.secret(key, allowed).map(Some),
         }
     }
 

@@ -4,7 +4,9 @@
 //! part of the latency, not of the service time. A read is a GET (`?raw`),
 //! an update or insert a PUT, and a read-modify-write a GET of the entry
 //! (its ModifyIndex) then a PUT with `?cas=` that index (Consul answers
-//! "false" to a lost race: `conflict`).
+//! "false" to a lost race: `conflict`). With the plan's `auth`, every
+//! request carries its ACL token (X-Consul-Token); with its `tls`, the
+//! connections are HTTPS.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,12 +15,12 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures_util::future::try_join_all;
 use http::header::{CONTENT_LENGTH, HOST};
-use http::{HeaderValue, Method, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use http_body_util::Full;
 
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Consistency, Endpoint, Fields, Plan, PlanError, Step};
-use crate::protocols::{Protocol, Request, within};
+use crate::plan::{Consistency, Endpoint, Plan, PlanError, Step};
+use crate::protocols::{Given, Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered};
 use crate::transport::http1::Conn;
 use crate::workload::OpKind;
@@ -26,9 +28,15 @@ use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// Consul takes no options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Options;
+/// Consul takes no options; its `auth` is an ACL token.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The token every request carries (sensitive: Debug does not show it).
+    pub token: Option<HeaderValue>,
+}
+
+/// The header Consul reads a request's ACL token from.
+const TOKEN: HeaderName = HeaderName::from_static("x-consul-token");
 
 const ROOT: &str = "/v1/kv/dbtester/";
 
@@ -43,14 +51,27 @@ pub struct Consul {
 impl Protocol for Consul {
     const NAME: &'static str = "consul";
     const OPTION_KEYS: &'static [&'static str] = &[];
+    const AUTH_KEYS: &'static [&'static str] = &["token"];
     type Options = Options;
 
-    fn options(_: &Fields<'_>) -> Result<Options, PlanError> {
-        Ok(Options)
+    fn options(given: &Given<'_>) -> Result<Options, PlanError> {
+        let Some(auth) = &given.auth else {
+            return Ok(Options::default());
+        };
+        let token = auth.secret("token", "an ACL token (a string)")?;
+        let mut token = HeaderValue::from_str(token).map_err(|_| {
+            PlanError(format!(
+                "{} must be text an HTTP header can carry (visible ASCII), and is not",
+                auth.name("token")
+            ))
+        })?;
+        token.set_sensitive(true);
+        Ok(Options { token: Some(token) })
     }
 
-    async fn open(plan: &Plan, _: Options, step: &Step) -> Result<Self, EngineError> {
-        let conns = try_join_all((0..step.connections).map(|c| connection(plan, c))).await?;
+    async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
+        let conns =
+            try_join_all((0..step.connections).map(|c| connection(plan, &options, c))).await?;
         let (raw, entry) = match plan.consistency {
             Consistency::Linearizable => ("?raw&consistent", "?consistent"),
             Consistency::Serializable => ("?raw&stale", "?stale"),
@@ -68,13 +89,14 @@ impl Protocol for Consul {
     /// Consul's own watches do.
     async fn watch(
         plan: &Plan,
-        _: Options,
+        options: Options,
         log: Arc<WatchLog>,
         stop: CancellationToken,
     ) -> Result<JoinSet<()>, EngineError> {
         let watch = plan.watch.expect("watchers are planned");
+        let options = &options;
         let watchers = try_join_all((0..watch.watchers).map(|w| async move {
-            let conn = connection(plan, w).await?;
+            let conn = connection(plan, options, w).await?;
             let what = || format!("cannot list {KEYS} on consul at {:?}", conn.host);
             // What is there before the run: its index, and other runs' keys.
             let first = within(plan.timeout, what, async {
@@ -156,14 +178,18 @@ impl Protocol for Consul {
 }
 
 /// Connection `c` of a step or of the watchers, its own endpoint first,
-/// shown to answer before it counts.
-async fn connection(plan: &Plan, c: usize) -> Result<Arc<Conn>, EngineError> {
+/// shown to answer before it counts; every request on it carries the token.
+async fn connection(plan: &Plan, options: &Options, c: usize) -> Result<Arc<Conn>, EngineError> {
     let endpoints = ordered(&plan.endpoints, c % plan.endpoints.len());
     let what = || format!("cannot connect to consul at {}", endpoints[0].authority);
     let host = HeaderValue::from_str(&endpoints[0].authority)
         .map_err(|e| EngineError(format!("{}: {e}", what())))?;
+    let mut headers = HeaderMap::new();
+    if let Some(token) = &options.token {
+        headers.insert(TOKEN, token.clone());
+    }
     within(plan.timeout, what, async {
-        let conn = Conn::open(endpoints.clone(), host, dial_bound(plan.timeout))
+        let conn = Conn::open(endpoints.clone(), host, headers, dial_bound(plan.timeout))
             .await
             .map_err(|e| EngineError(format!("{}: {}", what(), e.text)))?;
         probe(&conn)
@@ -362,11 +388,17 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    use std::sync::Mutex;
+
+    use tokio::io::{
+        AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+    };
     use tokio::net::TcpListener;
     use tokio::task::JoinHandle;
 
     use super::*;
+    use crate::plan::Secret;
+    use crate::transport::tls;
     use crate::workload::Workload;
 
     /// A minimal HTTP/1.1 keep-alive server answering every request "true".
@@ -385,36 +417,73 @@ mod tests {
             let mut connections = tokio::task::JoinSet::new();
             loop {
                 let (socket, _) = listener.accept().await.unwrap();
-                connections.spawn(async move {
-                    let (read, mut write) = socket.into_split();
-                    let mut read = BufReader::new(read);
-                    let mut line = String::new();
-                    loop {
-                        let mut length = 0;
-                        loop {
-                            line.clear();
-                            if read.read_line(&mut line).await.unwrap_or(0) == 0 {
-                                return;
-                            }
-                            if line == "\r\n" {
-                                break;
-                            }
-                            if let Some(v) =
-                                line.to_ascii_lowercase().strip_prefix("content-length:")
-                            {
-                                length = v.trim().parse().unwrap();
-                            }
-                        }
-                        let mut body = vec![0; length];
-                        read.read_exact(&mut body).await.unwrap();
-                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\ntrue";
-                        if write.write_all(reply).await.is_err() {
-                            return;
-                        }
-                    }
-                });
+                connections.spawn(answer_true(socket, Arc::default()));
             }
         })
+    }
+
+    /// Answers every request on `stream` "true", noting each request's
+    /// header lines in `heads`.
+    async fn answer_true<S: AsyncRead + AsyncWrite>(stream: S, heads: Arc<Mutex<Vec<String>>>) {
+        let (read, mut write) = tokio::io::split(stream);
+        let mut read = BufReader::new(read);
+        let mut line = String::new();
+        loop {
+            let mut length = 0;
+            let mut head = String::new();
+            loop {
+                line.clear();
+                if read.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line.to_ascii_lowercase());
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            heads.lock().unwrap().push(head);
+            let mut body = vec![0; length];
+            read.read_exact(&mut body).await.unwrap();
+            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\ntrue";
+            if write.write_all(reply).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Over TLS (http/1.1 by ALPN), with the plan's token on every request,
+    /// the probe's and the load's alike.
+    #[tokio::test]
+    async fn requests_go_over_tls_with_the_token() {
+        use crate::plan::pki::{Pki, plan};
+        use crate::plan::tests::{dict, s};
+        let pki = Pki::new();
+        let (listener, address) = listen().await;
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let acceptor = tokio_rustls::TlsAcceptor::from(pki.server(tls::HTTP1, true));
+        let seen = heads.clone();
+        tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let stream = acceptor.accept(socket).await.unwrap();
+            assert_eq!(stream.get_ref().1.alpn_protocol(), Some(tls::HTTP1));
+            answer_true(stream, seen).await;
+        });
+        let mut plan = plan(address, pki.plan(&pki.ca, true));
+        plan.protocol = Consul::NAME.into();
+        plan.options = dict(&[]);
+        plan.auth = Some(Secret::new(dict(&[("token", s("acl-t0ken"))])));
+        let options = crate::protocols::options::<Consul>(&plan).unwrap();
+        assert_eq!(format!("{options:?}"), "Options { token: Some(Sensitive) }");
+        let consul = Consul::open(&plan, options, &ONE).await.unwrap();
+        assert_eq!(put(&consul).await, Outcome::Ok);
+        let heads = heads.lock().unwrap();
+        assert_eq!(heads.len(), 2, "the probe and the put");
+        for head in heads.iter() {
+            assert!(head.contains("x-consul-token: acl-t0ken\r\n"), "{head}");
+        }
     }
 
     fn plan_for(addrs: &[std::net::SocketAddr]) -> Plan {
@@ -469,9 +538,13 @@ mod tests {
         let (second, second_addr) = listen().await;
         let home_server = serve_on(home);
         serve_on(second);
-        let consul = Consul::open(&plan_for(&[home_addr, second_addr]), Options, &ONE)
-            .await
-            .unwrap();
+        let consul = Consul::open(
+            &plan_for(&[home_addr, second_addr]),
+            Options::default(),
+            &ONE,
+        )
+        .await
+        .unwrap();
         assert_eq!(put(&consul).await, Outcome::Ok);
         // Home is killed: at most the request it dies under fails, then the
         // connection is on the second endpoint.
@@ -496,9 +569,13 @@ mod tests {
         // Home refuses from the start: the connection opens on the second.
         let (refusing, refusing_addr) = listen().await;
         drop(refusing);
-        let consul = Consul::open(&plan_for(&[refusing_addr, second_addr]), Options, &ONE)
-            .await
-            .unwrap();
+        let consul = Consul::open(
+            &plan_for(&[refusing_addr, second_addr]),
+            Options::default(),
+            &ONE,
+        )
+        .await
+        .unwrap();
         assert_eq!(at(&consul).await, 1);
         assert_eq!(put(&consul).await, Outcome::Ok);
     }
@@ -508,7 +585,7 @@ mod tests {
         let (one, one_addr) = listen().await;
         let (two, two_addr) = listen().await;
         let servers = [serve_on(one), serve_on(two)];
-        let consul = Consul::open(&plan_for(&[one_addr, two_addr]), Options, &ONE)
+        let consul = Consul::open(&plan_for(&[one_addr, two_addr]), Options::default(), &ONE)
             .await
             .unwrap();
         assert_eq!(put(&consul).await, Outcome::Ok);
@@ -554,7 +631,11 @@ mod tests {
             requests: 0,
             rate: 0.0,
         };
-        let consul = Arc::new(Consul::open(&plan, Options, &step).await.unwrap());
+        let consul = Arc::new(
+            Consul::open(&plan, Options::default(), &step)
+                .await
+                .unwrap(),
+        );
         let workload = Arc::new(Workload::new(&plan).unwrap());
         // Turns are counted from `begin` on: the clients the barrier releases
         // are run one by one, and the first may take turns alone on its

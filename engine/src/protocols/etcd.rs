@@ -5,23 +5,34 @@
 //! dbtester/proto/etcd.proto). A read is a Range, an update or insert a Put,
 //! and a read-modify-write a Range, then a Txn that puts only if the key's
 //! mod_revision is still the one read (a lost race: `conflict`).
+//!
+//! With the plan's `auth`, every connection (the load's, the watchers', the
+//! checked clients', the leader lookup's) authenticates as clientv3 does:
+//! Auth.Authenticate on each new connection, its token in the `token`
+//! metadata of every call, and a new token when etcd refuses the one a
+//! call carried (a simple token expires after 5 idle minutes, and a
+//! restarted member forgets its tokens).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
-use http::Uri;
+use http::{HeaderName, HeaderValue, Uri};
 use prost::Message;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome, chain};
-use crate::plan::{Consistency, Endpoint, Fields, Plan, PlanError, Step};
-use crate::protocols::{Protocol, Request, within};
+use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step};
+use crate::protocols::{Given, Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered, ordered_from};
-use crate::transport::grpc::{Conn, Failure, Stream, frame};
+use crate::transport::grpc::{
+    BoxError, Caller, Code, Conn, Credential, Failure, Login, Stream, frame,
+};
 use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 use crate::workload::{OpKind, keys};
 
@@ -33,9 +44,18 @@ pub enum Balancer {
     Leader,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     pub balancer: Balancer,
+    /// Who to authenticate as (the plan's `auth`); None: no auth.
+    pub auth: Option<Arc<Credentials>>,
+}
+
+/// An etcd user and its password (Debug does not show the password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub password: Secret<String>,
 }
 
 const PUT: &str = "/etcdserverpb.KV/Put";
@@ -43,6 +63,42 @@ const RANGE: &str = "/etcdserverpb.KV/Range";
 const TXN: &str = "/etcdserverpb.KV/Txn";
 const STATUS: &str = "/etcdserverpb.Maintenance/Status";
 const WATCH: &str = "/etcdserverpb.Watch/Watch";
+const AUTHENTICATE: &str = "/etcdserverpb.Auth/Authenticate";
+/// The metadata etcd reads a call's auth token from.
+const TOKEN: HeaderName = HeaderName::from_static("token");
+
+/// Debug (written below) does not show the password.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub struct AuthenticateRequest {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub password: String,
+}
+
+impl std::fmt::Debug for AuthenticateRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthenticateRequest")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Debug (written below) does not show the token.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub struct AuthenticateResponse {
+    #[prost(string, tag = "2")]
+    pub token: String,
+}
+
+impl std::fmt::Debug for AuthenticateResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthenticateResponse")
+            .finish_non_exhaustive()
+    }
+}
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PutRequest {
@@ -187,10 +243,20 @@ pub struct Etcd {
 impl Protocol for Etcd {
     const NAME: &'static str = "etcd";
     const OPTION_KEYS: &'static [&'static str] = &["balancer"];
+    const AUTH_KEYS: &'static [&'static str] = &["user", "password"];
     type Options = Options;
 
-    fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
+    fn options(given: &Given<'_>) -> Result<Options, PlanError> {
+        let auth = match &given.auth {
+            None => None,
+            Some(auth) => Some(Arc::new(Credentials {
+                user: auth.string("user", "an etcd user's name")?,
+                password: Secret::new(auth.secret("password", "the user's password")?.to_owned()),
+            })),
+        };
+        let fields = &given.options;
         Ok(Options {
+            auth,
             balancer: fields.choice(
                 "balancer",
                 &[
@@ -204,12 +270,13 @@ impl Protocol for Etcd {
     }
 
     async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
-        let Options { balancer } = options;
+        let balancer = options.balancer;
         let leader = if balancer == Balancer::Leader {
-            Some(leader(plan).await?)
+            Some(leader(plan, &options).await?)
         } else {
             None
         };
+        let options = &options;
         let targets = try_join_all((0..step.connections).map(|c| {
             // Its own endpoint as the balancer picks it, then the others
             // after it: where it goes when its own does not accept.
@@ -220,7 +287,7 @@ impl Protocol for Etcd {
             };
             async move {
                 let target = &endpoints[0];
-                let conn = connect(plan, endpoints.clone()).await?;
+                let conn = connect(plan, options, endpoints.clone()).await?;
                 probe(plan, target, &conn).await?;
                 Ok::<_, EngineError>(Target {
                     range: conn.uri(RANGE),
@@ -247,7 +314,7 @@ impl Protocol for Etcd {
     /// compacted away) is not, and what it did not deliver counts as missed.
     async fn watch(
         plan: &Plan,
-        _: Options,
+        options: Options,
         log: Arc<WatchLog>,
         stop: CancellationToken,
     ) -> Result<JoinSet<()>, EngineError> {
@@ -259,7 +326,7 @@ impl Protocol for Etcd {
             let named = authority.clone();
             let what = move || format!("etcd at {named} did not create its watches");
             let mut watching = Watching {
-                conn: connect(plan, endpoints).await?,
+                conn: connect(plan, &options, endpoints).await?,
                 authority,
                 range: run_range(plan),
                 watchers: (c..watch.watchers)
@@ -627,29 +694,107 @@ fn watch_error(authority: &str, failure: &Failure) -> EngineError {
 fn failure_outcome(failure: &Failure) -> Outcome {
     match failure {
         Failure::Transport(_) => Outcome::Named("UNAVAILABLE"),
-        Failure::Status(code) => Outcome::Named(code.name()),
+        Failure::Status(code, _) => Outcome::Named(code.name()),
     }
 }
 
-/// A failure for a message: its outcome name and its cause.
+/// A failure for a message: its outcome name and its cause (the server's
+/// own message, if it sent one).
 fn describe(failure: &Failure) -> String {
     let name = failure_outcome(failure).name();
     match failure {
         Failure::Transport(cause) => format!("{name}: {}", chain(cause.as_ref())),
-        Failure::Status(_) => name.into_owned(),
+        Failure::Status(_, message) if message.is_empty() => name.into_owned(),
+        Failure::Status(_, message) => format!("{name}: {message}"),
     }
 }
 
-/// A connection to the first of `endpoints` that accepts.
-async fn connect(plan: &Plan, endpoints: Vec<Endpoint>) -> Result<Conn, EngineError> {
+/// A connection to the first of `endpoints` that accepts (and, with auth,
+/// authenticates).
+async fn connect(
+    plan: &Plan,
+    options: &Options,
+    endpoints: Vec<Endpoint>,
+) -> Result<Conn, EngineError> {
     let target = endpoints[0].authority.clone();
     let what = || format!("cannot connect to etcd at {target}");
+    let login = options.auth.as_ref().map(|credentials| {
+        Arc::new(Authenticate {
+            credentials: credentials.clone(),
+            timeout: plan.timeout,
+        }) as Arc<dyn Login>
+    });
     within(plan.timeout, what, async {
-        Conn::open(endpoints, dial_bound(plan.timeout))
+        Conn::open(endpoints, dial_bound(plan.timeout), login)
             .await
             .map_err(|e| EngineError(format!("{}: {}", what(), chain(e.as_ref()))))
     })
     .await
+}
+
+/// etcd's login: Auth.Authenticate as the plan's user, each call bounded
+/// by the plan's timeout; the token goes in the `token` metadata.
+struct Authenticate {
+    credentials: Arc<Credentials>,
+    timeout: Duration,
+}
+
+impl Login for Authenticate {
+    fn log_in<'a>(
+        &'a self,
+        calls: &'a Caller,
+    ) -> Pin<Box<dyn Future<Output = Result<Credential, BoxError>> + Send + 'a>> {
+        Box::pin(async move {
+            let Credentials { user, password } = &*self.credentials;
+            let request = frame(&AuthenticateRequest {
+                name: user.clone(),
+                password: password.expose().clone(),
+            });
+            let decode = |reply: &[u8]| AuthenticateResponse::decode(reply).ok();
+            let reply =
+                tokio::time::timeout(self.timeout, calls.unary(AUTHENTICATE, request, decode))
+                    .await
+                    .map_err(|_| {
+                        format!(
+                            "etcd did not answer Authenticate as {user:?} within {:.3} s",
+                            self.timeout.as_secs_f64()
+                        )
+                    })?
+                    .map_err(|failure| {
+                        format!(
+                            "etcd refused to authenticate {user:?}: {}",
+                            describe(&failure)
+                        )
+                    })?;
+            let token = HeaderValue::from_str(&reply.token)
+                .map_err(|_| "etcd's Authenticate answered a token no header can carry")?;
+            Ok(Credential::new(TOKEN, token))
+        })
+    }
+
+    fn expired(&self, failure: &Failure) -> bool {
+        token_refused(failure)
+    }
+}
+
+/// Whether etcd refused a call for its token, so that clientv3 would get a
+/// new one and retry: UNAUTHENTICATED ("invalid auth token": expired or
+/// unknown to this member), or INVALID_ARGUMENT for a token older than the
+/// last change of users or roles, or none at all (auth turned on since).
+/// A wrong password or a denied permission is no such refusal.
+fn token_refused(failure: &Failure) -> bool {
+    const STALE: [&str; 3] = [
+        "etcdserver: invalid auth token",
+        "etcdserver: revision of auth store is old",
+        "etcdserver: user name is empty",
+    ];
+    match failure {
+        Failure::Status(code, _) if *code == Code::UNAUTHENTICATED => true,
+        Failure::Status(code, message) if *code == Code::INVALID_ARGUMENT => {
+            STALE.contains(&&**message)
+        }
+        _ => false,
+    }
 }
 
 /// A TCP connection (even an HTTP/2 one) proves little: one harmless call
@@ -667,7 +812,7 @@ async fn probe(plan: &Plan, target: &Endpoint, conn: &Conn) -> Result<(), Engine
             Ok(()) => Ok(()),
             // Any status the server itself sent (UNIMPLEMENTED from a stand-in
             // that serves only Put, an auth error) proves a gRPC server is there.
-            Err(Failure::Status(_)) => Ok(()),
+            Err(Failure::Status(..)) => Ok(()),
             Err(failure) => Err(EngineError(format!("{}: {}", what(), describe(&failure)))),
         }
     })
@@ -676,10 +821,10 @@ async fn probe(plan: &Plan, target: &Endpoint, conn: &Conn) -> Result<(), Engine
 
 /// The endpoint whose member is the leader: Maintenance.Status on each,
 /// the one reporting itself (`leader == header.member_id`).
-async fn leader(plan: &Plan) -> Result<Endpoint, EngineError> {
+async fn leader(plan: &Plan, options: &Options) -> Result<Endpoint, EngineError> {
     let mut notes = Vec::new();
     for endpoint in &plan.endpoints {
-        match status(plan, endpoint).await {
+        match status(plan, options, endpoint).await {
             Ok(reply) => {
                 let me = reply.header.map(|h| h.member_id).unwrap_or(0);
                 if reply.leader != 0 && reply.leader == me {
@@ -701,8 +846,12 @@ async fn leader(plan: &Plan) -> Result<Endpoint, EngineError> {
     )))
 }
 
-async fn status(plan: &Plan, endpoint: &Endpoint) -> Result<StatusResponse, EngineError> {
-    let conn = connect(plan, vec![endpoint.clone()]).await?;
+async fn status(
+    plan: &Plan,
+    options: &Options,
+    endpoint: &Endpoint,
+) -> Result<StatusResponse, EngineError> {
+    let conn = connect(plan, options, vec![endpoint.clone()]).await?;
     let what = || format!("etcd at {}: Maintenance.Status", endpoint.authority);
     within(plan.timeout, what, async {
         let request = frame(&StatusRequest {});
@@ -875,7 +1024,6 @@ fn take<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::grpc::Code;
 
     /// What the engine decoded replies into before it read them in place:
     /// the reference `first_value` and `well_formed` must agree with.
@@ -938,7 +1086,7 @@ mod tests {
         assert_eq!(range_outcome(Ok(true)), Outcome::Ok);
         assert_eq!(range_outcome(Ok(false)), Outcome::WrongValue);
         assert_eq!(
-            range_outcome(Err(Failure::Status(Code::INTERNAL))),
+            range_outcome(Err(Failure::Status(Code::INTERNAL, "".into()))),
             Outcome::Named("INTERNAL")
         );
     }
@@ -1012,9 +1160,52 @@ mod tests {
         // A server the client cannot reach is UNAVAILABLE, as gRPC names it.
         assert_eq!(failure_outcome(&lost), Outcome::Named("UNAVAILABLE"));
         assert_eq!(describe(&lost), "UNAVAILABLE: connection refused");
-        let quota = Failure::Status(Code::parse(b"8"));
+        let quota = Failure::Status(Code::parse(b"8"), "".into());
         assert_eq!(failure_outcome(&quota).name(), "RESOURCE_EXHAUSTED");
         assert_eq!(describe(&quota), "RESOURCE_EXHAUSTED");
+    }
+
+    #[test]
+    fn a_refused_token_is_told_from_a_refused_user() {
+        let status =
+            |code: &[u8], message: &str| Failure::Status(Code::parse(code), message.into());
+        for refused in [
+            status(b"16", "etcdserver: invalid auth token"),
+            status(b"16", ""),
+            status(b"3", "etcdserver: invalid auth token"),
+            status(b"3", "etcdserver: revision of auth store is old"),
+            status(b"3", "etcdserver: user name is empty"),
+        ] {
+            assert!(token_refused(&refused), "{refused:?}");
+        }
+        let wrong = "etcdserver: authentication failed, invalid user ID or password";
+        for other in [
+            status(b"3", wrong),
+            status(b"7", "etcdserver: permission denied"),
+            status(b"14", ""),
+        ] {
+            assert!(!token_refused(&other), "{other:?}");
+        }
+        assert_eq!(
+            describe(&status(b"3", wrong)),
+            format!("INVALID_ARGUMENT: {wrong}")
+        );
+    }
+
+    #[test]
+    fn authenticate_uses_etcds_field_numbers_and_hides_secrets() {
+        let request = AuthenticateRequest {
+            name: "root".into(),
+            password: "hunter2".into(),
+        };
+        assert_eq!(request.encode_to_vec(), b"\x0a\x04root\x12\x07hunter2");
+        assert_eq!(
+            format!("{request:?}"),
+            r#"AuthenticateRequest { name: "root", .. }"#
+        );
+        let reply = AuthenticateResponse::decode(&b"\x0a\x02\x10\x07\x12\x05tok.1"[..]).unwrap();
+        assert_eq!(reply.token, "tok.1");
+        assert!(!format!("{reply:?}").contains("tok"));
     }
 
     #[test]

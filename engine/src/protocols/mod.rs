@@ -1,7 +1,8 @@
 //! The databases' wire protocols behind one small interface. Each protocol
-//! owns its name, its options and their parsing (the trait's `NAME`,
-//! `Options` and `options`); this file holds the interface and `select`,
-//! the one list of protocols, which hands the plan's to whoever runs it.
+//! owns its name, its options and credentials and their parsing (the
+//! trait's `NAME`, `OPTION_KEYS`, `AUTH_KEYS`, `Options` and `options`);
+//! this file holds the interface and `select`, the one list of protocols,
+//! which hands the plan's to whoever runs it.
 
 pub mod consul;
 pub mod etcd;
@@ -16,7 +17,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Endpoint, Fields, Plan, PlanError, Step, quoted};
+use crate::plan::{Endpoint, Fields, Plan, PlanError, Step, TlsPlan, quoted};
 use crate::workload::watch::WatchLog;
 use crate::workload::{OpKind, Workload};
 
@@ -60,15 +61,38 @@ fn choose<P: Protocol, S: Select>(with: S) -> Result<S::Output, PlanError> {
     Ok(with.select::<P>(options))
 }
 
-/// The plan's `options`, read by protocol `P`.
+/// The plan's `options` and `auth`, read by protocol `P`.
 pub fn options<P: Protocol>(plan: &Plan) -> Result<P::Options, PlanError> {
-    let fields = Fields::owned(
+    let options = Fields::owned(
         "plan[\"options\"]".into(),
         &plan.options,
         P::OPTION_KEYS,
         Some(P::NAME),
     )?;
-    P::options(&fields)
+    let auth = match &plan.auth {
+        None => None,
+        Some(auth) => Some(Fields::opaque(
+            "plan[\"auth\"]".into(),
+            auth.expose(),
+            P::AUTH_KEYS,
+            Some(P::NAME),
+        )?),
+    };
+    P::options(&Given {
+        options,
+        auth,
+        tls: plan.tls.as_ref(),
+    })
+}
+
+/// What a protocol reads for itself: the plan's `options` and `auth`, each
+/// checked to hold only the keys the protocol names (`auth` None: no
+/// credentials), and the plan's `tls` (None: plain TCP), for a protocol
+/// whose client library does TLS itself or cannot do all of it.
+pub struct Given<'a> {
+    pub options: Fields<'a>,
+    pub auth: Option<Fields<'a>>,
+    pub tls: Option<&'a TlsPlan>,
 }
 
 /// One request as a protocol sends it.
@@ -138,11 +162,15 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// The keys of its `options`, every one required.
     const OPTION_KEYS: &'static [&'static str];
-    /// Its options, as `options` reads them.
-    type Options: Copy + Send + Sync + std::fmt::Debug + 'static;
+    /// The keys of its `auth`, every one required when `auth` is given.
+    const AUTH_KEYS: &'static [&'static str];
+    /// Its options and credentials, as `options` reads them (a Debug that
+    /// shows no password or token).
+    type Options: Clone + Send + Sync + std::fmt::Debug + 'static;
 
-    /// Reads the plan's `options` (only `OPTION_KEYS` are there).
-    fn options(fields: &Fields<'_>) -> Result<Self::Options, PlanError>;
+    /// Reads the plan's `options` and `auth` (only `OPTION_KEYS` and
+    /// `AUTH_KEYS` are there) and checks that it can do the plan's `tls`.
+    fn options(given: &Given<'_>) -> Result<Self::Options, PlanError>;
 
     /// Opens `step.connections` connections, all of them before returning
     /// (the step's start barrier); failing to is an engine failure.

@@ -3,6 +3,11 @@
 //! /dbtester. A read is getData, an insert create, an update setData, and a
 //! read-modify-write getData then a setData on the version read (a lost
 //! race, BadVersion: `conflict`).
+//!
+//! With the plan's `tls` every session speaks TLS (ZooKeeper's secure
+//! client port; the crate's own rustls client, built from the plan's PEM),
+//! and with its `auth` each session adds digest auth as it connects (again
+//! on every reconnect: the crate replays it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,20 +18,35 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client::{
     Acls, AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, PersistentWatcher,
-    SessionState, Stat, WatchedEvent,
+    SessionState, Stat, TlsOptions, WatchedEvent,
 };
 
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Consistency, Fields, Plan, PlanError, Step};
-use crate::protocols::{Protocol, Request, within};
+use crate::plan::{Consistency, Plan, PlanError, Secret, Step, TlsPlan};
+use crate::protocols::{Given, Protocol, Request, within};
 use crate::transport::failover::ordered;
 use crate::workload::OpKind;
 use crate::workload::distribution::SAME;
 use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Options {
     pub session_timeout: Duration,
+    /// TLS to every server, as the crate takes it; None: plain TCP.
+    pub tls: Option<TlsOptions>,
+    /// "user:password" for digest auth; None: no auth.
+    pub digest: Option<Secret<Vec<u8>>>,
+}
+
+/// Shows whether there is TLS and auth, not what they hold.
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("session_timeout", &self.session_timeout)
+            .field("tls", &self.tls.is_some())
+            .field("digest", &self.digest.is_some())
+            .finish()
+    }
 }
 
 const ROOT: &str = "/dbtester";
@@ -68,18 +88,37 @@ impl ZooKeeper {
 impl Protocol for ZooKeeper {
     const NAME: &'static str = "zookeeper";
     const OPTION_KEYS: &'static [&'static str] = &["session_timeout_ms"];
+    const AUTH_KEYS: &'static [&'static str] = &["user", "password"];
     type Options = Options;
 
-    fn options(fields: &Fields<'_>) -> Result<Options, PlanError> {
-        let ms = fields.int("session_timeout_ms", 1, i64::from(u32::MAX))?;
+    fn options(given: &Given<'_>) -> Result<Options, PlanError> {
+        let ms = given
+            .options
+            .int("session_timeout_ms", 1, i64::from(u32::MAX))?;
+        let digest = match &given.auth {
+            None => None,
+            Some(auth) => {
+                let user = auth.string("user", "a ZooKeeper digest user's name")?;
+                if user.contains(':') {
+                    return Err(PlanError(format!(
+                        "{} must not hold a \":\" (digest auth sends \"user:password\")",
+                        auth.name("user")
+                    )));
+                }
+                let password = auth.secret("password", "the user's password")?;
+                Some(Secret::new(format!("{user}:{password}").into_bytes()))
+            }
+        };
         Ok(Options {
             session_timeout: Duration::from_millis(ms as u64),
+            tls: given.tls.map(tls_options).transpose()?,
+            digest,
         })
     }
 
     async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
         let clients =
-            try_join_all((0..step.connections).map(|c| session(plan, options, c))).await?;
+            try_join_all((0..step.connections).map(|c| session(plan, &options, c))).await?;
         create_root(plan, &clients[0]).await?;
         Ok(ZooKeeper {
             clients,
@@ -101,7 +140,7 @@ impl Protocol for ZooKeeper {
     ) -> Result<JoinSet<()>, EngineError> {
         let watch = plan.watch.expect("watchers are planned");
         let clients =
-            try_join_all((0..watch.connections).map(|c| session(plan, options, c))).await?;
+            try_join_all((0..watch.connections).map(|c| session(plan, &options, c))).await?;
         // The parent exists before the watches, so its own creation is no
         // event: each session's server syncs with the leader first, or one
         // that has not applied the creation yet would report it.
@@ -243,8 +282,7 @@ async fn update(client: &Client, path: &str, value: &[u8], create_missing: bool)
 /// session moves, the requests it had in flight fail with ConnectionLoss;
 /// new ones wait in the crate's queue and go out once it is connected again
 /// (or time out).
-async fn session(plan: &Plan, options: Options, c: usize) -> Result<Client, EngineError> {
-    let Options { session_timeout } = options;
+async fn session(plan: &Plan, options: &Options, c: usize) -> Result<Client, EngineError> {
     let servers = ordered(&plan.endpoints, c % plan.endpoints.len())
         .into_iter()
         .map(|e| e.authority)
@@ -252,17 +290,57 @@ async fn session(plan: &Plan, options: Options, c: usize) -> Result<Client, Engi
         .join(",");
     let listed = servers.clone();
     let what = move || format!("cannot establish a ZooKeeper session with {listed}");
+    let mut connector = Client::connector()
+        .with_session_timeout(options.session_timeout)
+        // Each server is tried once; none accepting fails now
+        // instead of cycling through them until the timeout.
+        .with_fail_eagerly();
+    if let Some(digest) = &options.digest {
+        connector = connector.with_auth("digest", digest.expose());
+    }
     within(plan.timeout, what.clone(), async move {
-        Client::connector()
-            .with_session_timeout(session_timeout)
-            // Each server is tried once; none accepting fails now
-            // instead of cycling through them until the timeout.
-            .with_fail_eagerly()
-            .connect(&servers)
-            .await
-            .map_err(|e| EngineError(format!("{}: {}", what(), e)))
+        let session = match &options.tls {
+            // Every server over TLS (a server without a scheme is tcp+tls).
+            Some(tls) => {
+                connector
+                    .with_tls(tls.clone())
+                    .secure_connect(&servers)
+                    .await
+            }
+            None => connector.connect(&servers).await,
+        };
+        session.map_err(|e| EngineError(format!("{}: {}", what(), e)))
     })
     .await
+}
+
+/// The plan's `tls` as the crate takes it: its own rustls client, built
+/// from the same PEM. It checks each server's certificate against that
+/// server's own host and offers no other name to check.
+fn tls_options(tls: &TlsPlan) -> Result<TlsOptions, PlanError> {
+    if tls.server_name().is_some() {
+        return Err(PlanError(
+            "plan[\"tls\"][\"server_name\"] must be None for zookeeper: its client checks \
+             each server's certificate against that server's own host"
+                .into(),
+        ));
+    }
+    // The plan checked the PEM already; the crate's reading of it differs
+    // little, and its errors are not shown (they may quote a line of it).
+    let refused = |what: &str| {
+        PlanError(format!(
+            "plan[\"tls\"][\"{what}\"] cannot be read by the ZooKeeper client"
+        ))
+    };
+    let options = TlsOptions::new()
+        .with_pem_ca(tls.ca_pem())
+        .map_err(|_| refused("ca"))?;
+    match tls.identity_pem() {
+        None => Ok(options),
+        Some((cert, key)) => options
+            .with_pem_identity(cert, key)
+            .map_err(|_| refused("key")),
+    }
 }
 
 /// The keys' parent, created unless it is there.

@@ -9,6 +9,9 @@
 //! each turn of the connection, and when woken that task first lets the tasks
 //! already runnable (clients whose replies just came in) queue their requests,
 //! so that one write carries all of them.
+//!
+//! The socket is a TCP stream's halves, or a TLS stream's: the coalescing
+//! matters as much there, since each write is also a TLS record.
 
 use std::future::Future;
 use std::io;
@@ -17,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -38,24 +41,37 @@ fn lock(outbox: &Shared) -> MutexGuard<'_, Outbox> {
     outbox.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The socket as h2 sees it: reads come from the TCP stream, writes go to
-/// the outbox. Only the driving task touches either, so the lock is never
-/// contended.
-pub struct Socket {
-    read: OwnedReadHalf,
+/// The socket as h2 sees it: reads come from the stream's read half
+/// (`R`), writes go to the outbox. Only the driving task touches either,
+/// so the lock is never contended.
+pub struct Socket<R> {
+    read: R,
     outbox: Shared,
 }
 
-/// The sending side: the TCP stream's write half and the outbox it empties.
-pub struct Sink {
-    write: OwnedWriteHalf,
+/// The sending side: the stream's write half (`W`) and the outbox it empties.
+pub struct Sink<W> {
+    write: W,
     outbox: Shared,
 }
 
 /// Splits `tcp` into the socket h2 reads and writes, and the sink that
 /// `Driver` sends what was written through.
-pub fn split(tcp: TcpStream) -> (Socket, Sink) {
+pub fn split(tcp: TcpStream) -> (Socket<OwnedReadHalf>, Sink<OwnedWriteHalf>) {
     let (read, write) = tcp.into_split();
+    halves(read, write)
+}
+
+/// `split` for any stream (a TLS one): its halves share it through a lock
+/// (tokio::io::split), where a TCP stream's need none.
+pub fn split_stream<S: AsyncRead + AsyncWrite>(
+    stream: S,
+) -> (Socket<ReadHalf<S>>, Sink<WriteHalf<S>>) {
+    let (read, write) = tokio::io::split(stream);
+    halves(read, write)
+}
+
+fn halves<R, W>(read: R, write: W) -> (Socket<R>, Sink<W>) {
     let outbox = Shared::default();
     let socket = Socket {
         read,
@@ -64,7 +80,7 @@ pub fn split(tcp: TcpStream) -> (Socket, Sink) {
     (socket, Sink { write, outbox })
 }
 
-impl AsyncRead for Socket {
+impl<R: AsyncRead + Unpin> AsyncRead for Socket<R> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -77,7 +93,7 @@ impl AsyncRead for Socket {
     }
 }
 
-impl AsyncWrite for Socket {
+impl<R> AsyncWrite for Socket<R> {
     fn poll_write(
         self: Pin<&mut Self>,
         _: &mut Context<'_>,
@@ -111,7 +127,7 @@ impl AsyncWrite for Socket {
     }
 }
 
-impl Socket {
+impl<R> Socket<R> {
     /// Takes everything, unless the socket is failing or far behind: then
     /// h2 waits, and the driver polls it again once it has sent.
     fn poll_write_vectored_inner(&self, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
@@ -133,17 +149,17 @@ impl Socket {
 
 /// Runs `connection` (h2's connection future over a `Socket`) and sends what
 /// it writes; see the module's comment.
-pub struct Driver<C: Future> {
+pub struct Driver<C: Future, W> {
     connection: C,
-    sink: Sink,
+    sink: Sink<W>,
     /// This turn's yield to the other runnable tasks is done.
     yielded: bool,
     /// The connection's result, held until what it wrote last (a GOAWAY) is sent.
     finished: Option<C::Output>,
 }
 
-impl<C: Future> Driver<C> {
-    pub fn new(connection: C, sink: Sink) -> Self {
+impl<C: Future, W> Driver<C, W> {
+    pub fn new(connection: C, sink: Sink<W>) -> Self {
         Driver {
             connection,
             sink,
@@ -153,7 +169,7 @@ impl<C: Future> Driver<C> {
     }
 }
 
-impl<C: Future + Unpin> Future for Driver<C>
+impl<C: Future + Unpin, W: AsyncWrite + Unpin> Future for Driver<C, W>
 where
     C::Output: Unpin,
 {
@@ -190,8 +206,10 @@ where
     }
 }
 
-impl Sink {
-    /// Sends the outbox; a write error is kept for h2 to see.
+impl<W: AsyncWrite + Unpin> Sink<W> {
+    /// Sends the outbox, then flushes: a TLS stream may keep records back
+    /// from its last write until then (a TCP stream's flush does nothing).
+    /// A write error is kept for h2 to see.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut outbox = lock(&self.outbox);
         if outbox.failed.is_some() {
@@ -207,6 +225,10 @@ impl Sink {
                 Err(e) => outbox.failed = Some(e.kind()),
             }
             outbox.unsent.clear();
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        if let Err(e) = ready!(Pin::new(&mut self.write).poll_flush(cx)) {
+            outbox.failed = Some(e.kind());
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         Poll::Ready(Ok(()))
@@ -228,8 +250,8 @@ mod tests {
     }
 
     /// A stand-in for h2's connection: writes `data` in pieces, then is done.
-    fn writer(
-        mut socket: Socket,
+    fn writer<R: Send + Unpin + 'static>(
+        mut socket: Socket<R>,
         data: Vec<u8>,
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send>> {
         Box::pin(async move {
@@ -252,6 +274,20 @@ mod tests {
         let mut got = Vec::new();
         theirs.read_to_end(&mut got).await.unwrap(); // EOF once the driver is done
         assert!(got == data, "{} of {} bytes", got.len(), data.len());
+        driver.await.unwrap().unwrap();
+    }
+
+    /// The same through a stream's shared halves (what a TLS stream takes):
+    /// a tokio duplex pipe with a small buffer, so writes wait on the reader.
+    #[tokio::test]
+    async fn a_split_stream_carries_everything_in_order() {
+        let (ours, mut theirs) = tokio::io::duplex(64 << 10);
+        let (socket, sink) = split_stream(ours);
+        let data: Vec<u8> = (0..3 * MAX_UNSENT).map(|i| (i % 251) as u8).collect();
+        let driver = tokio::spawn(Driver::new(writer(socket, data.clone()), sink));
+        let mut got = vec![0; data.len()];
+        theirs.read_exact(&mut got).await.unwrap();
+        assert!(got == data);
         driver.await.unwrap().unwrap();
     }
 

@@ -37,13 +37,16 @@ pub fn dial_bound(timeout: Duration) -> Duration {
 /// HTTP/1.1's), and the steps of bringing it back.
 pub trait Homing: Send + Sync + 'static {
     type Link: Send;
+    /// What dialling home takes: the own endpoint, and whatever a new
+    /// connection does before it is used (gRPC's login).
+    type Home: Send + Sync;
 
-    /// The own endpoint and the bound on dialling it while away; None once
+    /// How to dial home and the bound on doing it while away; None once
     /// home (bringing it back is then over).
-    fn away(&self) -> impl Future<Output = Option<(Endpoint, Duration)>> + Send;
+    fn away(&self) -> impl Future<Output = Option<(Self::Home, Duration)>> + Send;
 
-    /// A new connection to `endpoint`; None when it does not accept.
-    fn dial(endpoint: &Endpoint) -> impl Future<Output = Option<Self::Link>> + Send;
+    /// A new connection home; None when it does not accept.
+    fn dial(home: &Self::Home) -> impl Future<Output = Option<Self::Link>> + Send;
 
     /// Makes `link` (home) the connection, if still away; bringing it back is over.
     fn arrive(&self, link: Self::Link) -> impl Future<Output = ()> + Send;

@@ -2,16 +2,17 @@
 //! at a time per connection, its callers queueing first come, first served
 //! (tokio's Mutex is fair), and the failover of failover.rs: its own endpoint
 //! first, on to the next when one does not accept, back home once home
-//! accepts again.
+//! accepts again. Over TLS when the endpoints carry it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 use crate::outcome::{Outcome, chain};
 use crate::plan::Endpoint;
 use crate::transport::failover::{self, Backoff, Homing};
+use crate::transport::tls;
 
 /// A live HTTP/1.1 connection: the request side and the task driving its socket.
 pub struct Link {
@@ -44,6 +46,8 @@ pub struct Conn {
     endpoints: Vec<Endpoint>,
     /// The own endpoint's, wherever requests go (Consul does not check it).
     pub host: HeaderValue,
+    /// Sent with every request besides its own (Consul's token).
+    headers: HeaderMap,
     dial_timeout: Duration,
     state: Mutex<State>,
 }
@@ -127,15 +131,18 @@ impl Conn {
 
 impl Conn {
     /// A connection to the cluster through `endpoints` (its own first),
-    /// connected to the first that accepts; `host` names the own endpoint.
+    /// connected to the first that accepts; `host` names the own endpoint,
+    /// and every request carries `headers` too.
     pub async fn open(
         endpoints: Vec<Endpoint>,
         host: HeaderValue,
+        headers: HeaderMap,
         dial_timeout: Duration,
     ) -> Result<Arc<Conn>, DialFailure> {
         let conn = Arc::new(Conn {
             endpoints,
             host,
+            headers,
             dial_timeout,
             state: Mutex::new(State {
                 link: None,
@@ -169,9 +176,12 @@ impl Conn {
     /// `send`, with the reply's whole head (its headers too).
     pub async fn exchange(
         self: &Arc<Conn>,
-        request: Request<Full<Bytes>>,
+        mut request: Request<Full<Bytes>>,
         sent: &mut Instant,
     ) -> Result<(http::response::Parts, Bytes), Outcome> {
+        for (name, value) in &self.headers {
+            request.headers_mut().insert(name, value.clone());
+        }
         let mut guard = self.state.lock().await; // first come, first served
         let state = &mut *guard;
         let usable = |link: &Link| !link.busy && !link.sender.is_closed();
@@ -231,6 +241,7 @@ impl Conn {
 
 impl Homing for Conn {
     type Link = Link;
+    type Home = Endpoint;
 
     async fn away(&self) -> Option<(Endpoint, Duration)> {
         let mut state = self.state.lock().await;
@@ -280,11 +291,28 @@ impl std::fmt::Display for ConnectError {
     }
 }
 
+/// A TCP connection with Nagle off, TLS on it when the endpoint has it, and
+/// HTTP/1.1 on that.
 async fn connect(endpoint: &Endpoint) -> Result<Link, ConnectError> {
-    let stream = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
+    let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
         .await
         .map_err(ConnectError::Io)?;
-    stream.set_nodelay(true).map_err(ConnectError::Io)?;
+    tcp.set_nodelay(true).map_err(ConnectError::Io)?;
+    match &endpoint.tls {
+        None => handshake(tcp).await,
+        Some(config) => {
+            let stream = tls::handshake(config, tcp, tls::HTTP1)
+                .await
+                .map_err(ConnectError::Io)?;
+            handshake(stream).await
+        }
+    }
+}
+
+async fn handshake<S>(stream: S) -> Result<Link, ConnectError>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
     let (sender, connection) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(ConnectError::Http)?;
