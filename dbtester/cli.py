@@ -247,6 +247,10 @@ def describe_database(db: DatabaseSpec) -> str:
         where = f"existing cluster at {', '.join(db.endpoints)} (load only)"
     else:
         where = f"{db.members} member{'s' if db.members != 1 else ''} on this machine"
+    if db.tls is True:
+        where += ", mutual TLS (certificates made for the run)"
+    elif db.tls:
+        where += f", TLS (CA {db.tls.ca})"
     settings = {**db.flags.model_dump(exclude_none=True), **db.client.model_dump()}
     extra = "  " + " ".join(f"{k}={v}" for k, v in settings.items()) if settings else ""
     return f"{db.id:<20} {db.kind + ' ' + db.version:<18} {where}{extra}"

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from dbtester.databases.base import Peer
+from dbtester.databases.base import MemberTls, Peer
 from dbtester.errors import AgentError
 from dbtester.proto import agent_pb2 as pb
 from dbtester.proto import agent_pb2_grpc as pb_grpc
@@ -131,6 +131,7 @@ class AgentClient:
         heartbeat_timeout_s: float = 0.0,
         cluster_token: str = "",
         slow_disk: bool = False,
+        tls: MemberTls | None = None,
         timeout: float = 60.0,
     ) -> pb.StartResponse:
         request = pb.StartRequest(
@@ -146,6 +147,8 @@ class AgentClient:
             cluster_token=cluster_token,
             slow_disk=slow_disk,
         )
+        if tls is not None:
+            request.tls.CopyFrom(pb.MemberTls(ca_pem=tls.ca, cert_pem=tls.cert, key_pem=tls.key))
         return self._call("Start", request, timeout)  # type: ignore[no-any-return]
 
     def stop(

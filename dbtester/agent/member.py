@@ -72,7 +72,9 @@ def log_tail(path: Path, lines: int = 15) -> str:
 def _write_files(plan: LaunchPlan) -> None:
     for path, text in plan.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        # Readable by the agent's user only: a member's TLS key is among them.
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(text)
 
 
 def _log_to(log: logging.Logger, path: Path) -> logging.Handler:

@@ -21,7 +21,7 @@ from dbtester import slowdisk
 from dbtester.agent.config import AgentConfig
 from dbtester.config.model import HOST_PATTERN, VERSION_PATTERN
 from dbtester.databases import KINDS, DatabaseKind
-from dbtester.databases.base import MemberSpec, Options, Peer
+from dbtester.databases.base import MemberSpec, MemberTls, Options, Peer
 from dbtester.install import Installed, find_installed, list_installed
 from dbtester.proto import agent_pb2 as pb
 from dbtester.util.paths import SAFE_NAME
@@ -39,6 +39,8 @@ __all__ = [
 CLUSTER_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,300}")
 #: a kind's flags are a few keys; anything longer is not flags
 MAX_FLAGS_JSON = 64 * 1024
+#: a certificate chain or key in PEM is a few KB
+MAX_PEM = 64 * 1024
 #: bounds on the numbers a request sets (0 means "the agent's default")
 SAMPLE_INTERVAL_S = (0.1, 60.0)
 HEARTBEAT_TIMEOUT_S = (0.1, 86_400.0)
@@ -86,6 +88,7 @@ def plan_start(request: pb.StartRequest, config: AgentConfig) -> StartPlan:
         member_dir=member_dir,
         data_dir=member_dir / "data",
         cluster_token=request.cluster_token or f"{request.run_id}-{request.database_id}",
+        tls=_tls(kind, request),
     )
     interval = request.sample_interval_s or config.sample_interval_s
     layer = _layer() if request.slow_disk else None
@@ -103,6 +106,20 @@ def _layer() -> Installed:
             " here, `dbtester agents up CONFIG` copies it to the hosts"
         )
     return found
+
+
+def _tls(kind: DatabaseKind, request: pb.StartRequest) -> MemberTls | None:
+    """The member's TLS identity, when the request gives one: all three PEMs."""
+    if not request.HasField("tls"):
+        return None
+    if not kind.tls:
+        raise StartRefusedError(f"kind {kind.name} cannot be started with TLS")
+    given = request.tls
+    for name in ("ca_pem", "cert_pem", "key_pem"):
+        text = getattr(given, name)
+        if "-----BEGIN " not in text or len(text) > MAX_PEM:
+            raise StartRefusedError(f"tls.{name} is not PEM text (at most {MAX_PEM} bytes)")
+    return MemberTls(ca=given.ca_pem, cert=given.cert_pem, key=given.key_pem)
 
 
 def _kind(name: str) -> DatabaseKind:

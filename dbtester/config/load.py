@@ -20,6 +20,7 @@ from dbtester.config.model import (
     HOST_PATTERN,
     ID_PATTERN,
     SCHEMA_KEYS,
+    UNION_TAGS,
     TestCase,
     version_hint,
 )
@@ -61,13 +62,20 @@ def parse_test_case(doc: SourceDoc) -> Loaded:
         doc, warnings = legacy.convert(doc)
     raw = _with_effective_workloads(_searched(doc))
     try:
-        case = TestCase.model_validate(raw)
+        case = TestCase.model_validate(raw, context={"folder": _folder(doc)})
     except ValidationError as exc:
         raise ConfigError(_problems(doc, raw, exc.errors())) from None
     warnings.extend(_read_workload_warnings(doc, case))
     case, fitted = _fit_flags(doc, case)
     warnings.extend(fitted)
     return Loaded(case, doc.file, is_legacy, tuple(sorted(set(warnings))))
+
+
+def _folder(doc: SourceDoc) -> Path:
+    """What a relative path in the test case is taken from: its file's
+    folder (the working directory for text that came from no file)."""
+    file = Path(doc.file)
+    return file.parent.absolute() if file.is_file() else Path.cwd()
 
 
 def _fit_flags(doc: SourceDoc, case: TestCase) -> tuple[TestCase, list[Problem]]:
@@ -149,7 +157,7 @@ def _clean_loc(raw: Any, loc: tuple[int | str, ...]) -> tuple[KeyPath, list[str 
     while rest:
         step = rest[0]
         if isinstance(node, dict) and isinstance(step, str) and step not in node:
-            if step in (node.get("kind"), node.get("type")):  # a union's tag, not a key
+            if step in (node.get("kind"), node.get("type")) or step in UNION_TAGS:  # a tag
                 rest.pop(0)
                 continue
             break
@@ -226,13 +234,14 @@ def _unknown_key(key: str, raw: dict[str, Any], parent: KeyPath) -> str:
 
 def _allowed_keys(raw: dict[str, Any], parent: KeyPath) -> list[str]:
     section = _section(parent)
-    if section in ("flags", "client") and len(parent) >= 2:
+    if section in ("flags", "client", "auth") and len(parent) >= 2:
         entry = raw["databases"][parent[1]]
         name = entry.get("kind") if isinstance(entry, dict) else None
         kind = KINDS.get(name) if isinstance(name, str) else None
         if kind is not None:
-            model = kind.flags_model if section == "flags" else kind.client_model
-            return list(model.model_fields)
+            models = {"flags": kind.flags_model, "client": kind.client_model}
+            model = models.get(section, kind.auth_model)
+            return list(model.model_fields) if model else []
         return []
     if section == "workload":
         workload_type = TYPES.get(str(_node(raw, parent).get("type")))

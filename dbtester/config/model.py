@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationInfo,
     create_model,
     field_validator,
@@ -36,6 +38,7 @@ from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
 from dbtester.util.net import is_loopback
+from dbtester.util.paths import from_the_case
 from dbtester.workloads import MIN_MIXED_VALUE_SIZE, TYPES, AnyWorkload, Workload
 
 __all__ = [
@@ -46,11 +49,13 @@ __all__ = [
     "MAX_LOAD_HOSTS",
     "MIN_MIXED_VALUE_SIZE",
     "SCHEMA_KEYS",
+    "UNION_TAGS",
     "VERSION_PATTERN",
     "DatabaseSpec",
     "Host",
     "Publish",
     "TestCase",
+    "TlsFiles",
     "Workload",
     "spread_problem",
 ]
@@ -63,6 +68,8 @@ MAX_LOAD_HOSTS = 64
 ENDPOINT_PATTERN = r"^[A-Za-z0-9.\[\]:-]+:[0-9]{1,5}$"
 HOST_PATTERN = r"^[A-Za-z0-9.:\[\]-]+$"
 USER_PATTERN = r"^[a-z_][a-z0-9_.-]{0,31}$"
+#: a DNS name or an IP address, as a certificate names a server
+SERVER_NAME_PATTERN = r"^[A-Za-z0-9.:*-]{1,253}$"
 AGENT_DIR_PATTERN = r"^[A-Za-z0-9._/-]+$"
 MAX_MEMBERS = 9
 #: trials per database
@@ -139,6 +146,48 @@ class Publish(_Model):
             raise ValueError(str(exc)) from None
 
 
+class TlsFiles(_Model):
+    """An already-running cluster's TLS: PEM files on the machine that runs
+    dbtester (a relative path is taken from the test case's folder)."""
+
+    ca: str = Field(
+        min_length=1, description="The CA certificate(s) the members' certificates chain to"
+    )
+    cert: str | None = Field(
+        None, min_length=1, description="The client certificate to present (mutual TLS)"
+    )
+    key: str | None = Field(None, min_length=1, description="The client certificate's private key")
+    server_name: str | None = Field(
+        None,
+        pattern=SERVER_NAME_PATTERN,
+        description="The name the members' certificates carry (unset: each endpoint's host)",
+    )
+
+    @model_validator(mode="after")
+    def _cert_with_key(self) -> Self:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("give cert and key together (a client certificate needs its key)")
+        return self
+
+    @field_validator("ca", "cert", "key")
+    @classmethod
+    def _from_the_case(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return from_the_case(value, info.context)
+
+
+def _tls_form(value: Any) -> str:
+    return "files" if isinstance(value, dict | TlsFiles) else "switch"
+
+
+#: ``tls: true`` or the files; the tag keeps pydantic from reporting a mapping's
+#: mistakes against ``true`` too (config.load drops these tags from locations)
+TlsSetting = Annotated[
+    Annotated[bool, Tag("switch")] | Annotated[TlsFiles, Tag("files")],
+    Discriminator(_tls_form),
+]
+UNION_TAGS = frozenset({"switch", "files"})
+
+
 class DatabaseSpec(_Model):
     """One column of the results table: a database kind at a version, with settings."""
 
@@ -168,6 +217,17 @@ class DatabaseSpec(_Model):
     )
     flags: Options = Field(Options(), description="The kind's server settings (below)")
     client: Options = Field(Options(), description="The kind's client settings (below)")
+    tls: TlsSetting = Field(
+        False,
+        description="true: the members dbtester starts serve clients and peers over TLS,"
+        " with certificates made for the run; with endpoints: the files to reach them"
+        " (the tls keys)",
+    )
+    auth: Options | None = Field(
+        None,
+        description="Connect as a user, its secret from the environment or a file (the"
+        " kind's auth keys, below); on members dbtester starts, it creates the user",
+    )
     workload: AnyWorkload = Field(
         description="Workload keys to override for this database only",
         # The loader fills it in from the test case's workload.
@@ -186,6 +246,37 @@ class DatabaseSpec(_Model):
                 f"members ({self.members}) differs from the number of hosts ({len(self.hosts)})"
             )
         return self
+
+    @field_validator("tls")
+    @classmethod
+    def _tls_fits(cls, tls: bool | TlsFiles, info: ValidationInfo) -> bool | TlsFiles:
+        # A field validator (kind and endpoints come first): the error points at tls.
+        kind, endpoints = info.data.get("kind"), info.data.get("endpoints", ())
+        if tls is False or kind not in KINDS:
+            return tls
+        if not KINDS[kind].tls:
+            able = ", ".join(name for name, each in KINDS.items() if each.tls)
+            raise ValueError(f"dbtester cannot reach {kind} over TLS yet (it can: {able})")
+        if tls is True and endpoints:
+            raise ValueError(
+                "tls: true makes certificates for members dbtester starts; for endpoints give"
+                " the files: tls: {ca: ..., cert: ..., key: ...}"
+            )
+        if tls is not True and not endpoints:
+            raise ValueError(
+                "tls files are for endpoints (a cluster dbtester does not run); for the"
+                " members dbtester starts write tls: true"
+            )
+        return tls
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _auth_known(cls, auth: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("kind")
+        if auth is not None and kind in KINDS and KINDS[kind].auth_model is None:
+            able = ", ".join(name for name, each in KINDS.items() if each.auth_model)
+            raise ValueError(f"dbtester cannot authenticate to {kind} yet (it can: {able})")
+        return auth
 
     @model_validator(mode="after")
     def _can_run_its_workload(self) -> Self:
@@ -219,6 +310,8 @@ def _spec_for(name: str) -> type[DatabaseSpec]:
         "flags": (kind.flags_model, kind.flags_model()),
         "client": (kind.client_model, kind.client_model()),
     }
+    if kind.auth_model is not None:
+        fields["auth"] = (kind.auth_model | None, None)
     return create_model(f"{kind.__class__.__name__}Spec", __base__=DatabaseSpec, **fields)
 
 
@@ -458,6 +551,7 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
     "database": tuple(DatabaseSpec.model_fields),
     "host": tuple(Host.model_fields),
     "publish": tuple(Publish.model_fields),
+    "tls": tuple(TlsFiles.model_fields),
     "faults": tuple(Fault.model_fields),
     "search": tuple(Search.model_fields),
 }

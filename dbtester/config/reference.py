@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from dbtester.config.faults import EVENTS, Fault
-from dbtester.config.model import DatabaseSpec, Host, Publish, TestCase, Workload
+from dbtester.config.model import DatabaseSpec, Host, Publish, TestCase, TlsFiles, Workload
 from dbtester.config.search import Search
 from dbtester.databases import KINDS
 from dbtester.workloads import TYPES
@@ -29,6 +29,7 @@ SECTIONS: tuple[tuple[str, str, type[BaseModel]], ...] = (
     ("workload", "workload:", Workload),
     ("databases", "databases: [- ...]", DatabaseSpec),
     ("hosts", "databases: [- hosts: [- ...]]", Host),
+    ("tls", "databases: [- tls: ...]", TlsFiles),
     ("faults", "faults: [- ...]", Fault),
     ("search", "search:", Search),
     ("publish", "publish:", Publish),

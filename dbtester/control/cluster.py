@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient, ClockOffset
 from dbtester.config.model import Host
+from dbtester.control.access import MembersAccess
 from dbtester.control.agents import EmbeddedAgents, remote_tls, remote_token
 from dbtester.control.job import DatabaseJob
-from dbtester.databases.base import Peer
+from dbtester.databases.base import PLAIN, Access, Peer
 from dbtester.errors import AgentError
 from dbtester.proto import agent_pb2 as pb
 from dbtester.results import Environment, MemberRecord
@@ -108,6 +109,8 @@ class Cluster:
     peers: tuple[Peer, ...] = ()
     clients: tuple[AgentClient, ...] = ()
     health: Health = field(default_factory=Health)
+    #: how dbtester's clients reach the members (TLS, a user)
+    access: Access = PLAIN
 
 
 @dataclass(frozen=True)
@@ -163,11 +166,13 @@ def connect(job: DatabaseJob, stack: ExitStack) -> Agents:
     return Agents(tuple(clients), tuple(peers), tuple(members))
 
 
-def start(job: DatabaseJob, agents: Agents) -> Started:
+def start(job: DatabaseJob, agents: Agents, tls: MembersAccess | None = None) -> Started:
     """Every member started at once (each start waits 0.5 s to see the member
     did not exit at once, so a trial's setup does not grow with the member
-    count); a failure is returned, not raised, once every start has returned,
-    so that the stop reaches the members that did start."""
+    count), each with its TLS identity from ``tls`` when it has one; a
+    failure is returned, not raised, once every start has returned, so that
+    the stop reaches the members that did start."""
+    identities = tls or MembersAccess()
     db, peers = job.db, list(agents.peers)
     flags = db.flags.model_dump(exclude_none=True)
     job.say(f"starting {len(peers)} {db.kind} {db.version} member(s)")
@@ -184,6 +189,7 @@ def start(job: DatabaseJob, agents: Agents) -> Started:
             heartbeat_timeout_s=AGENT_WATCHDOG_S,
             cluster_token=f"{job.agent_run_id}-{db.id}",
             slow_disk=any(fault.action == "slow_disk" for fault in job.faults),
+            tls=identities.identity(i),
         ),
     )
     members = tuple(
@@ -209,7 +215,7 @@ def wait_serving(job: DatabaseJob, cluster: Cluster) -> None:
     waiting = list(cluster.peers)
     kind = job.kind
     while waiting:
-        waiting = [p for p in waiting if not kind.serving(p)]
+        waiting = [p for p in waiting if not kind.serving(p, access=cluster.access)]
         if not waiting:
             return
         _check_members(job, cluster.clients)

@@ -26,6 +26,7 @@ from pathlib import Path
 from dbtester.config.faults import Fault
 from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec, Host
 from dbtester.config.search import Search
+from dbtester.control.access import endpoint_access, members_access
 from dbtester.control.cluster import (
     Agents,
     Cluster,
@@ -51,6 +52,7 @@ from dbtester.control.measure import (
 )
 from dbtester.control.record import Collected, record
 from dbtester.control.verify import count, judge_check, verify, violation
+from dbtester.databases.base import Access
 from dbtester.errors import DbtesterError
 from dbtester.results import DatabaseRecord, ResultsDir
 from dbtester.util.progress import Reporter
@@ -132,7 +134,7 @@ def _phases(job: DatabaseJob, trail: _Trail) -> None:
     """The cluster's phases around the load's: a test case's own endpoints
     need neither start nor stop."""
     if job.db.endpoints:
-        cluster = Cluster(endpoints=tuple(job.db.endpoints))
+        cluster = Cluster(endpoints=tuple(job.db.endpoints), access=endpoint_access(job.db))
         trail.collected = replace(trail.collected, endpoints=cluster.endpoints)
         _on_cluster(job, cluster, trail)
         return
@@ -154,17 +156,22 @@ def _on_agents(job: DatabaseJob, agents: Agents, health: Health, trail: _Trail) 
     """Start the members, wait until they serve, run the load's phases;
     whatever happens, stop every member (a failed database's data is
     archived on its agents)."""
-    cluster = Cluster((), agents.members, agents.peers, agents.clients, health)
+    tls = members_access(job.db, agents.peers, job.scratch / f"{job.db.id}-tls")
+    cluster = Cluster((), agents.members, agents.peers, agents.clients, health, tls.access)
     failed = False
     try:
-        started = start(job, agents)
+        started = start(job, agents, tls)
         cluster = replace(cluster, members=started.members)
         trail.collected = replace(trail.collected, members=started.members)
         if started.failure is not None:
             raise started.failure
         cluster = replace(cluster, endpoints=tuple(p.address("client") for p in agents.peers))
         trail.collected = replace(trail.collected, endpoints=cluster.endpoints)
-        wait_serving(job, cluster)
+        # Before its user exists, the cluster answers anyone.
+        wait_serving(job, replace(cluster, access=Access(tls=tls.access.tls)))
+        if job.db.auth is not None:
+            job.say(f"creating user {tls.access.user!r} and enabling authentication")
+            job.kind.create_user(agents.peers, tls.access)
         _on_cluster(job, cluster, trail)
     except BaseException:
         failed = True

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from dbtester.agent.client import AgentClient
 from dbtester.config.faults import EVENTS, TAKES_OUT, UNDO, UNDONE, Fault
-from dbtester.databases.base import DatabaseKind, EventCall, EventFailed, Peer
+from dbtester.databases.base import PLAIN, Access, DatabaseKind, EventCall, EventFailed, Peer
 from dbtester.errors import AgentError
 from dbtester.results import FaultRecord
 from dbtester.util.progress import Reporter
@@ -51,8 +51,10 @@ class FaultRunner:
         member_ref: tuple[str, str],
         reporter: Reporter,
         label: str,
+        access: Access = PLAIN,
     ) -> None:
         self.faults = list(faults)
+        self.access = access
         self.kind = kind
         self.peers = list(peers)
         self.clients = list(clients)
@@ -109,7 +111,12 @@ class FaultRunner:
         for fault in self.faults:
             if self._stop.wait(max(0.0, load_start + fault.at - time.time())):
                 return
-            record, led = self._apply(fault)
+            try:
+                record, led = self._apply(fault)
+            except Exception as exc:  # a bug: never let it pass for a fault that ran
+                self.problem = self.problem or f"fault {fault.describe()} broke: {exc!r}"
+                self.reporter.say(f"{self.label}: {self.problem}")
+                return
             with self._lock:
                 self.records.append(record)
                 index = len(self.records) - 1
@@ -175,7 +182,12 @@ class FaultRunner:
         except LookupError as exc:
             return base.model_copy(update={"error": str(exc)})
         call = EventCall(
-            tuple(self.peers), members, leader, fault.keep_revisions or 0, EVENT_TIMEOUT_S
+            tuple(self.peers),
+            members,
+            leader,
+            fault.keep_revisions or 0,
+            EVENT_TIMEOUT_S,
+            self.access,
         )
         asked, began = time.monotonic(), time.time()
         try:
@@ -279,7 +291,7 @@ class FaultRunner:
         paused or isolated member is not asked: it answers nothing, or late (and
         an isolated one may still think it leads)."""
         up = [i for i in range(len(self.peers)) if i not in self.down and i != exclude]
-        found = self.kind.leader([self.peers[i] for i in up])
+        found = self.kind.leader([self.peers[i] for i in up], access=self.access)
         return None if found is None else up[found]
 
     def _track(self, action: str, member: int) -> None:

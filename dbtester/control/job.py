@@ -10,7 +10,7 @@ from dbtester.config.faults import Fault
 from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec, Host
 from dbtester.config.search import Search
 from dbtester.databases import get_kind
-from dbtester.databases.base import DatabaseKind, LoadSettings
+from dbtester.databases.base import PLAIN, Access, DatabaseKind, LoadSettings
 from dbtester.errors import DbtesterError
 from dbtester.load import LoadOptions
 from dbtester.results import DatabaseLayout, ResultsDir
@@ -61,10 +61,11 @@ class DatabaseJob:
     def kind(self) -> DatabaseKind:
         return get_kind(self.db.kind)
 
-    def settings(self, endpoints: tuple[str, ...]) -> LoadSettings:
-        """How the load reaches the database at ``endpoints``."""
+    def settings(self, endpoints: tuple[str, ...], access: Access = PLAIN) -> LoadSettings:
+        """How the load reaches the database at ``endpoints`` (as ``access`` says)."""
         w = self.db.workload
         return LoadSettings(
+            access=access,
             endpoints=endpoints,
             client=self.db.client.model_dump(),
             key_size=w.key_size,

@@ -101,7 +101,7 @@ class Measured:
 def seed(job: DatabaseJob, cluster: Cluster) -> Seeded:
     """Write what the load reads (read: the one key; mixed: the load
     phase's keys), then wait until every endpoint returns it."""
-    w, settings = job.db.workload, job.settings(cluster.endpoints)
+    w, settings = job.db.workload, job.settings(cluster.endpoints, cluster.access)
     loaded = None
     try:
         if w.prefill_keys:
@@ -142,7 +142,9 @@ def warm(job: DatabaseJob, cluster: Cluster) -> Warmed:
     job.say(f"warm-up, {w.warmup_requests:,} requests (not counted)")
     options = replace(job.load_options(), health=lambda: cluster.health.problem)
     try:
-        return Warmed(warm_up(job.db.kind, job.settings(cluster.endpoints), w, options))
+        return Warmed(
+            warm_up(job.db.kind, job.settings(cluster.endpoints, cluster.access), w, options)
+        )
     except DbtesterError as exc:
         raise job.failed(exc) from None
 
@@ -178,6 +180,7 @@ def fault_runner(job: DatabaseJob, cluster: Cluster) -> FaultRunner:
         job.member_ref,
         job.reporter,
         job.db.id,
+        access=cluster.access,
     )
 
 
@@ -202,7 +205,7 @@ def measure_load(
         warm_inserts=warmed.inserts,
         on_begin=faults.begin,
     )
-    settings = job.settings(cluster.endpoints)
+    settings = job.settings(cluster.endpoints, cluster.access)
     if hosts is None:
         job.say(f"{w.type} load, {w.requests:,} requests")
         return Measured(run_load(job.db.kind, settings, w, job.out, options))
@@ -229,7 +232,9 @@ def measure_search(job: DatabaseJob, cluster: Cluster, warmed: Warmed, search: S
         health=lambda: cluster.health.problem,
         warm_inserts=warmed.inserts,
     )
-    probes = ProbeLoads(job.db.kind, job.settings(cluster.endpoints), w, job.out, options)
+    probes = ProbeLoads(
+        job.db.kind, job.settings(cluster.endpoints, cluster.access), w, job.out, options
+    )
     outcome = search_rate(
         probes,
         rule=ProbeRule(search.slo_ms, search.percentile, w.max_error_rate),

@@ -111,7 +111,7 @@ def _count_keys(job: DatabaseJob, cluster: Cluster) -> int:
     a member died the cluster may still be electing a leader ("leader
     changed", a connection refused), which says nothing about the keys."""
     deadline = time.monotonic() + COUNT_RETRY_S
-    settings = job.settings(cluster.endpoints)
+    settings = job.settings(cluster.endpoints, cluster.access)
     endpoints = settings.endpoints
     kind = job.kind
     while True:

@@ -17,15 +17,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from dbtester.install import Installed, Source, SourceUnavailable, ensure_installed
 from dbtester.util.net import join_host_port, tcp_open
+from dbtester.util.paths import from_the_case
 from dbtester.util.progress import Reporter
 
 __all__ = [
+    "PLAIN",
+    "Access",
     "DatabaseKind",
     "EventCall",
     "EventFailed",
@@ -33,8 +36,11 @@ __all__ = [
     "LegacyFlags",
     "LoadSettings",
     "MemberSpec",
+    "MemberTls",
     "Options",
+    "PasswordAuth",
     "Peer",
+    "TlsFiles",
     "go_arch",
     "reported_version",
     "size_text",
@@ -46,6 +52,44 @@ class Options(BaseModel):
     """Base of every kind's ``flags`` and ``client`` models: frozen, strict, no extras."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: an environment variable's name
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+
+
+class PasswordAuth(Options):
+    """A user and where its password is: an environment variable or a file
+    (a test case never holds the password itself, so its copy in the
+    results cannot)."""
+
+    user: str = Field(
+        min_length=1, max_length=128, pattern=r"^[^\s:]+$", description="The user to connect as"
+    )
+    password_env: str | None = Field(
+        None, pattern=ENV_NAME_PATTERN, description="The environment variable holding the password"
+    )
+    password_file: str | None = Field(
+        None, min_length=1, description="A file holding the password (its first line)"
+    )
+
+    @field_validator("password_file")
+    @classmethod
+    def _from_the_case(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return from_the_case(value, info.context)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.password_env is None) == (self.password_file is None):
+            raise ValueError("give the password's password_env or its password_file (one)")
+        return self
+
+    @property
+    def source(self) -> tuple[str, str]:
+        """("password_env", NAME) or ("password_file", PATH)."""
+        if self.password_env is not None:
+            return "password_env", self.password_env
+        return "password_file", str(self.password_file)
 
 
 #: new flags, and (old key, note) for each key not carried over or whose meaning changed
@@ -68,8 +112,27 @@ class Peer:
 
 
 @dataclass(frozen=True)
+class MemberTls:
+    """A member's TLS identity as PEM text: the run's CA, and the member's
+    certificate and key (for clients and for its peers). No repr: a key."""
+
+    ca: str = field(repr=False)
+    cert: str = field(repr=False)
+    key: str = field(repr=False)
+
+    def files(self, folder: Path) -> dict[Path, str]:
+        """The three as files in ``folder`` (a LaunchPlan writes them)."""
+        return {
+            folder / "ca.pem": self.ca,
+            folder / "cert.pem": self.cert,
+            folder / "key.pem": self.key,
+        }
+
+
+@dataclass(frozen=True)
 class MemberSpec:
-    """Member ``index`` of ``peers``: what the agent asks a kind to launch."""
+    """Member ``index`` of ``peers``: what the agent asks a kind to launch;
+    ``tls``: serve clients and peers over TLS with this identity (None: plaintext)."""
 
     index: int
     peers: tuple[Peer, ...]
@@ -77,6 +140,16 @@ class MemberSpec:
     member_dir: Path  # config files live here
     data_dir: Path  # the database's own data, measured and removed at stop
     cluster_token: str
+    tls: MemberTls | None = None
+
+    @property
+    def tls_dir(self) -> Path:
+        """Where the member's TLS files are written (not in its data: never archived)."""
+        return self.member_dir / "tls"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     @property
     def me(self) -> Peer:
@@ -94,6 +167,45 @@ class LaunchPlan:
 
 
 @dataclass(frozen=True)
+class TlsFiles:
+    """PEM files on this machine: the CA a client trusts, and the certificate
+    and key it presents (mutual TLS; None: none). ``server_name``: the name
+    the members' certificates must carry (None: each address as dialled)."""
+
+    ca: Path
+    cert: Path | None = None
+    key: Path | None = None
+    server_name: str | None = None
+
+    def pem(self) -> tuple[bytes, bytes | None, bytes | None]:
+        """The CA, certificate and key as bytes (None where not given)."""
+        return (
+            self.ca.read_bytes(),
+            self.cert.read_bytes() if self.cert else None,
+            self.key.read_bytes() if self.key else None,
+        )
+
+
+@dataclass(frozen=True)
+class Access:
+    """How a client reaches a database's members: over TLS (``tls``; None:
+    plaintext) and as a user (``user`` with ``secret``, a password or token;
+    empty: anonymous). The secret never shows in a repr."""
+
+    tls: TlsFiles | None = None
+    user: str = ""
+    secret: str = field(default="", repr=False)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+
+#: a plaintext, anonymous client
+PLAIN = Access()
+
+
+@dataclass(frozen=True)
 class LoadSettings:
     """How the load reaches a database: what seeding, the load engine and key
     counting need to know."""
@@ -105,6 +217,7 @@ class LoadSettings:
     consistency: Literal["linearizable", "serializable"]
     timeout_s: float
     same_key: bool = False
+    access: Access = PLAIN
 
     @property
     def value(self) -> bytes:
@@ -144,6 +257,7 @@ class EventCall:
     leader: int | None = None
     keep_revisions: int = 0
     timeout_s: float = 120.0
+    access: Access = PLAIN
 
 
 def transfer_ends(call: EventCall) -> tuple[int, int]:
@@ -179,6 +293,11 @@ class DatabaseKind(ABC):
     #: what stands for each event it cannot run, in its own terms (the docs'
     #: table of events says it)
     event_notes: ClassVar[Mapping[str, str]] = {}
+    #: whether dbtester can start this kind's members with TLS (``tls: true``)
+    #: and reach members over it (``tls:`` files with ``endpoints``)
+    tls: ClassVar[bool] = False
+    #: the test case's ``auth:`` keys for this kind (None: no auth yet)
+    auth_model: ClassVar[type[PasswordAuth] | None] = None
 
     @property
     def client_port(self) -> int:
@@ -196,11 +315,21 @@ class DatabaseKind(ABC):
         # Through the kind's client model: every option the engine reads is
         # given, each default taken from that model (the only place it is set).
         options = self.client_model.model_validate(dict(settings.client)).model_dump()
-        return {
+        target: dict[str, Any] = {
             "protocol": self.protocol,
             "endpoints": list(settings.endpoints),
             "options": options,
         }
+        if settings.access.user:
+            target["auth"] = {"user": settings.access.user, "password": settings.access.secret}
+        return target
+
+    def create_user(self, peers: Sequence[Peer], access: Access) -> None:
+        """Make ``access``'s user on this fresh cluster and turn its
+        authentication on (``auth:`` on members dbtester starts);
+        DbtesterError when the cluster refuses. Kinds with an ``auth_model``
+        implement it."""
+        raise NotImplementedError(f"{self.name} has no users")
 
     def fit_flags(self, flags: Options, connections: int) -> tuple[Options, str | None]:
         """``flags`` adjusted so that each member takes ``connections`` client
@@ -227,7 +356,9 @@ class DatabaseKind(ABC):
         """How many keys the load generator's prefix holds (verification)."""
 
     @abstractmethod
-    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+    def leader(
+        self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
+    ) -> int | None:
         """The index in ``peers`` of the member that leads the cluster now; None
         while none does (an election) or when no member answers. A scheduled
         fault on ``member: leader`` asks this at the moment of the fault."""
@@ -248,7 +379,7 @@ class DatabaseKind(ABC):
         when it could not."""
         raise EventFailed(f"{self.name} has no {event}")
 
-    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
+    def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """Whether ``peer`` accepts clients; kinds refine this with a health call."""
         return tcp_open(peer.host, peer.ports["client"], timeout)
 

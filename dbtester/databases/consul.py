@@ -12,6 +12,8 @@ from pydantic import Field
 
 from dbtester.databases import consul_events
 from dbtester.databases.base import (
+    PLAIN,
+    Access,
     DatabaseKind,
     EventCall,
     LaunchPlan,
@@ -140,7 +142,7 @@ class Consul(DatabaseKind):
                 return 0
             raise
 
-    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
+    def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """/v1/status/leader names the leader once the cluster elected one."""
         try:
             with urllib.request.urlopen(
@@ -150,7 +152,9 @@ class Consul(DatabaseKind):
         except (OSError, ValueError):
             return False
 
-    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+    def leader(
+        self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
+    ) -> int | None:
         """/v1/status/leader names the leader's server (RPC) address, host:port;
         any member that answers knows it."""
         for peer in peers:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import shutil
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
@@ -12,6 +10,8 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, model_validator
 
 from dbtester.databases.base import (
+    PLAIN,
+    Access,
     DatabaseKind,
     EventCall,
     LaunchPlan,
@@ -19,10 +19,12 @@ from dbtester.databases.base import (
     LoadSettings,
     MemberSpec,
     Options,
+    PasswordAuth,
     Peer,
     go_arch,
     reported_version,
 )
+from dbtester.errors import DbtesterError
 from dbtester.install import (
     ArchiveDownload,
     DebianPackage,
@@ -72,7 +74,10 @@ class EtcdClient(Options):
 
 class Etcd(DatabaseKind):
     name: ClassVar[str] = "etcd"
-    default_ports: ClassVar[Mapping[str, int]] = {"client": 2379, "peer": 2380}
+    #: "http": etcd's HTTP endpoints (/metrics, /health) apart from the client
+    #: port, with TLS only: on one TLS port etcd hands gRPC to its HTTP server,
+    #: which answered 2-3 times slower here than gRPC served natively
+    default_ports: ClassVar[Mapping[str, int]] = {"client": 2379, "peer": 2380, "http": 2382}
     flags_model = EtcdFlags
     client_model = EtcdClient
     protocol: ClassVar[str] = "etcd"
@@ -80,6 +85,20 @@ class Etcd(DatabaseKind):
     events: ClassVar[frozenset[str]] = frozenset(
         {"compact", "defrag", "snapshot", "transfer_leader", "upgrade"}
     )
+    tls: ClassVar[bool] = True
+    auth_model: ClassVar[type[PasswordAuth] | None] = PasswordAuth
+
+    def create_user(self, peers: Sequence[Peer], access: Access) -> None:
+        """The user (and root, which etcd needs before it enables auth),
+        both with the root role, so that maintenance events may run as it."""
+        import grpc
+
+        from dbtester.databases.etcd_client import create_user
+
+        try:
+            create_user(peers[0].address("client"), access, timeout=30.0)
+        except grpc.RpcError as exc:
+            raise DbtesterError(f"creating etcd user {access.user!r}: {exc.details()}") from None
 
     def upgrade_refusal(self, running: str, to: str) -> str | None:
         """etcd's rules: one minor version at a time, and 3.6 only from 3.5.20
@@ -108,18 +127,19 @@ class Etcd(DatabaseKind):
         etcd_events.prefill(settings, count, value_size, advance)
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
-        me = member.me
+        me, scheme = member.me, member.scheme
         flags = member.flags
         assert isinstance(flags, EtcdFlags)
+        cluster = ",".join(f"{p.name}={p.url('peer', scheme)}" for p in member.peers)
         argv = [
             str(installed.path("etcd")),
             f"--name={me.name}",
             f"--data-dir={member.data_dir}",
-            f"--listen-client-urls={me.url('client')}",
-            f"--advertise-client-urls={me.url('client')}",
-            f"--listen-peer-urls={me.url('peer')}",
-            f"--initial-advertise-peer-urls={me.url('peer')}",
-            "--initial-cluster=" + ",".join(f"{p.name}={p.url('peer')}" for p in member.peers),
+            f"--listen-client-urls={me.url('client', scheme)}",
+            f"--advertise-client-urls={me.url('client', scheme)}",
+            f"--listen-peer-urls={me.url('peer', scheme)}",
+            f"--initial-advertise-peer-urls={me.url('peer', scheme)}",
+            f"--initial-cluster={cluster}",
             "--initial-cluster-state=new",
             f"--initial-cluster-token={member.cluster_token}",
             "--logger=zap",
@@ -133,35 +153,43 @@ class Etcd(DatabaseKind):
             "--max-request-bytes": flags.max_request_bytes,
         }
         argv += [f"{name}={value}" for name, value in options.items() if value is not None]
-        return LaunchPlan(argv)
+        if member.tls is None:
+            return LaunchPlan(argv)
+        argv += [f"--listen-client-http-urls={me.url('http', scheme)}", *_tls_flags(member.tls_dir)]
+        return LaunchPlan(argv, files=member.tls.files(member.tls_dir))
 
-    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
-        """etcd's /health answers true once the member has a leader."""
-        try:
-            with urllib.request.urlopen(f"{peer.url('client')}/health", timeout=timeout) as r:
-                return bool(json.loads(r.read()).get("health") == "true")
-        except (OSError, ValueError):
-            return False
+    def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
+        """The member answers its status and knows a leader."""
+        return self._status(peer, timeout, access)[1] != 0
 
-    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
-        """Each member's maintenance status names its own id and the leader's
-        (the JSON gateway writes uint64s as strings)."""
-        ids: dict[str, int] = {}
-        leaders: set[str] = set()
+    def leader(
+        self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
+    ) -> int | None:
+        """Each member's status names its own id and the leader's."""
+        ids: dict[int, int] = {}
+        leaders: set[int] = set()
         for index, peer in enumerate(peers):
-            request = urllib.request.Request(
-                f"{peer.url('client')}/v3/maintenance/status", data=b"{}", method="POST"
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as reply:
-                    status = json.loads(reply.read())
-            except (OSError, ValueError):
-                continue  # down, paused, or not answering: it says nothing
-            ids[str(status.get("header", {}).get("member_id", ""))] = index
-            if str(status.get("leader", "0")) != "0":
-                leaders.add(str(status["leader"]))
+            me, leader = self._status(peer, timeout, access)
+            if me:
+                ids[me] = index
+            if leader:
+                leaders.add(leader)
         found = [ids[leader] for leader in leaders if leader in ids]
         return found[0] if len(found) == 1 else None
+
+    @staticmethod
+    def _status(peer: Peer, timeout: float, access: Access) -> tuple[int, int]:
+        """The member's id and its leader's (0: none); (0, 0) when it does
+        not answer (down, paused, or not yet serving)."""
+        import grpc
+
+        from dbtester.databases.etcd_client import status
+
+        try:
+            reply = status(peer.address("client"), access, timeout)
+        except grpc.RpcError:
+            return 0, 0
+        return reply.header.member_id, reply.leader
 
     def install_sources(self, version: str) -> list[Source]:
         arch = go_arch()
@@ -218,21 +246,29 @@ class Etcd(DatabaseKind):
         return flags, warnings
 
     def count_keys(self, settings: LoadSettings) -> int:
-        import grpc
-
-        from dbtester.proto import etcd_pb2
+        from dbtester.databases.etcd_client import channel
+        from dbtester.proto import etcd_pb2, etcd_pb2_grpc
 
         request = etcd_pb2.RangeRequest(key=PREFIX, range_end=_prefix_end(PREFIX), count_only=True)
-        with grpc.insecure_channel(settings.endpoints[0]) as channel:
-            call = channel.unary_unary(
-                KV_RANGE,
-                request_serializer=etcd_pb2.RangeRequest.SerializeToString,
-                response_deserializer=etcd_pb2.RangeResponse.FromString,
-            )
-            return int(call(request, timeout=max(settings.timeout_s, 60)).count)
+        with channel(settings.endpoints[0], settings.access) as open_channel:
+            stub = etcd_pb2_grpc.KVStub(open_channel)
+            return int(stub.Range(request, timeout=max(settings.timeout_s, 60)).count)
 
 
-KV_RANGE = "/etcdserverpb.KV/Range"
+def _tls_flags(folder: Path) -> list[str]:
+    """Clients and peers over TLS, each side presenting a certificate the
+    run's CA signed (mutual TLS, as Kubernetes runs etcd)."""
+    ca, cert, key = folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
+    return [
+        f"--cert-file={cert}",
+        f"--key-file={key}",
+        f"--trusted-ca-file={ca}",
+        "--client-cert-auth",
+        f"--peer-cert-file={cert}",
+        f"--peer-key-file={key}",
+        f"--peer-trusted-ca-file={ca}",
+        "--peer-client-cert-auth",
+    ]
 
 
 def _prefix_end(prefix: bytes) -> bytes:

@@ -8,9 +8,9 @@ by default)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
@@ -19,10 +19,11 @@ from dbtester.databases.base import (
     EventCall,
     EventFailed,
     LoadSettings,
-    Peer,
     size_text,
     transfer_ends,
 )
+from dbtester.databases.etcd_client import channel
+from dbtester.databases.etcd_client import status as status_of
 from dbtester.errors import DbtesterError
 from dbtester.proto import etcd_pb2 as pb
 from dbtester.proto import etcd_pb2_grpc as rpc
@@ -36,20 +37,6 @@ TXN_OPS = 128
 PREFILL_THREADS = 4
 
 
-@contextmanager
-def _channel(peer: Peer) -> Iterator[grpc.Channel]:
-    with grpc.insecure_channel(peer.address("client")) as channel:
-        yield channel
-
-
-def _status(peer: Peer, timeout: float) -> pb.StatusResponse:
-    with _channel(peer) as channel:
-        reply: pb.StatusResponse = rpc.MaintenanceStub(channel).Status(
-            pb.StatusRequest(), timeout=timeout
-        )
-        return reply
-
-
 def _called(what: str, call: Callable[[], Any]) -> Any:
     try:
         return call()
@@ -58,19 +45,34 @@ def _called(what: str, call: Callable[[], Any]) -> Any:
         raise EventFailed(f"{what}: {code} {exc.details() or ''}".rstrip()) from None
 
 
+def _status(call: EventCall, member: int) -> pb.StatusResponse:
+    """Member ``member``'s status (its id, size, the revision)."""
+    address = call.peers[member].address("client")
+    reply: pb.StatusResponse = _called(
+        "status", lambda: status_of(address, call.access, call.timeout_s)
+    )
+    return reply
+
+
+def _open(call: EventCall, member: int) -> AbstractContextManager[grpc.Channel]:
+    return channel(call.peers[member].address("client"), call.access)
+
+
 def compact(call: EventCall) -> str:
     """To the current revision less ``keep_revisions``, asked of the first
     member that answers."""
-    peer = call.peers[call.leader if call.leader is not None else 0]
-    status = _called("status", lambda: _status(peer, call.timeout_s))
+    member = call.leader if call.leader is not None else 0
+    status = _status(call, member)
     revision = status.header.revision - call.keep_revisions
     if revision < 1:
         raise EventFailed(f"the revision is {status.header.revision}: nothing to compact")
     before = _sizes(status)
-    with _channel(peer) as channel:
+    with _open(call, member) as open_channel:
         request = pb.CompactionRequest(revision=revision, physical=True)
-        _called("compact", lambda: rpc.KVStub(channel).Compact(request, timeout=call.timeout_s))
-    after = _sizes(_called("status", lambda: _status(peer, call.timeout_s)))
+        _called(
+            "compact", lambda: rpc.KVStub(open_channel).Compact(request, timeout=call.timeout_s)
+        )
+    after = _sizes(_status(call, member))
     return f"to revision {revision:,}; {before} before, {after} after"
 
 
@@ -85,18 +87,15 @@ def defrag(call: EventCall) -> str:
 
 
 def _defrag_one(call: EventCall, member: int) -> str:
-    peer = call.peers[member]
-
-    def size() -> int:
-        return int(_status(peer, call.timeout_s).dbSize)
-
     def defragment() -> None:
-        with _channel(peer) as channel:
-            rpc.MaintenanceStub(channel).Defragment(pb.DefragmentRequest(), timeout=call.timeout_s)
+        with _open(call, member) as open_channel:
+            rpc.MaintenanceStub(open_channel).Defragment(
+                pb.DefragmentRequest(), timeout=call.timeout_s
+            )
 
-    before = _called("status", size)
+    before = _status(call, member).dbSize
     _called(f"defragment member {member}", defragment)
-    after = _called("status", size)
+    after = _status(call, member).dbSize
     return f"member {member} {size_text(before)} to {size_text(after)}"
 
 
@@ -104,8 +103,10 @@ def snapshot(call: EventCall) -> str:
     """The member's whole snapshot streamed to us, its bytes counted."""
     (member,) = call.members
     received = 0
-    with _channel(call.peers[member]) as channel:
-        stream = rpc.MaintenanceStub(channel).Snapshot(pb.SnapshotRequest(), timeout=call.timeout_s)
+    with _open(call, member) as open_channel:
+        stream = rpc.MaintenanceStub(open_channel).Snapshot(
+            pb.SnapshotRequest(), timeout=call.timeout_s
+        )
 
         def drain() -> int:
             return sum(len(part.blob) for part in stream)
@@ -117,12 +118,12 @@ def snapshot(call: EventCall) -> str:
 def transfer_leader(call: EventCall) -> str:
     """MoveLeader asked of the leader, naming the new one by its member id."""
     leader, target = transfer_ends(call)
-    new_id = _called("status", lambda: _status(call.peers[target], call.timeout_s)).header
-    with _channel(call.peers[leader]) as channel:
+    new_id = _status(call, target).header
+    with _open(call, leader) as open_channel:
         request = pb.MoveLeaderRequest(targetID=new_id.member_id)
         _called(
             "move leader",
-            lambda: rpc.MaintenanceStub(channel).MoveLeader(request, timeout=call.timeout_s),
+            lambda: rpc.MaintenanceStub(open_channel).MoveLeader(request, timeout=call.timeout_s),
         )
     return f"member {leader} to member {target}"
 
@@ -145,8 +146,8 @@ def prefill(
     """``count`` keys in transactions of TXN_OPS puts, PREFILL_THREADS at once."""
     value = b"v" * value_size
     timeout = max(settings.timeout_s, 30.0)
-    with grpc.insecure_channel(settings.endpoints[0]) as channel:
-        stub = rpc.KVStub(channel)
+    with channel(settings.endpoints[0], settings.access) as open_channel:
+        stub = rpc.KVStub(open_channel)
 
         def write(batch: range) -> int:
             puts = [

@@ -12,6 +12,8 @@ from typing import Any, ClassVar, Self
 from pydantic import Field, model_validator
 
 from dbtester.databases.base import (
+    PLAIN,
+    Access,
     DatabaseKind,
     LaunchPlan,
     LegacyFlags,
@@ -117,11 +119,13 @@ class ZooKeeper(DatabaseKind):
         }
         return LaunchPlan(argv, files)
 
-    def serving(self, peer: Peer, timeout: float = 1.0) -> bool:
+    def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """'srvr' names the mode once the member serves (leader, follower, standalone)."""
         return _mode(peer, timeout) is not None
 
-    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+    def leader(
+        self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
+    ) -> int | None:
         """The member whose 'srvr' says ``Mode: leader`` (a one-member ensemble
         says ``standalone`` and leads itself)."""
         found = [i for i, p in enumerate(peers) if _mode(p, timeout) in ("leader", "standalone")]

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from dbtester.databases import get_kind
-from dbtester.databases.base import LoadSettings
+from dbtester.databases.base import LoadSettings, TlsFiles
 from dbtester.errors import DbtesterError
 from dbtester.results import OK, CheckedOperations, Records, WatchEvents
 from dbtester.workloads import Workload
 from dbtester.workloads.base import only
 
 if TYPE_CHECKING:
-    from dbtester._engine import CheckPlan, Load, Plan
+    from dbtester._engine import CheckPlan, Load, Plan, TlsPlan
 
 __all__ = [
     "EngineMissingError",
@@ -65,7 +65,7 @@ def plan(
     chooses among keys finds before it (default: its own load phase's) and
     ``write_id_base`` keeps this run's writes apart from earlier ones."""
     target = get_kind(kind).engine_target(settings)
-    return {
+    built: Plan = {
         "protocol": target["protocol"],
         "endpoints": target["endpoints"],
         "options": target["options"],
@@ -91,6 +91,22 @@ def plan(
         "write_id_base": write_id_base,
         "watch": workload.plan_watch(),
         "check": _check(workload),
+    }
+    if settings.access.tls is not None:
+        built["tls"] = _tls(settings.access.tls)
+    if "auth" in target:
+        built["auth"] = target["auth"]
+    return built
+
+
+def _tls(files: TlsFiles) -> TlsPlan:
+    """The engine's TLS: the PEM text itself (load hosts have no such files)."""
+    ca, cert, key = files.pem()
+    return {
+        "ca": ca.decode(),
+        "cert": cert.decode() if cert else None,
+        "key": key.decode() if key else None,
+        "server_name": files.server_name,
     }
 
 

@@ -24,7 +24,7 @@ class Peer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., ports: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = ("run_id", "database_id", "kind", "version", "member_index", "peers", "flags_json", "sample_interval_s", "heartbeat_timeout_s", "cluster_token", "slow_disk")
+    __slots__ = ("run_id", "database_id", "kind", "version", "member_index", "peers", "flags_json", "sample_interval_s", "heartbeat_timeout_s", "cluster_token", "slow_disk", "tls")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,7 @@ class StartRequest(_message.Message):
     HEARTBEAT_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SLOW_DISK_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     kind: str
@@ -47,7 +48,18 @@ class StartRequest(_message.Message):
     heartbeat_timeout_s: float
     cluster_token: str
     slow_disk: bool
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ..., slow_disk: _Optional[bool] = ...) -> None: ...
+    tls: MemberTls
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ..., slow_disk: _Optional[bool] = ..., tls: _Optional[_Union[MemberTls, _Mapping]] = ...) -> None: ...
+
+class MemberTls(_message.Message):
+    __slots__ = ("ca_pem", "cert_pem", "key_pem")
+    CA_PEM_FIELD_NUMBER: _ClassVar[int]
+    CERT_PEM_FIELD_NUMBER: _ClassVar[int]
+    KEY_PEM_FIELD_NUMBER: _ClassVar[int]
+    ca_pem: str
+    cert_pem: str
+    key_pem: str
+    def __init__(self, ca_pem: _Optional[str] = ..., cert_pem: _Optional[str] = ..., key_pem: _Optional[str] = ...) -> None: ...
 
 class Host(_message.Message):
     __slots__ = ("hostname", "kernel", "cpu_model", "cores", "memory_gib")

@@ -12,11 +12,20 @@ from pathlib import Path
 
 from dbtester.errors import DbtesterError
 
-__all__ = ["SAFE_NAME", "dbtester_home", "ensure_writable", "locked"]
+__all__ = ["SAFE_NAME", "dbtester_home", "ensure_writable", "from_the_case", "locked"]
 
 #: a name from outside (a request, a results directory) that becomes one path
 #: component: letters, digits, . _ -, never "..", "/" or empty. Always fullmatch.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def from_the_case(value: str | None, context: dict[str, object] | None) -> str | None:
+    """A path a test case names, relative ones taken from its folder (the
+    ``folder`` of the validation context; as written without one)."""
+    folder = (context or {}).get("folder")
+    if value is None or not isinstance(folder, Path) or Path(value).is_absolute():
+        return value
+    return str(folder / value)
 
 
 def dbtester_home() -> Path:

@@ -46,19 +46,13 @@ def test_etcd_writes_leave_exactly_n_keys(tmp_path: Path, installed_home) -> Non
 
 
 def _etcd_keys_between(endpoint: str, low: bytes, high: bytes) -> int:
-    import grpc
+    from dbtester.databases.base import PLAIN
+    from dbtester.databases.etcd_client import channel
+    from dbtester.proto import etcd_pb2, etcd_pb2_grpc
 
-    from dbtester.databases.etcd import KV_RANGE
-    from dbtester.proto import etcd_pb2
-
-    with grpc.insecure_channel(endpoint) as channel:
-        call = channel.unary_unary(
-            KV_RANGE,
-            request_serializer=etcd_pb2.RangeRequest.SerializeToString,
-            response_deserializer=etcd_pb2.RangeResponse.FromString,
-        )
+    with channel(endpoint, PLAIN) as open_channel:
         request = etcd_pb2.RangeRequest(key=low, range_end=high, count_only=True)
-        return int(call(request, timeout=10).count)
+        return int(etcd_pb2_grpc.KVStub(open_channel).Range(request, timeout=10).count)
 
 
 def test_warm_up_writes_the_keys_after_the_loads(tmp_path: Path, installed_home) -> None:

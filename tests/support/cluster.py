@@ -16,8 +16,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from dbtester.agent.client import AgentClient
+from dbtester.control.access import MembersAccess, issue
 from dbtester.databases import KINDS
-from dbtester.databases.base import LoadSettings, Peer
+from dbtester.databases.base import PLAIN, Access, LoadSettings, Peer
 from tests.integration.agents import agents, loopback_peers
 from tests.support.poll import poll_until
 
@@ -52,10 +53,10 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def wait_serving(kind: str, peers: list[Peer], timeout: float = 90) -> None:
+def wait_serving(kind: str, peers: list[Peer], timeout: float = 90, access: Access = PLAIN) -> None:
     """Until every member serves (AssertionError after ``timeout`` s)."""
     poll_until(
-        lambda: all(KINDS[kind].serving(p) for p in peers),
+        lambda: all(KINDS[kind].serving(p, access=access) for p in peers),
         timeout,
         interval_s=0.25,
         message=f"{kind} cluster not serving",
@@ -64,10 +65,18 @@ def wait_serving(kind: str, peers: list[Peer], timeout: float = 90) -> None:
 
 @contextmanager
 def cluster(
-    kind: str, members: int, tmp: Path, home: str, flags: dict[str, object] | None = None
+    kind: str,
+    members: int,
+    tmp: Path,
+    home: str,
+    flags: dict[str, object] | None = None,
+    tls_in: Path | None = None,
 ) -> Iterator[tuple[list[Peer], list[AgentClient]]]:
-    """A ``members``-member cluster of ``kind`` on loopback agents, serving."""
+    """A ``members``-member cluster of ``kind`` on loopback agents, serving;
+    with ``tls_in``, over TLS, a client's files (ca.pem, client.pem,
+    client-key.pem) in that folder."""
     peers = loopback_peers(kind, members)
+    tls = issue(kind, peers, tls_in) if tls_in else MembersAccess()
     with agents(tmp, members, home=home) as running:
         clients = [agent.client() for agent in running]
         for i, client in enumerate(clients):
@@ -79,8 +88,9 @@ def cluster(
                 member_index=i,
                 peers=peers,
                 flags=dict(flags or {}),
+                tls=tls.identity(i),
             )
-        wait_serving(kind, peers)
+        wait_serving(kind, peers, access=tls.access)
         yield peers, clients
 
 

@@ -71,7 +71,9 @@ def test_shipped_configs_validate(path: Path) -> None:
     loaded = load_test_case(path)
     assert not loaded.warnings, loaded.warnings
     case = loaded.case
-    comparisons = {(db.kind, db.version, db.client, db.workload) for db in case.databases}
+    comparisons = {
+        (db.kind, db.version, db.flags, db.client, db.tls, db.workload) for db in case.databases
+    }
     assert len(comparisons) >= 2, "each shipped config compares at least two settings"
 
 

@@ -15,7 +15,7 @@ from dbtester.agent.client import AgentClient
 from dbtester.config.faults import Fault
 from dbtester.control import faults as faults_module
 from dbtester.control.faults import FaultRunner
-from dbtester.databases.base import DatabaseKind, Peer
+from dbtester.databases.base import PLAIN, Access, DatabaseKind, Peer
 from dbtester.errors import AgentError
 from dbtester.util.progress import Reporter
 from tests.support.poll import poll_until
@@ -63,7 +63,9 @@ class Kind:
 
     asked: list[list[str]] = field(default_factory=list)
 
-    def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+    def leader(
+        self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
+    ) -> int | None:
         names = [p.name for p in peers]
         self.asked.append(names)
         for name in ("m1", "m2"):
@@ -127,7 +129,9 @@ def test_a_fault_that_cannot_be_applied_stops_the_schedule(monkeypatch) -> None:
     monkeypatch.setattr(faults_module, "LEADER_WAIT_S", 0.2)
 
     class Leaderless(Kind):
-        def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+        def leader(
+            self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
+        ) -> int | None:
             return None
 
     calls: list[tuple[str, int]] = []
@@ -243,7 +247,9 @@ def test_a_restart_due_before_a_new_leader_is_named_is_not_held_up() -> None:
     restarted = threading.Event()
 
     class SlowElection(Kind):
-        def leader(self, peers: Sequence[Peer], timeout: float = 2.0) -> int | None:
+        def leader(
+            self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
+        ) -> int | None:
             names = [p.name for p in peers]
             if "m1" in names:
                 return names.index("m1")
@@ -326,3 +332,20 @@ def test_a_slowed_leader_is_still_up_and_still_leads() -> None:
     assert agents[1].fsync_ms == [20.0, 0.0] and slowed.fsync_ms == 20.0
     assert slowed.new_leader_s is None and restored.fsync_ms is None
     assert not runner.down
+
+
+def test_a_fault_that_breaks_fails_the_run_rather_than_passing_for_done() -> None:
+    """A bug in a kind's event (here a NameError) is the run's problem; the
+    schedule stops, and no record claims the fault ran."""
+
+    @dataclass
+    class Broken(Kind):
+        def run_event(self, event: str, call: object) -> str:
+            raise NameError("status")
+
+    runner = _runner([_fault(0.01, "compact"), _fault(0.02, "kill", "leader")], Broken(), [])
+    runner.start()
+    runner.begin(time.time())
+    poll_until(lambda: runner.problem, 10, message="no problem reported")
+    assert not runner.stop()
+    assert runner.problem.startswith("fault compact at 0.01 s broke: NameError"), runner.problem

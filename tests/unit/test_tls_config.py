@@ -1,0 +1,87 @@
+"""TLS to the databases, the parts without a database: the test case's
+``tls`` keys, the run's certificates, and what reaches the engine's plan."""
+
+from __future__ import annotations
+
+import ipaddress
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from dbtester.config import load_test_case
+from dbtester.config.model import DatabaseSpec
+from dbtester.control.access import endpoint_access, members_access
+from dbtester.databases.base import Peer
+from dbtester.errors import DbtesterError
+from dbtester.load.native import plan
+from dbtester.workloads import workload_of
+from tests.support.cases import database, make_case, write_case
+from tests.support.cluster import settings_for
+
+PEERS = [Peer(f"m{i}", f"10.0.0.{i + 1}", {"client": 2379, "peer": 2380}) for i in range(3)]
+
+
+def _spec(tmp_path: Path, **keys: Any) -> DatabaseSpec:
+    case = make_case(databases=[database("db", "etcd", **keys)])
+    return load_test_case(write_case(tmp_path / "case.yaml", case)).case.databases[0]
+
+
+def test_relative_tls_paths_are_taken_from_the_test_case_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    keys = {"ca": "certs/ca.pem", "cert": "/abs/client.pem", "key": "k.pem"}
+    db = _spec(folder, endpoints=["10.0.0.1:2379"], tls=keys)
+    assert not isinstance(db.tls, bool)
+    assert db.tls.ca == str(folder / "certs" / "ca.pem")
+    assert db.tls.cert == "/abs/client.pem"
+    assert db.tls.key == str(folder / "k.pem")
+
+
+def test_a_missing_or_foreign_file_names_its_key_and_path(tmp_path: Path) -> None:
+    db = _spec(tmp_path, endpoints=["10.0.0.1:2379"], tls={"ca": "ca.pem"})
+    with pytest.raises(DbtesterError, match=r"db: tls\.ca .*ca\.pem: No such file"):
+        endpoint_access(db)
+    (tmp_path / "ca.pem").write_text("not a certificate\n")
+    with pytest.raises(DbtesterError, match=r"tls\.ca .*ca\.pem holds no PEM text"):
+        endpoint_access(db)
+
+
+def test_each_member_gets_a_certificate_for_its_host_from_the_runs_ca(tmp_path: Path) -> None:
+    db = _spec(tmp_path, members=3, tls=True)
+    made = members_access(db, PEERS, tmp_path / "tls")
+    assert made.access.tls is not None
+    ca = x509.load_pem_x509_certificate(made.access.tls.ca.read_bytes())
+    for peer, identity in zip(PEERS, made.identities, strict=True):
+        cert = x509.load_pem_x509_certificate(identity.cert.encode())
+        cert.verify_directly_issued_by(ca)
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        addresses = names.get_values_for_type(x509.IPAddress)
+        assert ipaddress.ip_address(peer.host) in addresses
+        assert ipaddress.ip_address("127.0.0.1") in addresses
+        assert "localhost" in names.get_values_for_type(x509.DNSName)
+        # a member is a server to clients and a client to its peers
+        usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        assert set(usage) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+        assert "PRIVATE KEY" not in repr(identity)
+    # the client's key: this user's alone
+    key = made.access.tls.key
+    assert key is not None and stat.S_IMODE(key.stat().st_mode) == 0o600
+    # plaintext members get nothing
+    assert members_access(_spec(tmp_path), PEERS, tmp_path / "none").identities == ()
+
+
+def test_the_engine_plan_carries_the_pem_text_only_with_tls(tmp_path: Path) -> None:
+    db = _spec(tmp_path, members=3, tls=True)
+    access = members_access(db, PEERS, tmp_path / "tls").access
+    workload = workload_of(type="write", requests=10, clients=1, connections=1)
+    plain = plan("etcd", settings_for(PEERS), workload)
+    assert "tls" not in plain
+    secure = plan("etcd", settings_for(PEERS, access=access), workload)
+    tls = secure["tls"]
+    assert tls is not None and tls["key"] is not None
+    assert tls["ca"].startswith("-----BEGIN CERTIFICATE-----")
+    assert "PRIVATE KEY" in tls["key"] and tls["server_name"] is None
