@@ -161,6 +161,20 @@ def test_validate_json_names_the_hosts(tmp_path: Path, run_cli: Any) -> None:
     assert database["members"] == 3
 
 
+def test_validate_json_says_how_each_database_is_reached(tmp_path: Path, run_cli: Any) -> None:
+    case = tmp_path / "tls.yaml"
+    case.write_text(
+        "title: t\nworkload: {type: write, requests: 10}\ndatabases:\n"
+        '  - {id: a, kind: etcd, version: "3.6.8", endpoints: ["10.0.0.1:2379"],'
+        " tls: {ca: ca.pem}, auth: {user: bench, password_env: PW}}\n"
+        '  - {id: b, kind: etcd, version: "3.6.8", tls: true}\n'
+    )
+    document = parsed(run_cli("validate", str(case), "--json").out)
+    check(document)
+    reached = [(db["tls"], db["user"]) for db in document["databases"]]
+    assert reached == [("files", "bench"), ("run", None)]
+
+
 def test_validate_json_of_an_invalid_test_case(invalid: dict[str, Any]) -> None:
     check(invalid)
     assert invalid["valid"] is False
