@@ -84,7 +84,7 @@ def validate_document(path: str, loaded: Loaded, describe: Callable[[Workload], 
             "hosts": [host.model_dump(mode="json") for host in db.hosts],
             "endpoints": list(db.endpoints),
             "tls": "off" if db.tls is False else "run" if db.tls is True else "files",
-            "user": getattr(db.auth, "user", None),
+            "user": getattr(db.auth, "who", None) or None,
             # the database's own workload only where it overrides the test case's
             "workload": workload(db.workload) if db.workload != case.workload else None,
         }

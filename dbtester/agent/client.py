@@ -132,6 +132,7 @@ class AgentClient:
         cluster_token: str = "",
         slow_disk: bool = False,
         tls: MemberTls | None = None,
+        auth: bool = False,
         timeout: float = 60.0,
     ) -> pb.StartResponse:
         request = pb.StartRequest(
@@ -146,6 +147,7 @@ class AgentClient:
             heartbeat_timeout_s=heartbeat_timeout_s,
             cluster_token=cluster_token,
             slow_disk=slow_disk,
+            auth=auth,
         )
         if tls is not None:
             request.tls.CopyFrom(pb.MemberTls(ca_pem=tls.ca, cert_pem=tls.cert, key_pem=tls.key))

@@ -89,6 +89,7 @@ def plan_start(request: pb.StartRequest, config: AgentConfig) -> StartPlan:
         data_dir=member_dir / "data",
         cluster_token=request.cluster_token or f"{request.run_id}-{request.database_id}",
         tls=_tls(kind, request),
+        auth=request.auth,
     )
     interval = request.sample_interval_s or config.sample_interval_s
     layer = _layer() if request.slow_disk else None

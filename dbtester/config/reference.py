@@ -40,6 +40,8 @@ def _kind_sections() -> Iterator[tuple[str, str, type[BaseModel]]]:
     for name, kind in KINDS.items():
         yield (f"{name}: flags", f"databases: [- kind: {name}, flags:]", kind.flags_model)
         yield (f"{name}: client", f"databases: [- kind: {name}, client:]", kind.client_model)
+        if kind.auth_model is not None:
+            yield (f"{name}: auth", f"databases: [- kind: {name}, auth:]", kind.auth_model)
 
 
 def _type_sections() -> Iterator[tuple[str, str, type[BaseModel]]]:

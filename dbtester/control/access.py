@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dbtester.config.model import DatabaseSpec
 from dbtester.config.model import TlsFiles as TlsKeys
-from dbtester.databases.base import PLAIN, Access, MemberTls, PasswordAuth, Peer, TlsFiles
+from dbtester.databases.base import PLAIN, Access, AuthKeys, MemberTls, Peer, TlsFiles
 from dbtester.errors import DbtesterError
 from dbtester.util.certs import RunAuthority
 
@@ -46,22 +46,22 @@ def members_access(db: DatabaseSpec, peers: Sequence[Peer], folder: Path) -> Mem
 def _as_user(db: DatabaseSpec, access: Access) -> Access:
     """``access`` as the test case's ``auth`` user, its secret read from
     where the test case says (unchanged without ``auth``)."""
-    if not isinstance(db.auth, PasswordAuth):
+    if not isinstance(db.auth, AuthKeys):
         return access
     key, where = db.auth.source
-    if key == "password_env":
+    if key.endswith("_env"):
         secret = os.environ.get(where)
         if not secret:
-            raise DbtesterError(f"{db.id}: auth.password_env: ${where} is not set")
+            raise DbtesterError(f"{db.id}: auth.{key}: ${where} is not set")
     else:
         try:
             lines = Path(where).read_text().splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            raise DbtesterError(f"{db.id}: auth.password_file {where}: {exc}") from None
+            raise DbtesterError(f"{db.id}: auth.{key} {where}: {exc}") from None
         secret = lines[0] if lines else ""
         if not secret:
-            raise DbtesterError(f"{db.id}: auth.password_file {where} is empty")
-    return replace(access, user=db.auth.user, secret=secret)
+            raise DbtesterError(f"{db.id}: auth.{key} {where} is empty")
+    return replace(access, user=db.auth.who, secret=secret)
 
 
 def issue(label: str, peers: Sequence[Peer], folder: Path) -> MembersAccess:

@@ -190,6 +190,7 @@ def start(job: DatabaseJob, agents: Agents, tls: MembersAccess | None = None) ->
             cluster_token=f"{job.agent_run_id}-{db.id}",
             slow_disk=any(fault.action == "slow_disk" for fault in job.faults),
             tls=identities.identity(i),
+            auth=db.auth is not None,
         ),
     )
     members = tuple(

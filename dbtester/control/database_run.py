@@ -170,7 +170,7 @@ def _on_agents(job: DatabaseJob, agents: Agents, health: Health, trail: _Trail) 
         # Before its user exists, the cluster answers anyone.
         wait_serving(job, replace(cluster, access=Access(tls=tls.access.tls)))
         if job.db.auth is not None:
-            job.say(f"creating user {tls.access.user!r} and enabling authentication")
+            job.say("setting up its user and turning authentication on")
             job.kind.create_user(agents.peers, tls.access)
         _on_cluster(job, cluster, trail)
     except BaseException:

@@ -29,6 +29,7 @@ from dbtester.util.progress import Reporter
 __all__ = [
     "PLAIN",
     "Access",
+    "AuthKeys",
     "DatabaseKind",
     "EventCall",
     "EventFailed",
@@ -41,6 +42,7 @@ __all__ = [
     "PasswordAuth",
     "Peer",
     "TlsFiles",
+    "TokenAuth",
     "go_arch",
     "reported_version",
     "size_text",
@@ -58,10 +60,34 @@ class Options(BaseModel):
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
 
-class PasswordAuth(Options):
-    """A user and where its password is: an environment variable or a file
-    (a test case never holds the password itself, so its copy in the
-    results cannot)."""
+class AuthKeys(Options):
+    """Base of a kind's ``auth`` keys: who connects, and where its secret is,
+    an environment variable or a file (a test case never holds the secret
+    itself, so its copy in the results cannot)."""
+
+    @property
+    def who(self) -> str:
+        """The user (empty where the secret alone says who: a token)."""
+        return ""
+
+    @property
+    def source(self) -> tuple[str, str]:
+        """Where the secret is: (key, an environment variable's name or a path)."""
+        raise NotImplementedError
+
+
+def _one_of(model: Options, env: str, file: str, what: str) -> None:
+    if (getattr(model, env) is None) == (getattr(model, file) is None):
+        raise ValueError(f"give the {what}'s {env} or its {file} (one)")
+
+
+def _source(model: Options, env: str, file: str) -> tuple[str, str]:
+    name = getattr(model, env)
+    return (env, name) if name is not None else (file, str(getattr(model, file)))
+
+
+class PasswordAuth(AuthKeys):
+    """A user and where its password is."""
 
     user: str = Field(
         min_length=1, max_length=128, pattern=r"^[^\s:]+$", description="The user to connect as"
@@ -80,16 +106,41 @@ class PasswordAuth(Options):
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
-        if (self.password_env is None) == (self.password_file is None):
-            raise ValueError("give the password's password_env or its password_file (one)")
+        _one_of(self, "password_env", "password_file", "password")
+        return self
+
+    @property
+    def who(self) -> str:
+        return self.user
+
+    @property
+    def source(self) -> tuple[str, str]:
+        return _source(self, "password_env", "password_file")
+
+
+class TokenAuth(AuthKeys):
+    """Where a token is (it says who connects)."""
+
+    token_env: str | None = Field(
+        None, pattern=ENV_NAME_PATTERN, description="The environment variable holding the token"
+    )
+    token_file: str | None = Field(
+        None, min_length=1, description="A file holding the token (its first line)"
+    )
+
+    @field_validator("token_file")
+    @classmethod
+    def _from_the_case(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return from_the_case(value, info.context)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        _one_of(self, "token_env", "token_file", "token")
         return self
 
     @property
     def source(self) -> tuple[str, str]:
-        """("password_env", NAME) or ("password_file", PATH)."""
-        if self.password_env is not None:
-            return "password_env", self.password_env
-        return "password_file", str(self.password_file)
+        return _source(self, "token_env", "token_file")
 
 
 #: new flags, and (old key, note) for each key not carried over or whose meaning changed
@@ -141,6 +192,8 @@ class MemberSpec:
     data_dir: Path  # the database's own data, measured and removed at stop
     cluster_token: str
     tls: MemberTls | None = None
+    #: start with authentication on (kinds that must know before they start)
+    auth: bool = False
 
     @property
     def tls_dir(self) -> Path:
@@ -297,7 +350,7 @@ class DatabaseKind(ABC):
     #: and reach members over it (``tls:`` files with ``endpoints``)
     tls: ClassVar[bool] = False
     #: the test case's ``auth:`` keys for this kind (None: no auth yet)
-    auth_model: ClassVar[type[PasswordAuth] | None] = None
+    auth_model: ClassVar[type[AuthKeys] | None] = None
 
     @property
     def client_port(self) -> int:
@@ -320,9 +373,13 @@ class DatabaseKind(ABC):
             "endpoints": list(settings.endpoints),
             "options": options,
         }
-        if settings.access.user:
-            target["auth"] = {"user": settings.access.user, "password": settings.access.secret}
+        if settings.access.secret:
+            target["auth"] = self.engine_auth(settings.access)
         return target
+
+    def engine_auth(self, access: Access) -> dict[str, str]:
+        """The engine's ``auth`` for this kind: a user and password by default."""
+        return {"user": access.user, "password": access.secret}
 
     def create_user(self, peers: Sequence[Peer], access: Access) -> None:
         """Make ``access``'s user on this fresh cluster and turn its

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -14,6 +16,7 @@ from dbtester.databases import consul_events
 from dbtester.databases.base import (
     PLAIN,
     Access,
+    AuthKeys,
     DatabaseKind,
     EventCall,
     LaunchPlan,
@@ -21,9 +24,12 @@ from dbtester.databases.base import (
     MemberSpec,
     Options,
     Peer,
+    TokenAuth,
     go_arch,
     reported_version,
 )
+from dbtester.databases.consul_client import bootstrap_acl, open_url
+from dbtester.errors import DbtesterError
 from dbtester.install import (
     ArchiveDownload,
     GoBuild,
@@ -75,6 +81,8 @@ class Consul(DatabaseKind):
         " every reply lists all keys under the prefix, so its cost grows with them"
     )
     events: ClassVar[frozenset[str]] = frozenset({"snapshot", "transfer_leader", "upgrade"})
+    tls: ClassVar[bool] = True
+    auth_model: ClassVar[type[AuthKeys] | None] = TokenAuth
     event_notes: ClassVar[Mapping[str, str]] = consul_events.NOTES
 
     def run_event(self, event: str, call: EventCall) -> str:
@@ -127,15 +135,28 @@ class Consul(DatabaseKind):
         }
         if flags.raft_multiplier:
             config["performance"] = {"raft_multiplier": flags.raft_multiplier}
+        files: dict[Path, str] = {}
+        if member.tls is not None:
+            config["ports"] |= {"http": -1, "https": me.ports["client"]}
+            config["tls"] = _tls_config(member.tls_dir)
+            files = member.tls.files(member.tls_dir)
+        if member.auth:
+            # Denied unless a token allows it; the token is the bootstrap's.
+            config["acl"] = {
+                "enabled": True,
+                "default_policy": "deny",
+                "enable_token_persistence": True,
+            }
         path = member.member_dir / "consul.json"
         argv = [str(installed.path("consul")), "agent", f"-config-file={path}"]
-        return LaunchPlan(argv, {path: json.dumps(config, indent=2) + "\n"})
+        return LaunchPlan(argv, {path: json.dumps(config, indent=2) + "\n", **files})
 
     def count_keys(self, settings: LoadSettings) -> int:
         # the load's keys only ("k" and a number), not the checked clients'
-        url = f"http://{settings.endpoints[0]}/v1/kv/{ROOT}/{PREFIX.decode()}?keys"
+        path = f"/v1/kv/{ROOT}/{PREFIX.decode()}?keys"
+        timeout = max(settings.timeout_s, 120)
         try:
-            with urllib.request.urlopen(url, timeout=max(settings.timeout_s, 120)) as reply:
+            with open_url(settings.endpoints[0], path, settings.access, timeout) as reply:
                 return len(json.loads(reply.read()))
         except urllib.error.HTTPError as exc:
             if exc.code == 404:  # Consul's way of saying "no such keys"
@@ -144,13 +165,7 @@ class Consul(DatabaseKind):
 
     def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """/v1/status/leader names the leader once the cluster elected one."""
-        try:
-            with urllib.request.urlopen(
-                f"{peer.url('client')}/v1/status/leader", timeout=timeout
-            ) as r:
-                return len(json.loads(r.read()) or "") > 0
-        except (OSError, ValueError):
-            return False
+        return bool(_leader_address(peer, timeout, access))
 
     def leader(
         self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
@@ -158,12 +173,8 @@ class Consul(DatabaseKind):
         """/v1/status/leader names the leader's server (RPC) address, host:port;
         any member that answers knows it."""
         for peer in peers:
-            try:
-                with urllib.request.urlopen(
-                    f"{peer.url('client')}/v1/status/leader", timeout=timeout
-                ) as reply:
-                    address = str(json.loads(reply.read()) or "")
-            except (OSError, ValueError):
+            address = _leader_address(peer, timeout, access)
+            if address is None:
                 continue
             host, _, port = address.rpartition(":")
             for index, candidate in enumerate(peers):
@@ -171,6 +182,28 @@ class Consul(DatabaseKind):
                     return index
             return None
         return None
+
+    def create_user(self, peers: Sequence[Peer], access: Access) -> None:
+        """The ACL bootstrap, its management token the test case's, which
+        each member then uses as its own agent token (so that it may
+        register itself in the catalog)."""
+        try:
+            uuid.UUID(access.secret)
+        except ValueError:
+            raise DbtesterError(
+                "Consul's tokens are UUIDs (for example from `uuidgen`): the auth token"
+                " given is not one"
+            ) from None
+        try:
+            bootstrap_acl([p.address("client") for p in peers], access, timeout=30.0)
+        except urllib.error.HTTPError as exc:
+            body = exc.read().decode(errors="replace").strip()
+            raise DbtesterError(f"Consul's ACL set-up: HTTP {exc.code} {body}") from None
+        except OSError as exc:
+            raise DbtesterError(f"Consul's ACL set-up: {exc}") from None
+
+    def engine_auth(self, access: Access) -> dict[str, str]:
+        return {"token": access.secret}
 
     def install_sources(self, version: str) -> list[Source]:
         name = f"consul_{version}_linux_{go_arch()}.zip"
@@ -208,3 +241,29 @@ class Consul(DatabaseKind):
 
 
 ROOT = "dbtester"
+
+
+def _leader_address(peer: Peer, timeout: float, access: Access) -> str | None:
+    """The leader's server address as ``peer`` names it ("" while none
+    leads); None when it does not answer."""
+    try:
+        with open_url(peer.address("client"), "/v1/status/leader", access, timeout) as reply:
+            return str(json.loads(reply.read()) or "")
+    except (OSError, ValueError):
+        return None
+
+
+def _tls_config(folder: Path) -> dict[str, Any]:
+    """HTTPS and the servers' RPC over TLS, each side asking the other for a
+    certificate the run's CA signed (mutual TLS). The certificates name
+    hosts, not Consul's server.<datacenter> names, so server names are not
+    checked beyond the CA."""
+    files = {
+        "ca_file": str(folder / "ca.pem"),
+        "cert_file": str(folder / "cert.pem"),
+        "key_file": str(folder / "key.pem"),
+    }
+    return {
+        "defaults": {**files, "verify_incoming": True, "verify_outgoing": True},
+        "internal_rpc": {"verify_server_hostname": False},
+    }

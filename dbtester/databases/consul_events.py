@@ -12,18 +12,19 @@ from __future__ import annotations
 import base64
 import json
 import urllib.error
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dbtester.databases.base import (
+    Access,
     EventCall,
     EventFailed,
     LoadSettings,
     size_text,
     transfer_ends,
 )
+from dbtester.databases.consul_client import open_url
 from dbtester.errors import DbtesterError
 from dbtester.util.keys import prefill_batches, prefill_key
 
@@ -41,9 +42,18 @@ NOTES = {
 _CHUNK = 1 << 16
 
 
-def _open(request: urllib.request.Request | str, what: str, timeout: float) -> Any:
+def _open(
+    address: str,
+    path: str,
+    access: Access,
+    what: str,
+    timeout: float,
+    *,
+    method: str = "GET",
+    data: bytes | None = None,
+) -> Any:
     try:
-        return urllib.request.urlopen(request, timeout=timeout)
+        return open_url(address, path, access, timeout, method=method, data=data)
     except urllib.error.HTTPError as exc:
         body = exc.read().decode(errors="replace").strip()
         raise EventFailed(f"{what}: HTTP {exc.code} {body or exc.reason}") from None
@@ -56,9 +66,10 @@ def snapshot(call: EventCall) -> str:
     instead of forwarding to the leader), its bytes counted."""
     (member,) = call.members
     stale = "" if member == call.leader else "?stale"
-    url = f"{call.peers[member].url('client')}/v1/snapshot{stale}"
+    address = call.peers[member].address("client")
     received = 0
-    with _open(url, f"snapshot of member {member}", call.timeout_s) as reply:
+    what = f"snapshot of member {member}"
+    with _open(address, f"/v1/snapshot{stale}", call.access, what, call.timeout_s) as reply:
         while chunk := reply.read(_CHUNK):
             received += len(chunk)
     return f"{size_text(received)} from member {member}"
@@ -67,17 +78,18 @@ def snapshot(call: EventCall) -> str:
 def transfer_leader(call: EventCall) -> str:
     """The new leader named by its Raft server id, from the Raft configuration."""
     leader, target = transfer_ends(call)
-    base = call.peers[leader].url("client")
-    with _open(f"{base}/v1/operator/raft/configuration", "raft configuration", 10.0) as reply:
+    address = call.peers[leader].address("client")
+    configuration = "/v1/operator/raft/configuration"
+    with _open(address, configuration, call.access, "raft configuration", 10.0) as reply:
         servers = json.loads(reply.read()).get("Servers", [])
     name = call.peers[target].name
     ids = [s.get("ID") for s in servers if s.get("Node") == name]
     if not ids:
         raise EventFailed(f"member {target} ({name}) is not in the Raft configuration")
-    request = urllib.request.Request(
-        f"{base}/v1/operator/raft/transfer-leader?id={ids[0]}", data=b"", method="POST"
-    )
-    with _open(request, "transfer leader", call.timeout_s) as reply:
+    transfer = f"/v1/operator/raft/transfer-leader?id={ids[0]}"
+    with _open(
+        address, transfer, call.access, "transfer leader", call.timeout_s, method="POST", data=b""
+    ) as reply:
         reply.read()
     return f"member {leader} to member {target}"
 
@@ -102,7 +114,6 @@ def prefill(
     """``count`` keys under ``root`` in transactions of TXN_OPS sets,
     PREFILL_THREADS at once."""
     value = base64.b64encode(b"v" * value_size).decode()
-    url = f"http://{settings.endpoints[0]}/v1/txn"
     timeout = max(settings.timeout_s, 30.0)
 
     def write(batch: range) -> int:
@@ -110,9 +121,17 @@ def prefill(
             {"KV": {"Verb": "set", "Key": f"{root}/{prefill_key(n)}", "Value": value}}
             for n in batch
         ]
-        request = urllib.request.Request(url, data=json.dumps(ops).encode(), method="PUT")
+        body = json.dumps(ops).encode()
         try:
-            with _open(request, "the pre-fill", timeout) as reply:
+            with _open(
+                settings.endpoints[0],
+                "/v1/txn",
+                settings.access,
+                "the pre-fill",
+                timeout,
+                method="PUT",
+                data=body,
+            ) as reply:
                 reply.read()
         except EventFailed as exc:
             raise DbtesterError(str(exc)) from None

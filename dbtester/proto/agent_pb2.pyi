@@ -24,7 +24,7 @@ class Peer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., ports: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = ("run_id", "database_id", "kind", "version", "member_index", "peers", "flags_json", "sample_interval_s", "heartbeat_timeout_s", "cluster_token", "slow_disk", "tls")
+    __slots__ = ("run_id", "database_id", "kind", "version", "member_index", "peers", "flags_json", "sample_interval_s", "heartbeat_timeout_s", "cluster_token", "slow_disk", "tls", "auth")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class StartRequest(_message.Message):
     CLUSTER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SLOW_DISK_FIELD_NUMBER: _ClassVar[int]
     TLS_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     kind: str
@@ -49,7 +50,8 @@ class StartRequest(_message.Message):
     cluster_token: str
     slow_disk: bool
     tls: MemberTls
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ..., slow_disk: _Optional[bool] = ..., tls: _Optional[_Union[MemberTls, _Mapping]] = ...) -> None: ...
+    auth: bool
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., member_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., flags_json: _Optional[str] = ..., sample_interval_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ..., cluster_token: _Optional[str] = ..., slow_disk: _Optional[bool] = ..., tls: _Optional[_Union[MemberTls, _Mapping]] = ..., auth: _Optional[bool] = ...) -> None: ...
 
 class MemberTls(_message.Message):
     __slots__ = ("ca_pem", "cert_pem", "key_pem")

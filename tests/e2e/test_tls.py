@@ -1,15 +1,18 @@
-"""TLS and a user to the database under test, end to end on etcd: a
-3-member cluster started with ``tls: true`` (mutual TLS for clients and
-peers, certificates made for the run) and ``auth`` (the user created, auth
-enabled) is loaded, verified, faulted and checked, and neither a key nor
-the password is left in its results; a test case's own ``endpoints`` are
-reached with the files its ``tls`` names and the password its ``auth``
-file holds, and a CA that did not sign the members, or a wrong password,
-fails the database at the start, with the reason."""
+"""TLS and a user to the database under test, end to end: a 3-member etcd
+and a 3-member Consul started with ``tls: true`` (mutual TLS for clients
+and peers, certificates made for the run) and ``auth`` (etcd: the user
+created and auth enabled; Consul: ACLs on, denying by default, bootstrapped
+with the test case's token) are loaded, verified, faulted and checked, and
+neither a key nor the secret is left in their results. On etcd, a test
+case's own ``endpoints`` are reached with the files its ``tls`` names and
+the password its ``auth`` file holds, and a CA that did not sign the
+members, or a wrong password, fails the database at the start, with the
+reason."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,64 +27,82 @@ from tests.support.cluster import VERSIONS, cluster, dbtester
 pytestmark = pytest.mark.integration
 
 PUTS = 4000
-#: planted: no results file may hold it
+#: planted: no results file may hold either
 PASSWORD = "planted-7c1e0b-password"
+TOKEN = "9d3f1c2e-7c1e-4b0b-a5d4-3e2f1a0b9c8d"  # Consul's tokens are UUIDs
+SECRETS = (PASSWORD.encode(), TOKEN.encode())
 
 
 def _secrets_in(folder: Path) -> list[str]:
-    """Files of the results that hold a private key (any PEM one) or the password."""
+    """Files of the results that hold a private key (any PEM one) or a secret."""
     return [
         str(path.relative_to(folder))
         for path in folder.rglob("*")
         if path.is_file()
-        and (b"PRIVATE KEY" in path.read_bytes() or PASSWORD.encode() in path.read_bytes())
+        and any(secret in path.read_bytes() for secret in (b"PRIVATE KEY", SECRETS[0], SECRETS[1]))
     ]
+
+
+#: how each kind's members say they serve their clients over TLS
+SECURE = {"etcd": "serving client traffic securely", "consul": "protocol=https"}
+AUTH = {
+    "etcd": {"user": "bench", "password_env": "DBTESTER_TEST_PASSWORD"},
+    "consul": {"token_env": "DBTESTER_TEST_TOKEN"},
+}
 
 
 def test_members_started_with_tls_and_a_user_are_loaded_verified_faulted_and_checked(
     tmp_path: Path, installed_home: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DBTESTER_TEST_PASSWORD", PASSWORD)
-    home = Path(installed_home("etcd", VERSIONS["etcd"]))
+    monkeypatch.setenv("DBTESTER_TEST_TOKEN", TOKEN)
+    for kind in SECURE:
+        home = Path(installed_home(kind, VERSIONS[kind]))
     case = make_case(
         title="e2e tls",
         workload={"requests": PUTS, "rate": 1000, "check": {"clients": 4, "keys": 4}},
         faults=[
-            {"at": "0.5s", "action": "compact"},
+            {"at": "0.5s", "action": "snapshot", "member": "leader"},
             {"at": "1s", "action": "kill", "member": "leader"},
             {"at": "2s", "action": "restart"},
         ],
+        # Consul's raft_multiplier 1: a new leader within the member's 1 s down
         databases=[
+            database("etcd", "etcd", members=3, tls=True, auth=AUTH["etcd"]),
             database(
-                "etcd",
-                "etcd",
+                "consul",
+                "consul",
                 members=3,
                 tls=True,
-                auth={"user": "bench", "password_env": "DBTESTER_TEST_PASSWORD"},
-            )
+                auth=AUTH["consul"],
+                flags={"raft_multiplier": 1},
+            ),
         ],
     )
     out = tmp_path / "results"
     result = dbtester(home, "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
-    run = json.loads((out / "etcd" / "run.json").read_text())
-    compact, kill, restart = run["faults"]
-    assert not kill["error"] and not restart["error"], run["faults"]
-    # the maintenance event went through dbtester's own client, over TLS too
-    assert not compact["error"] and compact["detail"].startswith("to revision"), compact
-    assert run["correctness"]["linearizable_keys"] == 4, run["correctness"]
-    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
-    assert figures["TOTAL-REQUEST-NUMBER"] == PUTS
-    # every member served its clients over TLS (etcd says so as it starts)
-    logs = sorted((out / "etcd").glob("server-*-database.log"))
-    assert len(logs) == 3, logs
-    for log in logs:
-        assert "serving client traffic securely" in log.read_text(), log
-    # authentication was on: the leader logged enabling it
-    assert any('"msg":"enabled authentication"' in log.read_text() for log in logs)
+    summary = json.loads((out / "result.json").read_text())
+    for db in summary["databases"]:
+        kind = db["id"]
+        run = json.loads((out / kind / "run.json").read_text())
+        snapshot, kill, restart = run["faults"]
+        assert not kill["error"] and not restart["error"], run["faults"]
+        # the maintenance event went through dbtester's own client, over TLS too
+        assert not snapshot["error"] and "from member" in snapshot["detail"], snapshot
+        assert run["correctness"]["linearizable_keys"] == 4, (kind, run["correctness"])
+        # every write answered and verified: with authentication on (Consul
+        # denies anything a token does not allow), the load ran as the user
+        assert db["figures"]["TOTAL-REQUEST-NUMBER"] == PUTS, kind
+        logs = sorted((out / kind).glob("server-*-database.log"))
+        assert len(logs) == 3, logs
+        for log in logs:
+            assert SECURE[kind] in log.read_text(), log
+    etcd_logs = (out / "etcd").glob("server-*-database.log")
+    assert any('"msg":"enabled authentication"' in log.read_text() for log in etcd_logs)
     assert _secrets_in(out) == []
     # the client's key lived in the run's scratch folder, gone with the run
-    assert not list((home / "runs").rglob("client-key.pem"))
+    assert not (home / "runs" / summary["run_id"]).exists()
 
 
 def test_endpoints_are_reached_with_the_case_files_and_wrong_ones_fail_at_the_start(
@@ -128,3 +149,35 @@ def _failed_run(home: str, folder: Path, name: str, case: dict[str, Any]) -> str
     result = dbtester(Path(home), "run", str(config), "--out", str(folder / name))
     assert result.returncode == 1, result.stderr[-3000:]
     return result.stderr
+
+
+def test_a_consul_of_your_own_is_reached_with_its_token_and_a_wrong_one_fails(
+    tmp_path: Path, installed_home: Any
+) -> None:
+    home = installed_home("consul", VERSIONS["consul"])
+    files = tmp_path / "tls"
+    with cluster("consul", 1, tmp_path / "cluster", home, tls_in=files, auth=True) as (peers, _):
+        client = TlsFiles(files / "ca.pem", files / "client.pem", files / "client-key.pem")
+        KINDS["consul"].create_user(peers, Access(tls=client, secret=TOKEN))
+        (tmp_path / "token").write_text(TOKEN + "\n")
+        keys = {"ca": "tls/ca.pem", "cert": "tls/client.pem", "key": "tls/client-key.pem"}
+        endpoint = peers[0].address("client")
+        case = make_case(
+            title="e2e consul endpoints",
+            workload={"requests": 300},
+            databases=[
+                database(
+                    "consul", "consul", endpoints=[endpoint], tls=keys, auth={"token_file": "token"}
+                )
+            ],
+        )
+        out = tmp_path / "results"
+        result = dbtester(
+            Path(home), "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert _secrets_in(out) == []
+        (tmp_path / "wrong-token.txt").write_text(str(uuid.uuid4()) + "\n")
+        case["databases"][0]["auth"] = {"token_file": "wrong-token.txt"}
+        wrong = _failed_run(home, tmp_path, "wrong-token", case)
+    assert "HTTP-403" in wrong, wrong

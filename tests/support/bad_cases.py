@@ -300,9 +300,10 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
     ),
     (
         "tls on a kind dbtester cannot reach over TLS",
-        GOOD.replace("kind: etcd", "kind: consul").replace("3.5.17", "1.22.0") + "    tls: true\n",
+        GOOD.replace("kind: etcd", "kind: zookeeper").replace("3.5.17", "3.8.0")
+        + "    tls: true\n",
         "11:10",
-        ("cannot reach consul over TLS yet", "it can: etcd"),
+        ("cannot reach zookeeper over TLS yet", "it can: etcd, consul"),
     ),
     (
         "tls files for members dbtester starts",
@@ -327,6 +328,13 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         GOOD + '    endpoints: ["10.0.0.2:2379"]\n    tls: {ca: a.pem, sever_name: x}\n',
         "12:22",
         ("unknown key 'sever_name'", "did you mean 'server_name'"),
+    ),
+    (
+        "a password where Consul takes a token",
+        GOOD.replace("kind: etcd", "kind: consul").replace("3.5.17", "1.22.0")
+        + "    auth: {user: bench, password_env: PW}\n",
+        "11:12",
+        ("unknown key 'user'", "allowed here: token_env, token_file"),
     ),
     ("top is a list", "- a\n- b\n", "1:1", ("expected a mapping of keys at the top",)),
     ("top is a scalar", "hello\n", "1:1", ("expected a mapping",)),

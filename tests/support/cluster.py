@@ -71,10 +71,12 @@ def cluster(
     home: str,
     flags: dict[str, object] | None = None,
     tls_in: Path | None = None,
+    auth: bool = False,
 ) -> Iterator[tuple[list[Peer], list[AgentClient]]]:
     """A ``members``-member cluster of ``kind`` on loopback agents, serving;
     with ``tls_in``, over TLS, a client's files (ca.pem, client.pem,
-    client-key.pem) in that folder."""
+    client-key.pem) in that folder; with ``auth``, started for
+    authentication (its user is the caller's to set up)."""
     peers = loopback_peers(kind, members)
     tls = issue(kind, peers, tls_in) if tls_in else MembersAccess()
     with agents(tmp, members, home=home) as running:
@@ -89,6 +91,7 @@ def cluster(
                 peers=peers,
                 flags=dict(flags or {}),
                 tls=tls.identity(i),
+                auth=auth,
             )
         wait_serving(kind, peers, access=tls.access)
         yield peers, clients
