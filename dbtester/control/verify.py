@@ -117,6 +117,8 @@ def _count_keys(job: DatabaseJob, cluster: Cluster) -> int:
     while True:
         try:
             return kind.count_keys(replace(settings, endpoints=endpoints))
+        except PermissionError:
+            raise  # refused: asking again is refused again
         except Exception:
             if time.monotonic() >= deadline:
                 raise

@@ -410,7 +410,8 @@ class DatabaseKind(ABC):
 
     @abstractmethod
     def count_keys(self, settings: LoadSettings) -> int:
-        """How many keys the load generator's prefix holds (verification)."""
+        """How many keys the load generator's prefix holds (verification);
+        PermissionError when the database refuses the user (not retried)."""
 
     @abstractmethod
     def leader(

@@ -161,6 +161,8 @@ class Consul(DatabaseKind):
         except urllib.error.HTTPError as exc:
             if exc.code == 404:  # Consul's way of saying "no such keys"
                 return 0
+            if exc.code in (401, 403):
+                raise PermissionError(f"Consul refused the key count: HTTP {exc.code}") from None
             raise
 
     def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:

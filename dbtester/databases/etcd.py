@@ -246,13 +246,20 @@ class Etcd(DatabaseKind):
         return flags, warnings
 
     def count_keys(self, settings: LoadSettings) -> int:
-        from dbtester.databases.etcd_client import channel
+        import grpc
+
+        from dbtester.databases.etcd_client import REFUSED, channel
         from dbtester.proto import etcd_pb2, etcd_pb2_grpc
 
         request = etcd_pb2.RangeRequest(key=PREFIX, range_end=_prefix_end(PREFIX), count_only=True)
         with channel(settings.endpoints[0], settings.access) as open_channel:
             stub = etcd_pb2_grpc.KVStub(open_channel)
-            return int(stub.Range(request, timeout=max(settings.timeout_s, 60)).count)
+            try:
+                return int(stub.Range(request, timeout=max(settings.timeout_s, 60)).count)
+            except grpc.RpcError as exc:
+                if exc.code() in REFUSED or "authentication failed" in (exc.details() or ""):
+                    raise PermissionError(f"etcd refused the key count: {exc.details()}") from None
+                raise
 
 
 def _tls_flags(folder: Path) -> list[str]:

@@ -16,8 +16,11 @@ from dbtester.databases.base import Access
 from dbtester.proto import etcd_pb2 as pb
 from dbtester.proto import etcd_pb2_grpc as rpc
 
-__all__ = ["channel", "create_user", "status"]
+__all__ = ["REFUSED", "channel", "create_user", "status"]
 
+#: the codes of a call etcd refused for its user (a wrong password is
+#: INVALID_ARGUMENT "authentication failed")
+REFUSED = frozenset({grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED})
 #: the gRPC metadata etcd reads a call's auth token from
 TOKEN_KEY = "token"
 #: every key: from "\0" to the end ("\0" as a range's end means "no end")

@@ -125,7 +125,7 @@ def test_a_database_that_fails_to_start_shows_its_log(agent) -> None:
     peers[1] = type(peers[1])(
         peers[1].name,
         "127.0.0.1",
-        {"client": peers[1].ports["client"], "peer": peers[0].ports["peer"]},
+        {**peers[1].ports, "peer": peers[0].ports["peer"]},
     )
     with pytest.raises(AgentError) as caught:
         _start(agent.client(), peers=peers)

@@ -167,6 +167,25 @@ def test_counting_is_retried_while_the_cluster_elects(
     verify(job, counted)
 
 
+def test_a_count_refused_for_its_user_is_not_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong token or password is refused every time: the count fails at
+    once instead of retrying for COUNT_RETRY_S."""
+    job = _job(tmp_path)
+    asked: list[object] = []
+
+    def refused(self: object, settings: object) -> int:
+        asked.append(settings)
+        raise PermissionError("HTTP 403")
+
+    monkeypatch.setattr(type(job.kind), "count_keys", refused)
+    monkeypatch.setattr(verify_phase, "COUNT_RETRY_PAUSE_S", 0.01)
+    counted = _count(job, _measured(["ok"] * 10))
+    assert len(asked) == 1
+    assert counted.problem == "counting keys failed: HTTP 403"
+
+
 def test_keys_that_cannot_be_counted_fail(tmp_path: Path) -> None:
     with pytest.raises(DbtesterError, match="counting keys failed"):
         verify(_job(tmp_path), Counted(problem="counting keys failed: connection refused"))
