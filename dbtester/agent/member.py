@@ -37,6 +37,7 @@ from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
 from dbtester.errors import MemberError
 from dbtester.install import Installed
 from dbtester.util.net import interface_for, port_free
+from dbtester.util.paths import write_private
 
 __all__ = ["Member", "StopResult", "log_tail"]
 
@@ -72,9 +73,7 @@ def log_tail(path: Path, lines: int = 15) -> str:
 def _write_files(plan: LaunchPlan) -> None:
     for path, text in plan.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Readable by the agent's user only: a member's TLS key is among them.
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-            out.write(text)
+        write_private(path, text)  # a member's TLS key is among them
 
 
 def _log_to(log: logging.Logger, path: Path) -> logging.Handler:

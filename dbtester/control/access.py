@@ -19,6 +19,7 @@ from dbtester.config.model import TlsFiles as TlsKeys
 from dbtester.databases.base import PLAIN, Access, AuthKeys, MemberTls, Peer, TlsFiles
 from dbtester.errors import DbtesterError
 from dbtester.util.certs import RunAuthority
+from dbtester.util.paths import write_private
 
 __all__ = ["MembersAccess", "endpoint_access", "issue", "members_access"]
 
@@ -74,17 +75,11 @@ def issue(label: str, peers: Sequence[Peer], folder: Path) -> MembersAccess:
     client = authority.issue("dbtester")
     folder.mkdir(parents=True, exist_ok=True)
     files = TlsFiles(
-        ca=_private(folder / "ca.pem", client.ca),
-        cert=_private(folder / "client.pem", client.cert),
-        key=_private(folder / "client-key.pem", client.key),
+        ca=write_private(folder / "ca.pem", client.ca),
+        cert=write_private(folder / "client.pem", client.cert),
+        key=write_private(folder / "client-key.pem", client.key),
     )
     return MembersAccess(Access(tls=files), identities)
-
-
-def _private(path: Path, text: str) -> Path:
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-        out.write(text)
-    return path
 
 
 def endpoint_access(db: DatabaseSpec) -> Access:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from dbtester.agent.client import AgentClient
 from dbtester.errors import DbtesterError
+from dbtester.util.paths import write_private
 from dbtester.util.procs import with_parent_death_signal
 
 START_TIMEOUT_S = 30.0
@@ -57,10 +58,7 @@ class EmbeddedAgents:
     def __enter__(self) -> EmbeddedAgents:
         try:
             self.scratch.mkdir(parents=True, exist_ok=True)
-            token_file = self.scratch / "agent.token"
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(self.token)
+            token_file = write_private(self.scratch / "agent.token", self.token)
             # All launched first, then waited for: each agent's start is mostly
             # Python importing grpc, so they overlap (a trial starts ~1 s sooner
             # with 3 members).

@@ -12,7 +12,14 @@ from pathlib import Path
 
 from dbtester.errors import DbtesterError
 
-__all__ = ["SAFE_NAME", "dbtester_home", "ensure_writable", "from_the_case", "locked"]
+__all__ = [
+    "SAFE_NAME",
+    "dbtester_home",
+    "ensure_writable",
+    "from_the_case",
+    "locked",
+    "write_private",
+]
 
 #: a name from outside (a request, a results directory) that becomes one path
 #: component: letters, digits, . _ -, never "..", "/" or empty. Always fullmatch.
@@ -26,6 +33,14 @@ def from_the_case(value: str | None, context: dict[str, object] | None) -> str |
     if value is None or not isinstance(folder, Path) or Path(value).is_absolute():
         return value
     return str(folder / value)
+
+
+def write_private(path: Path, text: str) -> Path:
+    """``text`` into ``path``, readable by this user alone from its first
+    byte (a token, a key), replacing what was there; the path."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+        out.write(text)
+    return path
 
 
 def dbtester_home() -> Path:

@@ -1114,13 +1114,20 @@ mod tests {
         let conn = Conn::open(vec![endpoint], Duration::from_secs(1), None)
             .await
             .unwrap();
+        many_calls_and_a_large_one(&conn, 200).await;
+        server.abort();
+    }
+
+    /// `count` calls at once and one of 3 MB on `conn`, each answered with
+    /// its own message (the test server echoes "/ok").
+    async fn many_calls_and_a_large_one(conn: &Conn, count: u32) {
         let uri = conn.uri("/ok");
-        let calls = (0..200u32).map(|i| {
+        let calls = (0..count).map(|i| {
             let message = frame(&PutRequest {
                 key: Bytes::from(format!("key-{i}")),
                 value: Bytes::from(vec![b'v'; 300 + i as usize]),
             });
-            let (conn, uri) = (&conn, &uri);
+            let uri = &uri;
             async move {
                 let reply = conn.unary(uri, message.clone(), echo).await.unwrap();
                 assert_eq!(reply, &message[5..]);
@@ -1133,7 +1140,6 @@ mod tests {
         });
         let reply = conn.unary(&uri, large.clone(), echo).await.unwrap();
         assert!(reply == large[5..]);
-        server.abort();
     }
 
     #[tokio::test]
@@ -1437,25 +1443,7 @@ mod tests {
         let scheme = conn.uri("/scheme");
         let scheme = conn.unary(&scheme, frame(&StatusRequest {}), text).await;
         assert_eq!(scheme.unwrap(), "https");
-        let uri = conn.uri("/ok");
-        let calls = (0..50u32).map(|i| {
-            let message = frame(&PutRequest {
-                key: Bytes::from(format!("key-{i}")),
-                value: Bytes::from(vec![b'v'; 300 + i as usize]),
-            });
-            let (conn, uri) = (&conn, &uri);
-            async move {
-                let reply = conn.unary(uri, message.clone(), echo).await.unwrap();
-                assert_eq!(reply, &message[5..]);
-            }
-        });
-        futures_util::future::join_all(calls).await;
-        let large = frame(&PutRequest {
-            key: Bytes::from_static(b"large"),
-            value: Bytes::from(vec![b'v'; 3 << 20]),
-        });
-        let reply = conn.unary(&uri, large.clone(), echo).await.unwrap();
-        assert!(reply == large[5..]);
+        many_calls_and_a_large_one(&conn, 50).await;
         server.abort();
     }
 
