@@ -168,7 +168,13 @@ def _build_own_wheel(cache: Path) -> Path:
                 str(tree),
             ],
             f"build dbtester's wheel from {source}",
-            {"CARGO_TARGET_DIR": str(build / "target")},
+            # "pypi": the lowest manylinux tag the compiled engine's glibc
+            # symbols allow (manylinux_2_34 from Debian 12), so pip on any
+            # glibc Linux that new installs it, and nothing else does.
+            {
+                "CARGO_TARGET_DIR": str(build / "target"),
+                "MATURIN_PEP517_ARGS": "--compatibility pypi",
+            },
         )
     wheels = sorted(out.glob("dbtester-*.whl"))
     if len(wheels) != 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,17 @@ from tests.support.home import home_at
 ETCD = "3.5.17"
 #: what the run needs from the system beside Python: the parent-death wrapper
 _TOOLS = ("setpriv",)
+
+
+def _manylinux_glibc(name: str) -> tuple[int, int]:
+    found = re.search(r"manylinux_(\d+)_(\d+)_", name)
+    assert found, name
+    return int(found[1]), int(found[2])
+
+
+def _host_glibc() -> tuple[int, int]:
+    major, minor = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0.0").split()[1].split(".")[:2]
+    return int(major), int(minor)
 
 
 def _wheelhouse(home: Path) -> Wheelhouse:
@@ -42,8 +54,10 @@ def test_the_wheel_installs_and_runs_without_rust(tmp_path: Path, installed_home
     home = Path(installed_home("etcd", ETCD))
     house = _wheelhouse(home)
     wheel = house.dbtester_wheel
-    # abi3: one wheel for every CPython from 3.11; the engine is inside
-    assert "-abi3-" in wheel.name, wheel.name
+    # abi3: one wheel for every CPython from 3.11; manylinux: for any glibc
+    # Linux at least as new as the symbols the engine uses; the engine inside
+    assert "-abi3-manylinux_" in wheel.name, wheel.name
+    assert _manylinux_glibc(wheel.name) <= _host_glibc(), wheel.name
     assert any(n.startswith("dbtester/_engine") for n in zipfile.ZipFile(wheel).namelist())
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
