@@ -23,6 +23,7 @@ from dbtester.config import DatabaseSpec, Loaded, Workload, load_test_case
 from dbtester.config.model import MAX_REPEAT
 from dbtester.config.search import Search
 from dbtester.databases import KINDS
+from dbtester.databases.base import AuthKeys
 from dbtester.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -251,6 +252,9 @@ def describe_database(db: DatabaseSpec) -> str:
         where += ", mutual TLS (certificates made for the run)"
     elif db.tls:
         where += f", TLS (CA {db.tls.ca})"
+    if isinstance(db.auth, AuthKeys):
+        key, found = db.auth.source
+        where += f", as {db.auth.who or 'a token'} ({key} {found})"
     settings = {**db.flags.model_dump(exclude_none=True), **db.client.model_dump()}
     extra = "  " + " ".join(f"{k}={v}" for k, v in settings.items()) if settings else ""
     return f"{db.id:<20} {db.kind + ' ' + db.version:<18} {where}{extra}"

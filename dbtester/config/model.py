@@ -267,6 +267,10 @@ class DatabaseSpec(_Model):
                 "tls files are for endpoints (a cluster dbtester does not run); for the"
                 " members dbtester starts write tls: true"
             )
+        server_name = tls.server_name if isinstance(tls, TlsFiles) else None
+        why = KINDS[kind].tls_refusal(info.data.get("version", ""), tls is True, server_name)
+        if why:
+            raise ValueError(why)
         return tls
 
     @field_validator("auth", mode="before")

@@ -47,6 +47,7 @@ __all__ = [
     "reported_version",
     "size_text",
     "transfer_ends",
+    "version_numbers",
 ]
 
 
@@ -277,7 +278,7 @@ class LoadSettings:
         return b"v" * self.value_size
 
 
-def _numbers(version: str) -> tuple[int, ...]:
+def version_numbers(version: str) -> tuple[int, ...]:
     """A version's leading numbers, for ordering: 3.5.17 -> (3, 5, 17)."""
     found = []
     for part in version.split("."):
@@ -427,8 +428,15 @@ class DatabaseKind(ABC):
         default refuses only the same version and a step down."""
         if running == to:
             return f"it runs {to} already"
-        if _numbers(to) < _numbers(running):
+        if version_numbers(to) < version_numbers(running):
             return f"{to} is older: a downgrade is no upgrade"
+        return None
+
+    def tls_refusal(self, version: str, started: bool, server_name: str | None) -> str | None:
+        """Why this kind at ``version`` cannot use the test case's TLS
+        (``started``: members dbtester starts with ``tls: true``; else
+        endpoints reached with files and ``server_name``), or None. Kinds
+        with ``tls`` refine it; the default refuses nothing."""
         return None
 
     def run_event(self, event: str, call: EventCall) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import socket
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
@@ -20,7 +22,10 @@ from dbtester.databases.base import (
     LoadSettings,
     MemberSpec,
     Options,
+    PasswordAuth,
     Peer,
+    TlsFiles,
+    version_numbers,
 )
 from dbtester.errors import DbtesterError
 from dbtester.install import (
@@ -34,9 +39,14 @@ from dbtester.install import (
 )
 from dbtester.util.keys import checked_keys, prefill_batches, prefill_key
 
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
 __all__ = ["ZooKeeper", "ZooKeeperClient", "ZooKeeperFlags"]
 
 ARCHIVE = "https://archive.apache.org/dist/zookeeper"
+#: the first release that reads PEM key and trust stores (secure client port, quorum TLS)
+PEM_STORES = (3, 5, 5)
 #: connections ZooKeeper accepts from one client address when maxClientCnxns is unset
 DEFAULT_MAX_CLIENT_CNXNS = 60
 HEAP = r"^[1-9][0-9]*[kKmMgG]?$"
@@ -81,6 +91,8 @@ class ZooKeeper(DatabaseKind):
         " by the zxids the creates returned"
     )
     events: ClassVar[frozenset[str]] = frozenset({"upgrade"})
+    tls: ClassVar[bool] = True
+    auth_model: ClassVar[type[PasswordAuth] | None] = PasswordAuth
     event_notes: ClassVar[Mapping[str, str]] = {
         "compact": "ZooKeeper purges old snapshots and logs itself (autopurge), with no call"
         " to start it",
@@ -89,6 +101,40 @@ class ZooKeeper(DatabaseKind):
         " command for one (3.9) needs an authenticated admin server",
         "transfer_leader": "ZooKeeper has no leader transfer: a leader hands over only by stopping",
     }
+
+    def tls_refusal(self, version: str, started: bool, server_name: str | None) -> str | None:
+        if server_name is not None:
+            return (
+                "ZooKeeper's clients check each member's certificate against the address they"
+                " dial; drop server_name and give endpoints by the names the certificates carry"
+            )
+        if started and version and version_numbers(version) < PEM_STORES:
+            return (
+                f"dbtester starts ZooKeeper with TLS from 3.5.5 on (PEM key stores), not {version}"
+            )
+        return None
+
+    def create_user(self, peers: Sequence[Peer], access: Access) -> None:
+        """ZooKeeper has no users to create: a digest identity is whatever a
+        session adds. The load's parents get a digest ACL that lets only this
+        user (all permissions) and nobody else in, so a wrong password is
+        refused at the load's first write."""
+        from kazoo.exceptions import KazooException
+        from kazoo.security import make_digest_acl
+
+        acl = [make_digest_acl(access.user, access.secret, all=True)]
+        zk = _client([p.address("client") for p in peers], 30.0, access)
+        try:
+            for path in (ROOT, PREFILL_ROOT):
+                if zk.exists(path):
+                    zk.set_acls(path, acl)
+                else:
+                    zk.create(path, b"", acl=acl)
+        except KazooException as exc:
+            raise DbtesterError(f"setting ZooKeeper's digest ACL: {exc!r}") from None
+        finally:
+            zk.stop()
+            zk.close()
 
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         flags = member.flags
@@ -99,6 +145,9 @@ class ZooKeeper(DatabaseKind):
         jvm += [f"-Xmx{flags.heap_max}"] if flags.heap_max else []
         if flags.jute_max_buffer:
             jvm.append(f"-Djute.maxbuffer={flags.jute_max_buffer}")
+        classpath = installed.entry["classpath"]
+        if member.tls is not None:
+            classpath = _with_netty_codec(classpath)
         argv = [
             installed.entry["java"],
             *jvm,
@@ -108,7 +157,7 @@ class ZooKeeper(DatabaseKind):
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-cp",
-            installed.entry["classpath"],
+            classpath,
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
             str(config),
         ]
@@ -117,18 +166,23 @@ class ZooKeeper(DatabaseKind):
             logback: _LOGBACK,
             member.data_dir / "myid": f"{member.index + 1}\n",
         }
+        if member.tls is not None:
+            files |= member.tls.files(member.tls_dir)
+            # ZooKeeper's PEM key store is one file: the key, then its certificate
+            files[member.tls_dir / IDENTITY] = member.tls.key + member.tls.cert
         return LaunchPlan(argv, files)
 
     def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """'srvr' names the mode once the member serves (leader, follower, standalone)."""
-        return _mode(peer, timeout) is not None
+        return _mode(peer, timeout, access) is not None
 
     def leader(
         self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
     ) -> int | None:
         """The member whose 'srvr' says ``Mode: leader`` (a one-member ensemble
         says ``standalone`` and leads itself)."""
-        found = [i for i, p in enumerate(peers) if _mode(p, timeout) in ("leader", "standalone")]
+        modes = [_mode(p, timeout, access) for p in peers]
+        found = [i for i, mode in enumerate(modes) if mode in ("leader", "standalone")]
         return found[0] if len(found) == 1 else None
 
     def released_versions(self) -> list[str]:
@@ -201,12 +255,7 @@ class ZooKeeper(DatabaseKind):
     ) -> None:
         """Under a parent of their own (the load's parent counts its children
         for verification), in multi transactions of PREFILL_BATCH_BYTES."""
-        from kazoo.client import KazooClient
-
-        zk = KazooClient(
-            hosts=",".join(settings.endpoints), timeout=settings.timeout_s, logger=_QUIET
-        )
-        zk.start(timeout=max(settings.timeout_s, 30))
+        zk = _client(settings.endpoints, settings.timeout_s, settings.access)
         value = b"v" * value_size
         try:
             zk.ensure_path(PREFILL_ROOT)
@@ -223,12 +272,7 @@ class ZooKeeper(DatabaseKind):
             zk.close()
 
     def count_keys(self, settings: LoadSettings) -> int:
-        from kazoo.client import KazooClient
-
-        zk = KazooClient(
-            hosts=",".join(settings.endpoints), timeout=settings.timeout_s, logger=_QUIET
-        )
-        zk.start(timeout=max(settings.timeout_s, 30))
+        zk = _client(settings.endpoints, settings.timeout_s, settings.access)
         try:
             if not zk.exists(ROOT):
                 return 0
@@ -252,6 +296,32 @@ PREFILL_OPS = 500
 _QUIET = logging.getLogger("dbtester.kazoo")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
+#: the member's PEM key store (key and certificate), beside MemberTls's files
+IDENTITY = "identity.pem"
+
+
+def _client(endpoints: Sequence[str], timeout: float, access: Access) -> KazooClient:
+    """A started kazoo session: over TLS with ``access``'s files (each
+    member's certificate checked against the address dialled), and with its
+    user's digest identity added."""
+    from kazoo.client import KazooClient
+
+    secure: dict[str, Any] = {}
+    if access.tls is not None:
+        files = access.tls
+        secure = {
+            "use_ssl": True,
+            "verify_certs": True,
+            "check_hostname": True,
+            "ca": str(files.ca),
+            "certfile": str(files.cert) if files.cert else None,
+            "keyfile": str(files.key) if files.key else None,
+        }
+    if access.secret:
+        secure["auth_data"] = [("digest", f"{access.user}:{access.secret}")]
+    zk = KazooClient(hosts=",".join(endpoints), timeout=timeout, logger=_QUIET, **secure)
+    zk.start(timeout=max(timeout, 30))
+    return zk
 
 
 def _zoo_cfg(member: MemberSpec, flags: ZooKeeperFlags) -> str:
@@ -268,6 +338,8 @@ def _zoo_cfg(member: MemberSpec, flags: ZooKeeperFlags) -> str:
         "snapCount": flags.snap_count,
         "maxClientCnxns": flags.max_client_cnxns,
     }
+    if member.tls is not None:
+        lines |= _tls_settings(member)
     text = [f"{k}={v}" for k, v in lines.items() if v is not None]
     if len(member.peers) > 1:
         text += [
@@ -275,6 +347,39 @@ def _zoo_cfg(member: MemberSpec, flags: ZooKeeperFlags) -> str:
             for i, p in enumerate(member.peers)
         ]
     return "\n".join(text) + "\n"
+
+
+def _tls_settings(member: MemberSpec) -> dict[str, object]:
+    """Clients only on the secure port (Netty's, the one that speaks TLS), and
+    the quorum over TLS too, both requiring a certificate from the run's CA."""
+    me, folder = member.me, member.tls_dir
+    settings: dict[str, object] = {
+        "clientPort": None,
+        "clientPortAddress": None,
+        "secureClientPort": me.ports["client"],
+        "secureClientPortAddress": me.host,
+        "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
+        "sslQuorum": "true",
+    }
+    for prefix in ("ssl", "ssl.quorum"):
+        settings |= {
+            f"{prefix}.keyStore.location": folder / IDENTITY,
+            f"{prefix}.keyStore.type": "PEM",
+            f"{prefix}.trustStore.location": folder / "ca.pem",
+            f"{prefix}.trustStore.type": "PEM",
+            f"{prefix}.clientAuth": "need",
+        }
+    return settings
+
+
+def _with_netty_codec(classpath: str) -> str:
+    """Debian's zookeeper.jar names the Netty jars it uses but not
+    netty-codec, which Netty's TLS handler needs; Apache's lib/ has it."""
+    debian = Path("/usr/share/java")
+    codec = debian / "netty-codec.jar"
+    if str(debian / "zookeeper.jar") in classpath.split(":") and codec.exists():
+        return f"{classpath}:{codec}"
+    return classpath
 
 
 _LOGBACK = """<configuration>
@@ -317,19 +422,33 @@ def _bytes(size: str) -> int:
     return int(digits) * scale
 
 
-def _mode(peer: Peer, timeout: float) -> str | None:
+def _mode(peer: Peer, timeout: float, access: Access) -> str | None:
     """What the four-letter word 'srvr' (allowed by default) says of the
-    member's role: leader, follower, standalone; None when it does not serve."""
+    member's role: leader, follower, standalone; None when it does not serve.
+    Over TLS on a secure port: ZooKeeper answers four-letter words there too."""
     try:
-        with socket.create_connection((peer.host, peer.ports["client"]), timeout) as conn:
+        conn = socket.create_connection((peer.host, peer.ports["client"]), timeout)
+        if access.tls is not None:
+            conn = _context(access.tls).wrap_socket(conn, server_hostname=peer.host)
+        with conn:
             conn.settimeout(timeout)
             conn.sendall(b"srvr")
             reply = b""
             while chunk := conn.recv(4096):
                 reply += chunk
-    except OSError:
+    except OSError:  # ssl.SSLError included: a member that fails the handshake does not serve
         return None
     for line in reply.decode("utf-8", "replace").splitlines():
         if line.startswith("Mode: "):
             return line.removeprefix("Mode: ").strip()
     return None
+
+
+@functools.cache
+def _context(files: TlsFiles) -> ssl.SSLContext:
+    """The client context for ``files``, made once: the fault runner asks
+    every member's mode ten times a second."""
+    context = ssl.create_default_context(cafile=str(files.ca))
+    if files.cert is not None:
+        context.load_cert_chain(files.cert, files.key)
+    return context

@@ -7,7 +7,9 @@ neither a key nor the secret is left in their results. On etcd, a test
 case's own ``endpoints`` are reached with the files its ``tls`` names and
 the password its ``auth`` file holds, and a CA that did not sign the
 members, or a wrong password, fails the database at the start, with the
-reason."""
+reason. ZooKeeper the same way: its ensemble on the secure client port with
+the quorum over TLS and the load's parents behind the user's digest ACL,
+and a wrong CA or password refused with the reason."""
 
 from __future__ import annotations
 
@@ -108,38 +110,41 @@ def test_members_started_with_tls_and_a_user_are_loaded_verified_faulted_and_che
 def test_endpoints_are_reached_with_the_case_files_and_wrong_ones_fail_at_the_start(
     tmp_path: Path, installed_home: Any
 ) -> None:
-    home = installed_home("etcd", VERSIONS["etcd"])
+    errors = _good_and_wrong_files(tmp_path, installed_home("etcd", VERSIONS["etcd"]), "etcd")
+    assert errors["good"] == "", errors
+    assert "UnknownIssuer" in errors["wrong-ca"], errors
+    assert "authentication failed" in errors["wrong-password"], errors
+
+
+def _good_and_wrong_files(tmp_path: Path, home: str, kind: str) -> dict[str, str]:
+    """A 1-member ``kind`` over TLS with the user made, then one run of three
+    databases on it, each as _run says: the right files and password, a CA
+    that did not sign the member, and a wrong password."""
     files = tmp_path / "tls"
-    with cluster("etcd", 1, tmp_path / "cluster", home, tls_in=files) as (peers, _):
+    with cluster(kind, 1, tmp_path / "cluster", home, tls_in=files) as (peers, _):
         client = TlsFiles(files / "ca.pem", files / "client.pem", files / "client-key.pem")
-        KINDS["etcd"].create_user(peers, Access(tls=client, user="bench", secret=PASSWORD))
+        KINDS[kind].create_user(peers, Access(tls=client, user="bench", secret=PASSWORD))
         (tmp_path / "password").write_text(PASSWORD + "\n")
         (tmp_path / "wrong-password").write_text("not-the-password\n")
         (tmp_path / "other-ca.pem").write_text(RunAuthority("other").ca)
         # relative to the test case's folder
         keys = {"ca": "tls/ca.pem", "cert": "tls/client.pem", "key": "tls/client-key.pem"}
         auth = {"user": "bench", "password_file": "password"}
-        endpoint: dict[str, Any] = {"endpoints": [peers[0].address("client")]}
-        errors = _run(
+        endpoint: dict[str, Any] = {"endpoints": [peers[0].address("client")], "auth": auth}
+        return _run(
             home,
             tmp_path,
             [
-                database("good", "etcd", tls=keys, auth=auth, **endpoint),
-                database(
-                    "wrong-ca", "etcd", tls={**keys, "ca": "other-ca.pem"}, auth=auth, **endpoint
-                ),
+                database("good", kind, tls=keys, **endpoint),
+                database("wrong-ca", kind, tls={**keys, "ca": "other-ca.pem"}, **endpoint),
                 database(
                     "wrong-password",
-                    "etcd",
+                    kind,
                     tls=keys,
-                    auth={**auth, "password_file": "wrong-password"},
-                    **endpoint,
+                    **{**endpoint, "auth": {**auth, "password_file": "wrong-password"}},
                 ),
             ],
         )
-    assert errors["good"] == "", errors
-    assert "UnknownIssuer" in errors["wrong-ca"], errors
-    assert "authentication failed" in errors["wrong-password"], errors
 
 
 def _run(home: str, folder: Path, databases: list[dict[str, Any]]) -> dict[str, str]:
@@ -187,3 +192,39 @@ def test_a_consul_of_your_own_is_reached_with_its_token_and_a_wrong_one_fails(
         )
     assert errors["good"] == "", errors
     assert "HTTP-403" in errors["wrong-token"], errors
+
+
+def test_zookeeper_on_its_secure_port_with_a_digest_user(
+    tmp_path: Path, installed_home: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 3-member ensemble started with TLS (clients on the secure port,
+    the quorum too) and a digest user is loaded, faulted and checked; then a
+    ZooKeeper of your own, its load parent guarded by the user's digest ACL,
+    is reached with the case's files and refused a wrong CA or password."""
+    monkeypatch.setenv("DBTESTER_TEST_PASSWORD", PASSWORD)
+    home = installed_home("zookeeper", VERSIONS["zookeeper"])
+    case = make_case(
+        title="e2e zookeeper tls",
+        workload={"requests": 2000, "rate": 500, "check": {"clients": 2, "keys": 2}},
+        faults=[
+            {"at": "1s", "action": "kill", "member": "leader"},
+            {"at": "2s", "action": "restart"},
+        ],
+        databases=[database("zk", "zookeeper", members=3, tls=True, auth=AUTH["etcd"])],
+    )
+    out = tmp_path / "started"
+    result = dbtester(
+        Path(home), "run", str(write_case(tmp_path / "started.yaml", case)), "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads((out / "zk" / "run.json").read_text())
+    assert run["correctness"]["linearizable_keys"] == 2, run["correctness"]
+    assert not any(fault["error"] for fault in run["faults"]), run["faults"]
+    for log in sorted((out / "zk").glob("server-*-database.log")):
+        assert "secure: true" in log.read_text(), log
+    assert _secrets_in(out) == []
+
+    errors = _good_and_wrong_files(tmp_path, home, "zookeeper")
+    assert errors["good"] == "", errors
+    assert "UnknownIssuer" in errors["wrong-ca"], errors
+    assert "NoAuth" in errors["wrong-password"], errors

@@ -299,11 +299,18 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         ("workload: expected a mapping",),
     ),
     (
-        "tls on a kind dbtester cannot reach over TLS",
-        GOOD.replace("kind: etcd", "kind: zookeeper").replace("3.5.17", "3.8.0")
+        "tls on a ZooKeeper older than its PEM key stores",
+        GOOD.replace("kind: etcd", "kind: zookeeper").replace("3.5.17", "3.4.14")
         + "    tls: true\n",
         "11:10",
-        ("cannot reach zookeeper over TLS yet", "it can: etcd, consul"),
+        ("ZooKeeper with TLS from 3.5.5 on", "not 3.4.14"),
+    ),
+    (
+        "a server name for ZooKeeper, whose client checks the address",
+        GOOD.replace("kind: etcd", "kind: zookeeper").replace("3.5.17", "3.8.0")
+        + '    endpoints: ["10.0.0.2:2281"]\n    tls: {ca: a.pem, server_name: zk.example}\n',
+        "12:10",
+        ("drop server_name",),
     ),
     (
         "tls files for members dbtester starts",

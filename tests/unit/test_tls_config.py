@@ -85,3 +85,46 @@ def test_the_engine_plan_carries_the_pem_text_only_with_tls(tmp_path: Path) -> N
     assert tls is not None and tls["key"] is not None
     assert tls["ca"].startswith("-----BEGIN CERTIFICATE-----")
     assert "PRIVATE KEY" in tls["key"] and tls["server_name"] is None
+
+
+def test_zookeeper_members_with_tls_take_clients_on_the_secure_port_only(tmp_path: Path) -> None:
+    from dbtester.databases.base import MemberSpec, MemberTls
+    from dbtester.databases.zookeeper import ZooKeeper, ZooKeeperFlags
+    from dbtester.install import Installed
+
+    peers = tuple(
+        Peer(f"m{i}", f"10.0.0.{i + 1}", {"client": 2181, "peer": 2888, "election": 3888})
+        for i in range(3)
+    )
+    installed = Installed(
+        "zookeeper", "3.8.0", tmp_path, "test", {"java": "java", "classpath": "zk.jar"}, "now"
+    )
+    tls = MemberTls(ca="CA\n", cert="CERT\n", key="KEY\n")
+    spec = MemberSpec(1, peers, ZooKeeperFlags(), tmp_path / "m", tmp_path / "m" / "data", "t", tls)
+    files = {path.name: text for path, text in ZooKeeper().launch(installed, spec).files.items()}
+    settings = dict(line.split("=", 1) for line in files["zoo.cfg"].splitlines())
+    assert "clientPort" not in settings and "clientPortAddress" not in settings
+    assert (settings["secureClientPort"], settings["secureClientPortAddress"]) == (
+        "2181",
+        "10.0.0.2",
+    )
+    assert settings["sslQuorum"] == "true" and settings["ssl.quorum.clientAuth"] == "need"
+    assert settings["ssl.keyStore.location"] == str(spec.tls_dir / "identity.pem")
+    # ZooKeeper's PEM key store: the key and its certificate in one file
+    assert files["identity.pem"] == "KEY\nCERT\n" and files["ca.pem"] == "CA\n"
+    plain = ZooKeeper().launch(
+        installed, MemberSpec(1, peers, ZooKeeperFlags(), tmp_path, tmp_path, "t")
+    )
+    assert "clientPort=2181" in plain.files[tmp_path / "zoo.cfg"] and "ssl" not in str(plain.files)
+
+
+def test_validate_names_the_tls_and_the_user_never_the_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dbtester.cli import describe_database
+
+    monkeypatch.setenv("BENCH_PASSWORD", "planted-secret")
+    auth = {"user": "bench", "password_env": "BENCH_PASSWORD"}
+    line = describe_database(_spec(tmp_path, members=3, tls=True, auth=auth))
+    said = "mutual TLS (certificates made for the run), as bench (password_env BENCH_PASSWORD)"
+    assert said in line and "planted-secret" not in line, line

@@ -22,8 +22,9 @@ use zookeeper_client::{
 };
 
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Consistency, Plan, PlanError, Secret, Step, TlsPlan};
+use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step, TlsPlan};
 use crate::protocols::{Given, Protocol, Request, within};
+use crate::transport;
 use crate::transport::failover::ordered;
 use crate::workload::OpKind;
 use crate::workload::distribution::SAME;
@@ -283,9 +284,10 @@ async fn update(client: &Client, path: &str, value: &[u8], create_missing: bool)
 /// new ones wait in the crate's queue and go out once it is connected again
 /// (or time out).
 async fn session(plan: &Plan, options: &Options, c: usize) -> Result<Client, EngineError> {
-    let servers = ordered(&plan.endpoints, c % plan.endpoints.len())
-        .into_iter()
-        .map(|e| e.authority)
+    let order = ordered(&plan.endpoints, c % plan.endpoints.len());
+    let servers = order
+        .iter()
+        .map(|e| e.authority.as_str())
         .collect::<Vec<_>>()
         .join(",");
     let listed = servers.clone();
@@ -309,9 +311,29 @@ async fn session(plan: &Plan, options: &Options, c: usize) -> Result<Client, Eng
             }
             None => connector.connect(&servers).await,
         };
-        session.map_err(|e| EngineError(format!("{}: {}", what(), e)))
+        match session {
+            Ok(session) => Ok(session),
+            Err(e) => Err(EngineError(match tls_refusal(&order).await {
+                Some(why) => format!("{}: {}", what(), why),
+                None => format!("{}: {}", what(), e),
+            })),
+        }
     })
     .await
+}
+
+/// How long a server that took the handshake has to refuse our certificate.
+const TLS_SETTLE: Duration = Duration::from_secs(1);
+
+/// Why the first of `servers` refused TLS, if it did (its certificate, or
+/// ours): the crate says only that no server accepted.
+async fn tls_refusal(servers: &[Endpoint]) -> Option<String> {
+    let first = servers.first()?;
+    let tls = first.tls.as_ref()?;
+    match transport::tls::check(tls, &first.host, first.port, TLS_SETTLE).await {
+        Ok(()) => None,
+        Err(e) => Some(format!("TLS with {} failed: {}", first.authority, e)),
+    }
 }
 
 /// The plan's `tls` as the crate takes it: its own rustls client, built
