@@ -122,11 +122,12 @@ def _database(db_id: str, kind: str, version: str, hosts: Sequence[str]) -> str:
         f"    kind: {kind}",
         f"    version: {_quoted(version)}",
     ]
+    most = KINDS[kind].max_members or len(hosts) or 3  # kine: one process
     if hosts:
         lines.append("    hosts:")
-        lines += [f"      - address: {_quoted(h)}" for h in hosts]
+        lines += [f"      - address: {_quoted(h)}" for h in hosts[:most]]
     else:
-        lines.append("    members: 3")
+        lines.append(f"    members: {min(3, most)}")
     return "\n".join(lines) + "\n"
 
 

@@ -34,12 +34,13 @@ from dbtester.config.faults import (
     parse_duration,
 )
 from dbtester.config.search import SEARCH_SETS, Search
-from dbtester.databases import KINDS, Options
+from dbtester.databases import KINDS, DatabaseKind, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
 from dbtester.util.net import is_loopback
 from dbtester.util.paths import from_the_case
 from dbtester.workloads import MIN_MIXED_VALUE_SIZE, TYPES, AnyWorkload, Workload
+from dbtester.workloads.base import KeyValueError
 
 __all__ = [
     "DEFAULT_FAULT_RECOVERY_S",
@@ -196,7 +197,7 @@ class DatabaseSpec(_Model):
         max_length=64,
         description="Unique; names the table column and the results folder",
     )
-    kind: str = Field(description="The database kind: etcd, zookeeper or consul")
+    kind: str = Field(description="The database kind: etcd, zookeeper, consul or kine")
     version: str = Field(
         pattern=VERSION_PATTERN, description='The version to run; a string: quote "3.5"'
     )
@@ -241,6 +242,9 @@ class DatabaseSpec(_Model):
                 "give hosts (agents start the database) or endpoints (an already-running"
                 " cluster), not both"
             )
+        most = KINDS[self.kind].max_members
+        if most is not None and len(self.hosts) > most:
+            raise ValueError(_too_many(KINDS[self.kind], len(self.hosts)))
         if self.hosts and "members" in self.model_fields_set and self.members != len(self.hosts):
             raise ValueError(
                 f"members ({self.members}) differs from the number of hosts ({len(self.hosts)})"
@@ -282,6 +286,26 @@ class DatabaseSpec(_Model):
             raise ValueError(f"dbtester cannot authenticate to {kind} yet (it can: {able})")
         return auth
 
+    @field_validator("members")
+    @classmethod
+    def _members_fit(cls, members: int, info: ValidationInfo) -> int:
+        kind = KINDS.get(str(info.data.get("kind")))
+        if kind is not None and kind.max_members is not None and members > kind.max_members:
+            raise ValueError(_too_many(kind, members))
+        return members
+
+    @field_validator("workload")
+    @classmethod
+    def _kind_can_run_it(cls, workload: Workload, info: ValidationInfo) -> Workload:
+        # A field validator (kind comes first); the error points at the key that asks.
+        kind = KINDS.get(str(info.data.get("kind")))
+        if kind is None:
+            return workload
+        for capability, key in workload.needs():
+            if capability in kind.cannot:
+                raise KeyValueError(key, f"{key}: {kind.name} cannot: {kind.cannot[capability]}")
+        return workload
+
     @model_validator(mode="after")
     def _can_run_its_workload(self) -> Self:
         if self.workload.WATCHES and not KINDS[self.kind].watches:
@@ -316,7 +340,20 @@ def _spec_for(name: str) -> type[DatabaseSpec]:
     }
     if kind.auth_model is not None:
         fields["auth"] = (kind.auth_model | None, None)
+    if kind.max_members is not None:
+        fields["members"] = (
+            int,
+            Field(
+                kind.max_members, ge=1, le=MAX_MEMBERS, description=f"At most {kind.max_members}"
+            ),
+        )
     return create_model(f"{kind.__class__.__name__}Spec", __base__=DatabaseSpec, **fields)
+
+
+def _too_many(kind: DatabaseKind, members: int) -> str:
+    most = kind.max_members
+    plural = "s" if most != 1 else ""
+    return f"{kind.name} takes at most {most} member{plural}, not {members}: {kind.members_note}"
 
 
 SPECS: dict[str, type[DatabaseSpec]] = {name: _spec_for(name) for name in KINDS}

@@ -16,7 +16,15 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from dbtester.config.faults import EVENTS, Fault
-from dbtester.config.model import DatabaseSpec, Host, Publish, TestCase, TlsFiles, Workload
+from dbtester.config.model import (
+    MAX_MEMBERS,
+    DatabaseSpec,
+    Host,
+    Publish,
+    TestCase,
+    TlsFiles,
+    Workload,
+)
 from dbtester.config.search import Search
 from dbtester.databases import KINDS
 from dbtester.workloads import TYPES
@@ -167,27 +175,74 @@ def render_reference() -> str:
             continue
         lines += ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
         lines += [*_rows(model), ""]
-    return "\n".join([*lines, *events_table()])
+    return "\n".join([*lines, *kinds_table(), *events_table()])
+
+
+#: what a test case may ask of a kind, in the words Workload.needs and
+#: DatabaseKind.cannot share, and how the docs name it
+CAPABILITIES = {
+    "serializable": "`consistency: serializable` reads",
+    "read_modify_write": "`read_modify_write_proportion` above 0",
+}
+
+
+def kinds_table() -> list[str]:
+    """What each kind can be asked, as each kind declares it (``members``,
+    ``watches``, ``cannot``, ``tls``, ``auth_model``)."""
+
+    def rows() -> Iterator[tuple[str, list[str]]]:
+        yield "members", [str(k.max_members or MAX_MEMBERS) + " at most" for k in kinds]
+        yield "`type: watch`", ["yes" if k.watches else "no" for k in kinds]
+        for capability, words in CAPABILITIES.items():
+            yield words, [k.cannot.get(capability, "yes") for k in kinds]
+        yield "`tls`", ["yes" if k.tls else "not yet" for k in kinds]
+        yield "`auth`", ["yes" if k.auth_model else "not yet" for k in kinds]
+
+    kinds = list(KINDS.values())
+    return _by_kind(
+        "What each kind can run",
+        "As each kind declares it; `validate` refuses a test case that asks a kind for"
+        " what it cannot do, at the line that asks.",
+        "",
+        rows(),
+    )
 
 
 def events_table() -> list[str]:
     """Which maintenance event each kind runs, and what stands for the ones it
     does not, as each kind declares them (``DatabaseKind.events``)."""
-    lines = [
-        "## Maintenance events by kind",
-        "",
+    rows = (
+        (
+            f"`{event}`",
+            [
+                "yes" if event in kind.events else kind.event_notes.get(event, "no")
+                for kind in KINDS.values()
+            ],
+        )
+        for event in EVENTS
+    )
+    return _by_kind(
+        "Maintenance events by kind",
         "The `faults:` actions that end by themselves, and which kind can run each;"
         " `validate` refuses one that a database of the test case cannot run.",
+        "event",
+        rows,
+    )
+
+
+def _by_kind(
+    heading: str, intro: str, corner: str, rows: Iterator[tuple[str, list[str]]]
+) -> list[str]:
+    """A section with a table of one column per kind, a row per (what, cells)."""
+    lines = [
+        f"## {heading}",
         "",
-        "| event | " + " | ".join(KINDS) + " |",
+        intro,
+        "",
+        f"| {corner} | " + " | ".join(KINDS) + " |",
         "|---|" + "---|" * len(KINDS),
     ]
-    for event in EVENTS:
-        cells = [
-            "yes" if event in kind.events else kind.event_notes.get(event, "no")
-            for kind in KINDS.values()
-        ]
-        lines.append(f"| `{event}` | " + " | ".join(cells) + " |")
+    lines += [f"| {what} | " + " | ".join(cells) + " |" for what, cells in rows]
     return [*lines, ""]
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dbtester.databases.base import DatabaseKind, Options
 from dbtester.databases.consul import Consul
 from dbtester.databases.etcd import Etcd
+from dbtester.databases.kine import Kine
 from dbtester.databases.zookeeper import ZooKeeper
 
 __all__ = ["KINDS", "DatabaseKind", "Options", "get_kind"]
 
-_KINDS: tuple[DatabaseKind, ...] = (Etcd(), ZooKeeper(), Consul())
+_KINDS: tuple[DatabaseKind, ...] = (Etcd(), ZooKeeper(), Consul(), Kine())
 KINDS: dict[str, DatabaseKind] = {kind.name: kind for kind in _KINDS}
 
 

@@ -326,7 +326,7 @@ def transfer_ends(call: EventCall) -> tuple[int, int]:
 
 
 class DatabaseKind(ABC):
-    """A kind of database (etcd, zookeeper, consul); stateless, one instance each."""
+    """A kind of database (etcd, zookeeper, consul, kine); stateless, one instance each."""
 
     name: ClassVar[str]
     #: named ports a member listens on, with the standard numbers; "client" is
@@ -347,6 +347,13 @@ class DatabaseKind(ABC):
     #: what stands for each event it cannot run, in its own terms (the docs'
     #: table of events says it)
     event_notes: ClassVar[Mapping[str, str]] = {}
+    #: what a load may ask that this kind cannot do (Workload.needs' names:
+    #: ``serializable``, ``read_modify_write``), each with the reason
+    cannot: ClassVar[Mapping[str, str]] = {}
+    #: the most members a database of this kind may have (None: MAX_MEMBERS),
+    #: and why; the default member count follows it
+    max_members: ClassVar[int | None] = None
+    members_note: ClassVar[str] = ""
     #: whether dbtester can start this kind's members with TLS (``tls: true``)
     #: and reach members over it (``tls:`` files with ``endpoints``)
     tls: ClassVar[bool] = False

@@ -34,7 +34,6 @@ from dbtester.install import (
     SourceUnavailable,
     go_proxy_versions,
 )
-from dbtester.util.keys import PREFIX
 
 __all__ = ["Etcd", "EtcdClient", "EtcdFlags"]
 
@@ -246,20 +245,9 @@ class Etcd(DatabaseKind):
         return flags, warnings
 
     def count_keys(self, settings: LoadSettings) -> int:
-        import grpc
+        from dbtester.databases.etcd_client import count_keys
 
-        from dbtester.databases.etcd_client import REFUSED, channel
-        from dbtester.proto import etcd_pb2, etcd_pb2_grpc
-
-        request = etcd_pb2.RangeRequest(key=PREFIX, range_end=_prefix_end(PREFIX), count_only=True)
-        with channel(settings.endpoints[0], settings.access) as open_channel:
-            stub = etcd_pb2_grpc.KVStub(open_channel)
-            try:
-                return int(stub.Range(request, timeout=max(settings.timeout_s, 60)).count)
-            except grpc.RpcError as exc:
-                if exc.code() in REFUSED or "authentication failed" in (exc.details() or ""):
-                    raise PermissionError(f"etcd refused the key count: {exc.details()}") from None
-                raise
+        return count_keys(settings, "etcd")
 
 
 def _tls_flags(folder: Path) -> list[str]:
@@ -276,10 +264,6 @@ def _tls_flags(folder: Path) -> list[str]:
         f"--peer-trusted-ca-file={ca}",
         "--peer-client-cert-auth",
     ]
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
 def _copy_debian_etcd(root: Path, dest: Path) -> dict[str, str]:

@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from dbtester.databases.base import Access
+from dbtester.databases.base import Access, LoadSettings
 from dbtester.proto import etcd_pb2 as pb
 from dbtester.proto import etcd_pb2_grpc as rpc
+from dbtester.util.keys import PREFIX
 
 __all__ = ["REFUSED", "channel", "create_user", "status"]
 
@@ -126,3 +127,22 @@ class _Token(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor
         self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
     ) -> Any:
         return continuation(self._with_token(details), request)
+
+
+def count_keys(settings: LoadSettings, kind: str) -> int:
+    """How many keys the load's prefix holds (one count-only range);
+    PermissionError when ``kind``'s server refuses the user."""
+    request = pb.RangeRequest(key=PREFIX, range_end=_prefix_end(PREFIX), count_only=True)
+    with channel(settings.endpoints[0], settings.access) as open_channel:
+        try:
+            return int(
+                rpc.KVStub(open_channel).Range(request, timeout=max(settings.timeout_s, 60)).count
+            )
+        except grpc.RpcError as exc:
+            if exc.code() in REFUSED or "authentication failed" in (exc.details() or ""):
+                raise PermissionError(f"{kind} refused the key count: {exc.details()}") from None
+            raise
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    return prefix[:-1] + bytes([prefix[-1] + 1])

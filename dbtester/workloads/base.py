@@ -248,6 +248,15 @@ class Workload(BaseModel):
         one written last (members apply writes in order)."""
         return 0
 
+    def needs(self) -> list[tuple[str, str]]:
+        """What this load asks of a kind beyond plain writes and linearizable
+        reads, each with the key that asks: (capability, key). A kind lists
+        what it cannot do (``DatabaseKind.cannot``) under the same names:
+        ``serializable`` reads, ``read_modify_write`` transactions."""
+        if self.read_consistency == "serializable":
+            return [("serializable", "consistency")]
+        return []
+
     def describe(self, requests: str) -> str:
         """What the requests do, for ``validate``: ``requests`` is how many."""
         raise NotImplementedError

@@ -146,6 +146,12 @@ class MixedWorkload(Workload):
     def readiness_key(self) -> int:
         return self.key_count - 1  # the load phase's last key: written last
 
+    def needs(self) -> list[tuple[str, str]]:
+        found = super().needs()
+        if self.read_modify_write_proportion > 0:
+            found.append(("read_modify_write", "read_modify_write_proportion"))
+        return found
+
     def describe(self, requests: str) -> str:
         mix = ", ".join(f"{share:.0%} {op}" for op, share in self._shares().items() if share)
         return (

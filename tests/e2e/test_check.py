@@ -1,7 +1,8 @@
 """`check:` end to end: checked clients beside a write load on a real
-3-member cluster of each kind, whose leader is killed 1 s in and restarted
-at 3 s; each history checks linearizable, the table says so, run.json keeps
-the verdict, and the load's figures hold only the load's requests."""
+3-member cluster of each kind (kine: its one process), whose leader is
+killed 1 s in and restarted at 3 s; each history checks linearizable, the
+table says so, run.json keeps the verdict, and the load's figures hold only
+the load's requests."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from dbtester.results import CheckedOperations
 from dbtester.results.checked import NO_MEMBER
 from tests.support.cases import database, make_case, write_case
-from tests.support.cluster import VERSIONS, dbtester
+from tests.support.cluster import KINE, VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,7 @@ PUTS = 4000
 
 
 def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_home) -> None:
-    for kind, version in VERSIONS.items():
+    for kind, version in [*VERSIONS.items(), ("kine", KINE)]:
         home = Path(installed_home(kind, version))
     case = make_case(
         title="e2e check",
@@ -32,7 +33,10 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
             {"at": "1s", "action": "kill", "member": "leader"},
             {"at": "3s", "action": "restart"},
         ],
-        databases=[database(kind, kind, members=3) for kind in VERSIONS],
+        databases=[
+            *(database(kind, kind, members=3) for kind in VERSIONS),
+            database("kine", "kine", version=KINE),
+        ],
     )
     config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
@@ -52,6 +56,8 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         members = set(history.member.tolist())
         if kind == "zookeeper":  # its sessions move among servers unseen
             assert members == {NO_MEMBER}
+        elif kind == "kine":  # one process
+            assert members == {0}, members
         else:  # four checked clients' connections, round robin over three
             assert members == {0, 1, 2}, (kind, members)
         kill = run["faults"][0]

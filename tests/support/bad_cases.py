@@ -313,6 +313,20 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         ("drop server_name",),
     ),
     (
+        "three kine members",
+        GOOD.replace("kind: etcd", "kind: kine").replace("3.5.17", "0.17.5") + "    members: 3\n",
+        "11:14",
+        ("kine takes at most 1 member, not 3", "one process"),
+    ),
+    (
+        "serializable reads on kine",
+        GOOD.replace("kind: etcd", "kind: kine")
+        .replace("3.5.17", "0.17.5")
+        .replace("type: write", "type: read\n  consistency: serializable"),
+        "4:16",
+        ("consistency: kine cannot", "refuses serializable"),
+    ),
+    (
         "tls files for members dbtester starts",
         GOOD + "    tls: {ca: ca.pem}\n",
         "11:10",

@@ -24,6 +24,7 @@ from tests.support.poll import poll_until
 
 __all__ = [
     "AS_FROM_A_TERMINAL",
+    "KINE",
     "VERSIONS",
     "b64",
     "cluster",
@@ -39,6 +40,8 @@ __all__ = [
 
 #: the version of each kind the tests install (``make test-databases``)
 VERSIONS = {"etcd": "3.5.17", "zookeeper": "3.8.0", "consul": "1.22.0"}
+#: kine's, apart: one process, it joins only the tests written for it
+KINE = "0.17.5"
 
 
 def post(url: str, body: dict[str, object] | None = None, method: str = "POST") -> bytes:
