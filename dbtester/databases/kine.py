@@ -2,7 +2,9 @@
 
 kine answers etcd's gRPC calls (the load engine speaks to it as to etcd)
 from one process and its SQLite file: one member, no leader election, no
-serializable reads, and only the transaction shapes kube-apiserver sends.
+serializable reads, and only the transaction shapes kube-apiserver sends
+(the engine's read-modify-write is one: a compare on the key's revision,
+a put, and a read on failure).
 dbtester's etcd client parts (the status call, the key count) serve it.
 """
 
@@ -67,7 +69,6 @@ class Kine(DatabaseKind):
     members_note: ClassVar[str] = "kine on SQLite is one process with one database file"
     cannot: ClassVar[Mapping[str, str]] = {
         "serializable": "kine answers every read from its database: it refuses serializable ones",
-        "read_modify_write": "kine accepts only the transactions kube-apiserver sends",
     }
     event_notes: ClassVar[Mapping[str, str]] = {
         "compact": "kine compacts by itself (--compact-interval) or when the apiserver's"

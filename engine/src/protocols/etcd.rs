@@ -118,13 +118,17 @@ pub struct RangeRequest {
     pub count_only: bool,
 }
 
-/// A Txn that puts `success` only if the key's mod_revision is unchanged.
+/// A Txn that puts `success` only if the key's mod_revision is unchanged,
+/// and reads the key again (`failure`) if it changed: the shape of
+/// kube-apiserver's updates, the only one kine accepts.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TxnRequest {
     #[prost(message, repeated, tag = "1")]
     pub compare: Vec<Compare>,
     #[prost(message, repeated, tag = "2")]
     pub success: Vec<RequestOp>,
+    #[prost(message, repeated, tag = "3")]
+    pub failure: Vec<RequestOp>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -146,6 +150,8 @@ const TARGET_MOD: i32 = 2;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RequestOp {
+    #[prost(message, optional, tag = "1")]
+    pub request_range: Option<RangeRequest>,
     #[prost(message, optional, tag = "2")]
     pub request_put: Option<PutRequest>,
 }
@@ -425,26 +431,43 @@ impl Etcd {
             Ok(None) => return Outcome::WrongValue,
             Err(failure) => return failure_outcome(&failure),
         };
-        let txn = frame(&TxnRequest {
-            compare: vec![Compare {
-                result: COMPARE_EQUAL,
-                target: TARGET_MOD,
-                key: key.clone(),
-                mod_revision: revision,
-            }],
-            success: vec![RequestOp {
-                request_put: Some(PutRequest {
-                    key,
-                    value: request.value.clone(),
-                }),
-            }],
-        });
+        let txn = frame(&update_txn(key, request.value.clone(), revision));
         let decode = |reply: &[u8]| TxnResponse::decode(reply).ok().map(|r| r.succeeded);
         match target.conn.unary(&target.txn, txn, decode).await {
             Ok(true) => Outcome::Ok,
             Ok(false) => Outcome::Conflict,
             Err(failure) => failure_outcome(&failure),
         }
+    }
+}
+
+/// Put `value` at `key` if its mod_revision is still `revision`, else read
+/// it: kube-apiserver's update (GuaranteedUpdate), the Txn shape kine
+/// accepts. etcd runs the failure's read only on a conflict, so the path
+/// that succeeds costs what a bare compare-and-put does.
+fn update_txn(key: Bytes, value: Bytes, revision: i64) -> TxnRequest {
+    TxnRequest {
+        compare: vec![Compare {
+            result: COMPARE_EQUAL,
+            target: TARGET_MOD,
+            key: key.clone(),
+            mod_revision: revision,
+        }],
+        success: vec![RequestOp {
+            request_range: None,
+            request_put: Some(PutRequest {
+                key: key.clone(),
+                value,
+            }),
+        }],
+        failure: vec![RequestOp {
+            request_range: Some(RangeRequest {
+                key,
+                serializable: false,
+                count_only: false,
+            }),
+            request_put: None,
+        }],
     }
 }
 
@@ -1060,6 +1083,12 @@ mod tests {
         assert_eq!(range.encode_to_vec(), b"\x0a\x01k\x38\x01\x48\x01");
         // Unknown fields are skipped, kvs[0].value is read.
         assert_eq!(first_value(REPLY), Ok(Some(&b"v"[..])));
+        // compare{MOD EQUAL k 5}, success{put k=v}, failure{range k}
+        let txn = update_txn(Bytes::from_static(b"k"), Bytes::from_static(b"v"), 5);
+        assert_eq!(
+            txn.encode_to_vec(),
+            b"\x0a\x07\x10\x02\x1a\x01k\x30\x05\x12\x08\x12\x06\x0a\x01k\x12\x01v\x1a\x05\x0a\x03\x0a\x01k"
+        );
         let status = StatusResponse::decode(&b"\x0a\x02\x10\x07\x20\x07"[..]).unwrap();
         assert_eq!((status.header.unwrap().member_id, status.leader), (7, 7));
     }
