@@ -102,8 +102,7 @@ class Kine(DatabaseKind):
             "--datastore-max-open-connections": flags.max_open_connections,
         }
         argv += [f"{name}={value}" for name, value in options.items() if value is not None]
-        # kine opens its database file but does not make the folder
-        return LaunchPlan(argv, files={member.data_dir / ".keep": ""})
+        return LaunchPlan(argv)  # the agent makes the data folder; kine the file
 
     def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """kine answers etcd's Status (from its database) once it serves;
