@@ -35,6 +35,8 @@ __all__ = ["prefill", "run"]
 TXN_OPS = 128
 #: transactions in flight at once while pre-filling
 PREFILL_THREADS = 4
+#: single puts in flight at once while pre-filling without transactions
+PUT_THREADS = 8
 
 
 def _called(what: str, call: Callable[[], Any]) -> Any:
@@ -141,25 +143,35 @@ def run(event: str, call: EventCall) -> str:
 
 
 def prefill(
-    settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]
+    settings: LoadSettings,
+    count: int,
+    value_size: int,
+    advance: Callable[[int], None],
+    *,
+    transactions: bool = True,
 ) -> None:
-    """``count`` keys in transactions of TXN_OPS puts, PREFILL_THREADS at once."""
+    """``count`` keys in transactions of TXN_OPS puts, PREFILL_THREADS at
+    once; without ``transactions`` (kine takes no multi-put transaction),
+    one put per key, PUT_THREADS at once."""
     value = b"v" * value_size
     timeout = max(settings.timeout_s, 30.0)
     with channel(settings.endpoints[0], settings.access) as open_channel:
         stub = rpc.KVStub(open_channel)
 
         def write(batch: range) -> int:
-            puts = [
-                pb.RequestOp(request_put=pb.PutRequest(key=prefill_key(n).encode(), value=value))
-                for n in batch
-            ]
+            puts = [pb.PutRequest(key=prefill_key(n).encode(), value=value) for n in batch]
             try:
-                stub.Txn(pb.TxnRequest(success=puts), timeout=timeout)
+                if transactions:
+                    ops = [pb.RequestOp(request_put=put) for put in puts]
+                    stub.Txn(pb.TxnRequest(success=ops), timeout=timeout)
+                else:
+                    (put,) = puts
+                    stub.Put(put, timeout=timeout)
             except grpc.RpcError as exc:
                 raise DbtesterError(f"the pre-fill failed: {exc.code()} {exc.details()}") from None
             return len(batch)
 
-        with ThreadPoolExecutor(PREFILL_THREADS, thread_name_prefix="prefill") as pool:
-            for written in pool.map(write, prefill_batches(count, value_size, TXN_OPS)):
+        most, threads = (TXN_OPS, PREFILL_THREADS) if transactions else (1, PUT_THREADS)
+        with ThreadPoolExecutor(threads, thread_name_prefix="prefill") as pool:
+            for written in pool.map(write, prefill_batches(count, value_size, most)):
                 advance(written)

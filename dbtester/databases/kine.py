@@ -11,8 +11,7 @@ dbtester's etcd client parts (the status call, the key count) serve it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -21,7 +20,6 @@ from dbtester.databases.base import (
     Access,
     DatabaseKind,
     LaunchPlan,
-    LegacyFlags,
     LoadSettings,
     MemberSpec,
     Options,
@@ -29,9 +27,7 @@ from dbtester.databases.base import (
     reported_version,
 )
 from dbtester.databases.etcd import EtcdClient
-from dbtester.errors import DbtesterError
 from dbtester.install import GoBuild, Installed, Source, SourceUnavailable, go_proxy_versions
-from dbtester.util.keys import prefill_key
 
 __all__ = ["Kine", "KineFlags"]
 
@@ -39,8 +35,6 @@ MODULE = "github.com/k3s-io/kine"
 #: kine's own default SQLite settings: WAL, one shared cache, a 30-s wait on
 #: a locked table, and write transactions that take the lock at once
 SQLITE_PARAMETERS = "_journal=WAL&cache=shared&_busy_timeout=30000&_txlock=immediate"
-#: pre-fill puts in flight at once (kine takes no multi-put transaction)
-PREFILL_THREADS = 8
 
 
 class KineFlags(Options):
@@ -131,30 +125,10 @@ class Kine(DatabaseKind):
     def prefill(
         self, settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]
     ) -> None:
-        """One put per key, PREFILL_THREADS at once: kine refuses a
-        transaction of several puts."""
-        import grpc
+        """One put per key: kine refuses a transaction of several puts."""
+        from dbtester.databases import etcd_events
 
-        from dbtester.databases.etcd_client import channel
-        from dbtester.proto import etcd_pb2, etcd_pb2_grpc
-
-        value = b"v" * value_size
-        timeout = max(settings.timeout_s, 30.0)
-        with channel(settings.endpoints[0], settings.access) as open_channel:
-            stub = etcd_pb2_grpc.KVStub(open_channel)
-
-            def put(n: int) -> None:
-                request = etcd_pb2.PutRequest(key=prefill_key(n).encode(), value=value)
-                try:
-                    stub.Put(request, timeout=timeout)
-                except grpc.RpcError as exc:
-                    raise DbtesterError(
-                        f"the pre-fill failed: {exc.code()} {exc.details()}"
-                    ) from None
-
-            with ThreadPoolExecutor(PREFILL_THREADS, thread_name_prefix="prefill") as pool:
-                for _ in pool.map(put, range(count)):
-                    advance(1)
+        etcd_events.prefill(settings, count, value_size, advance, transactions=False)
 
     def install_sources(self, version: str) -> list[Source]:
         # SQLite through cgo: the build needs a C compiler (Debian's gcc)
@@ -176,6 +150,3 @@ class Kine(DatabaseKind):
         have = reported_version([entry["kine"], "--version"], r"version\s+v?(\S+)")
         if have not in (version, "dev"):
             raise SourceUnavailable(f"the binary reports kine {have}, not {version}")
-
-    def convert_legacy_flags(self, old: Mapping[str, Any]) -> LegacyFlags:
-        return {}, [(key, f"'{key}' has no equivalent for kine; dropped") for key in old]

@@ -49,6 +49,7 @@ def _secrets_in(folder: Path) -> list[str]:
 SECURE = {"etcd": "serving client traffic securely", "consul": "protocol=https"}
 AUTH = {
     "etcd": {"user": "bench", "password_env": "DBTESTER_TEST_PASSWORD"},
+    "zookeeper": {"user": "bench", "password_env": "DBTESTER_TEST_PASSWORD"},
     "consul": {"token_env": "DBTESTER_TEST_TOKEN"},
 }
 
@@ -210,7 +211,7 @@ def test_zookeeper_on_its_secure_port_with_a_digest_user(
             {"at": "1s", "action": "kill", "member": "leader"},
             {"at": "2s", "action": "restart"},
         ],
-        databases=[database("zk", "zookeeper", members=3, tls=True, auth=AUTH["etcd"])],
+        databases=[database("zk", "zookeeper", members=3, tls=True, auth=AUTH["zookeeper"])],
     )
     out = tmp_path / "started"
     result = dbtester(
