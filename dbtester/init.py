@@ -122,7 +122,7 @@ def _database(db_id: str, kind: str, version: str, hosts: Sequence[str]) -> str:
         f"    kind: {kind}",
         f"    version: {_quoted(version)}",
     ]
-    most = KINDS[kind].max_members or len(hosts) or 3  # kine: one process
+    most = KINDS[kind].max_members or len(hosts) or 3  # a kind may take fewer
     if hosts:
         lines.append("    hosts:")
         lines += [f"      - address: {_quoted(h)}" for h in hosts[:most]]

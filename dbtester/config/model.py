@@ -197,7 +197,7 @@ class DatabaseSpec(_Model):
         max_length=64,
         description="Unique; names the table column and the results folder",
     )
-    kind: str = Field(description="The database kind: etcd, zookeeper, consul or kine")
+    kind: str = Field(description=f"The database kind: {', '.join(KINDS)}")
     version: str = Field(
         pattern=VERSION_PATTERN, description='The version to run; a string: quote "3.5"'
     )
