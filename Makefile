@@ -13,7 +13,7 @@ ENGINE := engine/Cargo.toml
 RUST_VERSION := 1.88
 CARGO := PYO3_PYTHON=$(abspath $(BIN)/python) cargo
 
-.PHONY: setup system rust python demo gallery docs reference wheel test test-databases test-tools check fuzz unit lint types engine-test tox proto clean
+.PHONY: setup system rust python demo gallery docs reference wheel test test-databases test-tools test-wheelhouse check fuzz unit lint types engine-test tox proto clean
 
 setup: system python
 
@@ -84,7 +84,7 @@ test: setup engine-test test-databases docs
 # tests' home before pytest runs: a cold Go build of etcd or Consul takes
 # minutes, and inside the first test that needed it, it read as that test's.
 TEST_HOME ?= $(or $(DBTESTER_TEST_HOME),$(HOME)/.cache/dbtester-tests)
-TEST_DATABASES := etcd@3.5.17 etcd@3.6.8 zookeeper@3.8.0 consul@1.22.0 kine@0.17.5
+TEST_DATABASES := etcd@3.5.17 etcd@3.6.8 zookeeper@3.8.0 consul@1.22.0 kine@0.17.5 nats@2.15.2
 
 test-databases: python
 	@for db in $(TEST_DATABASES); do DBTESTER_HOME=$(TEST_HOME) $(BIN)/dbtester install $$db || exit 1; done
@@ -99,7 +99,15 @@ VERSITYGW := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 VERSITYGW_BIN := $(TEST_HOME)/tools/versitygw-v1.8.0/versitygw
 SLOWPUT_BIN := $(TEST_HOME)/tools/slowput/slowput
 
-test-tools: $(VERSITYGW_BIN) $(SLOWPUT_BIN)
+test-tools: $(VERSITYGW_BIN) $(SLOWPUT_BIN) test-wheelhouse
+
+# dbtester's wheel and its dependencies' wheels, what the multi-host and
+# wheel tests ship, built into the tests' home before pytest: the first
+# build compiles the engine in release mode and downloads every
+# dependency's wheel (about 2 minutes), and inside the first test that
+# shipped it, it read as that test's. Later builds reuse both.
+test-wheelhouse: python
+	@DBTESTER_HOME=$(TEST_HOME) $(BIN)/python scripts/build_wheel.py --out $(TEST_HOME)/dist
 
 $(VERSITYGW_BIN):
 	@echo "building versitygw (the tests' S3 server; about 3 min the first time) ..."
