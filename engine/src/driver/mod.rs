@@ -103,7 +103,7 @@ mod tests {
         let cases: Vec<(Value, &str)> = vec![
             (
                 with("protocol", s("redis")),
-                r#"plan["protocol"] must be one of "etcd", "zookeeper", "consul", got "redis""#,
+                r#"plan["protocol"] must be one of "etcd", "zookeeper", "consul", "nats", got "redis""#,
             ),
             (
                 without("protocol"),

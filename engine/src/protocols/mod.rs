@@ -6,6 +6,7 @@
 
 pub mod consul;
 pub mod etcd;
+pub mod nats;
 pub mod zookeeper;
 
 use std::future::Future;
@@ -45,10 +46,14 @@ pub fn select<S: Select>(with: S) -> Result<S::Output, PlanError> {
     if name == consul::Consul::NAME {
         return choose::<consul::Consul, S>(with);
     }
+    if name == nats::Nats::NAME {
+        return choose::<nats::Nats, S>(with);
+    }
     let names = [
         etcd::Etcd::NAME,
         zookeeper::ZooKeeper::NAME,
         consul::Consul::NAME,
+        nats::Nats::NAME,
     ];
     Err(PlanError(format!(
         "plan[\"protocol\"] must be one of {}, got {name:?}",
