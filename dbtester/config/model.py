@@ -301,9 +301,11 @@ class DatabaseSpec(_Model):
         kind = KINDS.get(str(info.data.get("kind")))
         if kind is None:
             return workload
+        client = info.data.get("client")
+        cannot = kind.cannot_with(client) if isinstance(client, Options) else kind.cannot
         for capability, key in workload.needs():
-            if capability in kind.cannot:
-                raise KeyValueError(key, f"{key}: {kind.name} cannot: {kind.cannot[capability]}")
+            if capability in cannot:
+                raise KeyValueError(key, f"{key}: {kind.name} cannot: {cannot[capability]}")
         return workload
 
     @model_validator(mode="after")

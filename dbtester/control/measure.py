@@ -104,6 +104,8 @@ def seed(job: DatabaseJob, cluster: Cluster) -> Seeded:
     w, settings = job.db.workload, job.settings(cluster.endpoints, cluster.access)
     loaded = None
     try:
+        if (made := job.kind.prepare(settings)) is not None:
+            job.say(made)
         if w.prefill_keys:
             prefill(job, settings)
         if w.SEEDING == "one-key":

@@ -74,6 +74,7 @@ def record(job: DatabaseJob, collected: Collected) -> DatabaseRecord:
 def _notes(job: DatabaseJob, c: Collected) -> tuple[str, ...]:
     w = job.db.workload
     notes = [
+        job.kind.setup_note(job.db.flags, job.db.client, job.db.member_count),
         job.kind.load_note(w.clients, min(w.connections, w.clients)),
         load_hosts_note(c.measured.load_hosts if c.measured else ()),
         _load_phase_note(c.seeded.loaded),

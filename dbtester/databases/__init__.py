@@ -10,11 +10,12 @@ from dbtester.databases.base import DatabaseKind, Options
 from dbtester.databases.consul import Consul
 from dbtester.databases.etcd import Etcd
 from dbtester.databases.kine import Kine
+from dbtester.databases.nats import Nats
 from dbtester.databases.zookeeper import ZooKeeper
 
 __all__ = ["KINDS", "DatabaseKind", "Options", "get_kind"]
 
-_KINDS: tuple[DatabaseKind, ...] = (Etcd(), ZooKeeper(), Consul(), Kine())
+_KINDS: tuple[DatabaseKind, ...] = (Etcd(), ZooKeeper(), Consul(), Kine(), Nats())
 KINDS: dict[str, DatabaseKind] = {kind.name: kind for kind in _KINDS}
 
 

@@ -396,11 +396,28 @@ class DatabaseKind(ABC):
         implement it."""
         raise NotImplementedError(f"{self.name} has no users")
 
+    def cannot_with(self, client: Options) -> Mapping[str, str]:
+        """What a load may not ask of this kind with ``client`` settings:
+        ``cannot``, and what the settings rule out (NATS: serializable reads
+        on a bucket without direct gets)."""
+        return self.cannot
+
+    def prepare(self, settings: LoadSettings) -> str | None:
+        """Make what the load needs on a cluster that serves, before any key
+        is written (NATS: its KV bucket), and say what in a few words (None:
+        nothing to make). DbtesterError when the cluster refuses."""
+        return None
+
     def fit_flags(self, flags: Options, connections: int) -> tuple[Options, str | None]:
         """``flags`` adjusted so that each member takes ``connections`` client
         connections from one machine, and a note saying what changed (None when
         nothing did). A ValueError says why the test case cannot fit."""
         return flags, None
+
+    def setup_note(self, flags: Options, client: Options, members: int) -> str | None:
+        """What of this database's settings a reader of its figures must know
+        (a note under the table), or None."""
+        return None
 
     def load_note(self, clients: int, connections: int) -> str | None:
         """What ``clients`` and ``connections`` meant for this kind's protocol,

@@ -1,8 +1,8 @@
 """`check:` end to end: checked clients beside a write load on a real
-3-member cluster of each kind (kine: its one process), whose leader is
-killed 1 s in and restarted at 3 s; each history checks linearizable, the
-table says so, run.json keeps the verdict, and the load's figures hold only
-the load's requests."""
+3-member cluster of each kind (kine: its one process), whose leader (NATS:
+its bucket's stream leader) is killed 1 s in and restarted at 3 s; each
+history checks linearizable, the table says so, run.json keeps the verdict,
+and the load's figures hold only the load's requests."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from dbtester.results import CheckedOperations
 from dbtester.results.checked import NO_MEMBER
 from tests.support.cases import database, make_case, write_case
-from tests.support.cluster import KINE, VERSIONS, dbtester
+from tests.support.cluster import KINE, NATS, VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ PUTS = 4000
 
 
 def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_home) -> None:
-    for kind, version in [*VERSIONS.items(), ("kine", KINE)]:
+    for kind, version in [*VERSIONS.items(), ("kine", KINE), ("nats", NATS)]:
         home = Path(installed_home(kind, version))
     case = make_case(
         title="e2e check",
@@ -36,6 +36,7 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         databases=[
             *(database(kind, kind, members=3) for kind in VERSIONS),
             database("kine", "kine", version=KINE),
+            database("nats", "nats", version=NATS, members=3),
         ],
     )
     config = write_case(tmp_path / "case.yaml", case)

@@ -47,7 +47,13 @@ pytestmark = pytest.mark.fuzz
 CORPUS = Path(__file__).parent / "corpus" / "agent"
 SERVICE = "/dbtester.agent.v1.Agent/"
 HEALTH = "/grpc.health.v1.Health/Check"
-VERSIONS = {"etcd": "3.5.17", "zookeeper": "3.8.0", "consul": "1.22.0", "kine": "0.17.5"}
+VERSIONS = {
+    "etcd": "3.5.17",
+    "zookeeper": "3.8.0",
+    "consul": "1.22.0",
+    "kine": "0.17.5",
+    "nats": "2.15.2",
+}
 REQUESTS: dict[str, Any] = {
     "Start": pb.StartRequest,
     "Stop": pb.StopRequest,
@@ -171,6 +177,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
     (root / "token").chmod(0o600)
     entries = {"etcd": {"etcd": str(binary)}, "consul": {"consul": str(binary)}}
     entries["kine"] = {"kine": str(binary)}
+    entries["nats"] = {"nats-server": str(binary)}
     entries["zookeeper"] = {"java": str(binary), "classpath": str(binary)}
     config = {
         "binaries": {kind: {VERSIONS[kind]: entry} for kind, entry in entries.items()},

@@ -25,6 +25,7 @@ from tests.support.poll import poll_until
 __all__ = [
     "AS_FROM_A_TERMINAL",
     "KINE",
+    "NATS",
     "VERSIONS",
     "b64",
     "cluster",
@@ -42,6 +43,8 @@ __all__ = [
 VERSIONS = {"etcd": "3.5.17", "zookeeper": "3.8.0", "consul": "1.22.0"}
 #: kine's, apart: one process, it joins only the tests written for it
 KINE = "0.17.5"
+#: NATS's, apart likewise: it joins only the tests written for it
+NATS = "2.15.2"
 
 
 def post(url: str, body: dict[str, object] | None = None, method: str = "POST") -> bytes:

@@ -16,7 +16,13 @@ from dbtester.init import DEFAULT_TARGETS, DOCS, parse_hosts, starter_test_case
 from tests.conftest import CONFIGS
 
 #: a version of each kind that the shipped test cases use
-VERSIONS = {"etcd": "3.6.8", "zookeeper": "3.8.0", "consul": "1.22.0", "kine": "0.17.5"}
+VERSIONS = {
+    "etcd": "3.6.8",
+    "zookeeper": "3.8.0",
+    "consul": "1.22.0",
+    "kine": "0.17.5",
+    "nats": "2.15.2",
+}
 
 
 def test_every_kind_has_a_version_here() -> None:
