@@ -85,6 +85,8 @@ test: setup engine-test test-databases docs
 # minutes, and inside the first test that needed it, it read as that test's.
 TEST_HOME ?= $(or $(DBTESTER_TEST_HOME),$(HOME)/.cache/dbtester-tests)
 TEST_DATABASES := etcd@3.5.17 etcd@3.6.8 zookeeper@3.8.0 consul@1.22.0 kine@0.17.5 nats@2.15.2
+# the versions the maintenance tests upgrade a ZooKeeper and a Consul member to
+TEST_DATABASES += zookeeper@3.8.4 consul@1.22.2
 
 test-databases: python
 	@for db in $(TEST_DATABASES); do DBTESTER_HOME=$(TEST_HOME) $(BIN)/dbtester install $$db || exit 1; done

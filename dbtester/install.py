@@ -355,11 +355,18 @@ def _upstream(debian: str) -> str:
 @dataclass(frozen=True)
 class MavenArtifacts(Source):
     """Resolve a Java artifact and its runtime dependencies from Maven Central with
-    ``mvn`` into ``dest/lib``; the entry gets ``classpath`` and ``java``."""
+    ``mvn`` into ``dest/lib``; the entry gets ``classpath`` and ``java``.
+
+    ``also`` (``group:artifact`` names) are resolved beside it at the versions
+    the ``managed_by`` pom (``group:artifact``, at ``version``) pins: a
+    project's ``provided`` dependencies, which its release ships in ``lib/``
+    but Maven never resolves for a dependent (ZooKeeper's metrics library)."""
 
     group: str
     artifact: str
     version: str
+    managed_by: str = ""
+    also: tuple[str, ...] = ()
     expected_minutes: float = 1.0
 
     @property
@@ -372,7 +379,7 @@ class MavenArtifacts(Source):
             raise SourceUnavailable("needs 'mvn' and 'java' on PATH")
         work = dest / ".maven"
         work.mkdir()
-        (work / "pom.xml").write_text(_POM.format(g=self.group, a=self.artifact, v=self.version))
+        (work / "pom.xml").write_text(self.pom())
         log = dest / "build.log"
         argv = [
             mvn,
@@ -395,14 +402,35 @@ class MavenArtifacts(Source):
             raise SourceUnavailable("mvn resolved no jars")
         return {"java": java, "classpath": os.pathsep.join(jars)}
 
+    def pom(self) -> str:
+        """The throw-away project whose dependencies are what to fetch."""
+        wanted = [_dependency(self.group, self.artifact, f"<version>{self.version}</version>")]
+        wanted += [_dependency(*name.split(":", 1)) for name in self.also]
+        managed = ""
+        if self.managed_by:
+            group, artifact = self.managed_by.split(":", 1)
+            pinned = f"<version>{self.version}</version><type>pom</type><scope>import</scope>"
+            managed = (
+                "  <dependencyManagement><dependencies>\n"
+                f"    {_dependency(group, artifact, pinned)}\n"
+                "  </dependencies></dependencyManagement>\n"
+            )
+        listed = "\n".join(f"    {each}" for each in wanted)
+        return _POM.format(managed=managed, dependencies=listed)
+
+
+def _dependency(group: str, artifact: str, more: str = "") -> str:
+    named = f"<groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+    return f"<dependency>{named}{more}</dependency>"
+
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>dbtester.local</groupId>
   <artifactId>fetch</artifactId>
   <version>0</version>
-  <dependencies>
-    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>
+{managed}  <dependencies>
+{dependencies}
   </dependencies>
 </project>
 """

@@ -47,6 +47,12 @@ __all__ = ["ZooKeeper", "ZooKeeperClient", "ZooKeeperFlags"]
 ARCHIVE = "https://archive.apache.org/dist/zookeeper"
 #: the first release that reads PEM key and trust stores (secure client port, quorum TLS)
 PEM_STORES = (3, 5, 5)
+#: what a server needs of ZooKeeper's ``provided`` dependencies (its release
+#: ships them in lib/; Maven does not resolve them for a dependent): its
+#: metrics library (3.6 on: without it the server fails at start with
+#: NoClassDefFoundError com/codahale/metrics/Reservoir) and snapshot
+#: compression; not Jetty (dbtester turns the admin server off) or the CLI's
+PROVIDED = ("io.dropwizard.metrics:metrics-core", "org.xerial.snappy:snappy-java")
 #: connections ZooKeeper accepts from one client address when maxClientCnxns is unset
 DEFAULT_MAX_CLIENT_CNXNS = 60
 HEAP = r"^[1-9][0-9]*[kKmMgG]?$"
@@ -201,7 +207,13 @@ class ZooKeeper(DatabaseKind):
             # Its jar names its dependencies (other Debian packages) in its manifest,
             # so only the installed package works.
             DebianPackage("zookeeper", version, _debian_entry, download_ok=False),
-            MavenArtifacts("org.apache.zookeeper", "zookeeper", version),
+            MavenArtifacts(
+                "org.apache.zookeeper",
+                "zookeeper",
+                version,
+                managed_by="org.apache.zookeeper:parent",
+                also=PROVIDED if version_numbers(version) >= (3, 6) else (),
+            ),
         ]
 
     def convert_legacy_flags(self, old: Mapping[str, Any]) -> LegacyFlags:

@@ -1,7 +1,8 @@
 """Maintenance events during a write load on real 3-member clusters: a
 pre-filled etcd compacts, defragments every member, streams a snapshot and
-hands its leadership over; Consul streams a snapshot and hands its
-leadership over; an etcd is upgraded member by member.
+hands its leadership over; Consul streams a snapshot, hands its leadership
+over and upgrades a follower; ZooKeeper upgrades its leader; an etcd is
+upgraded member by member.
 Each event is a fault window of its own with how long it took, and the load
 loses nothing."""
 
@@ -116,20 +117,56 @@ def test_etcd_compacts_defragments_snapshots_and_moves_its_leader(
     assert found == written and 0.9 * 5000 < int(found.replace(",", "")) <= 5000
 
 
-def test_consul_snapshots_and_moves_its_leader(tmp_path: Path, installed_home: Any) -> None:
+def test_consul_snapshots_moves_its_leader_and_upgrades_a_member(
+    tmp_path: Path, installed_home: Any
+) -> None:
+    installed_home("consul", UPGRADE_TO["consul"])
     faults: list[dict[str, Any]] = [
         {"at": "2s", "action": "snapshot", "member": "follower"},
         {"at": "4s", "action": "transfer_leader"},
+        {"at": "6s", "action": "upgrade", "member": "follower", "to": UPGRADE_TO["consul"]},
     ]
-    out = _run(tmp_path, installed_home, "consul", faults, requests=3000)
+    out = _run(tmp_path, installed_home, "consul", faults, requests=4500)
     records, figures = _records(out, "consul")
-    snapshot, move = records
+    snapshot, move, upgrade = records
     for number, record in enumerate(records, start=1):
         assert figures[f"FAULT-{number}-TOOK-SECONDS"] == pytest.approx(_timed(record), abs=0.002)
     assert re.fullmatch(r"[\d.]+ [KM]B from member \d", snapshot["detail"])
     leader, new = (int(m) for m in _match(r"member (\d) to member (\d)", move["detail"]))
     assert new == move["member"] and new != leader
     assert move["new_leader_s"] is not None
+    _upgraded(out, "consul", upgrade, figures)
+
+
+def test_zookeeper_upgrades_its_leader_under_load(tmp_path: Path, installed_home: Any) -> None:
+    installed_home("zookeeper", UPGRADE_TO["zookeeper"])
+    faults = [{"at": "3s", "action": "upgrade", "member": "leader", "to": UPGRADE_TO["zookeeper"]}]
+    out = _run(tmp_path, installed_home, "zookeeper", faults, requests=4000)
+    (upgrade,), figures = _records(out, "zookeeper")
+    _upgraded(out, "zookeeper", upgrade, figures)
+
+
+#: the version each kind's upgrade test takes one member to (from VERSIONS')
+UPGRADE_TO = {"zookeeper": "3.8.4", "consul": "1.22.2"}
+
+
+def _upgraded(out: Path, kind: str, record: dict[str, Any], figures: dict[str, Any]) -> None:
+    """One member of ``kind`` ran UPGRADE_TO from ``record``'s event on, the
+    load went on through it, and every acknowledged write is there."""
+    member, to = record["member"], UPGRADE_TO[kind]
+    assert (record["action"], record["detail"]) == ("upgrade", f"member {member} to {to}")
+    _timed(record)
+    log = (out / kind / f"server-{member}-agent.log").read_text()
+    assert f"upgraded from {VERSIONS[kind]} to {to}" in log, log[-2000:]
+    # OK: every acknowledged write found. A write whose reply the restart
+    # cut off may have landed too (found above acknowledged), and the
+    # restarted member fails the few requests sent to it while it is down:
+    # the bound says only that the load went on.
+    found, acknowledged = (
+        int(n.replace(",", ""))
+        for n in _match(r"([\d,]+) / ([\d,]+) OK", str(figures["KEYS-VERIFIED"]))
+    )
+    assert found >= acknowledged > 0.9 * int(figures["TOTAL-REQUEST-NUMBER"])
 
 
 #: the newest 3.5 release here that etcd lets a cluster take to 3.6 from

@@ -212,3 +212,44 @@ def test_the_installed_digest_covers_every_file_the_entry_names(tmp_path: Path) 
     jars[0].write_bytes(b"one")
     jars[1].write_bytes(b"two")
     assert installed.sha256() == before
+
+
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def _coordinates(pom: str, path: str) -> list[str]:
+    """group:artifact[:version] of each dependency at ``path`` in ``pom``."""
+    import xml.etree.ElementTree as ET
+
+    found = []
+    for dependency in ET.fromstring(pom).findall(path, _POM_NS):
+        parts = [dependency.findtext(f"m:{key}", namespaces=_POM_NS) for key in _KEYS]
+        found.append(":".join(part for part in parts if part))
+    return found
+
+
+_KEYS = ("groupId", "artifactId", "version")
+
+
+def test_zookeeper_from_maven_brings_what_its_release_ships_beside_it() -> None:
+    """ZooKeeper 3.6 on needs its metrics library, a ``provided`` dependency
+    Maven never resolves for a dependent; its parent pom pins the version."""
+    from dbtester.databases.zookeeper import ZooKeeper
+    from dbtester.install import MavenArtifacts
+
+    def pom(version: str) -> str:
+        sources = ZooKeeper().install_sources(version)
+        (maven,) = [s for s in sources if isinstance(s, MavenArtifacts)]
+        return maven.pom()
+
+    wanted = _coordinates(pom("3.8.4"), "m:dependencies/m:dependency")
+    assert wanted == [
+        "org.apache.zookeeper:zookeeper:3.8.4",
+        "io.dropwizard.metrics:metrics-core",
+        "org.xerial.snappy:snappy-java",
+    ]
+    managed = _coordinates(pom("3.8.4"), "m:dependencyManagement/m:dependencies/m:dependency")
+    assert managed == ["org.apache.zookeeper:parent:3.8.4"]
+    # before 3.6 there was no metrics library to bring
+    old = _coordinates(pom("3.5.9"), "m:dependencies/m:dependency")
+    assert old == ["org.apache.zookeeper:zookeeper:3.5.9"]
