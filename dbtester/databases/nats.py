@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dbtester.databases.base import (
     PLAIN,
@@ -73,10 +74,19 @@ class NatsFlags(Options):
 
     sync_interval: str | None = Field(
         None,
-        pattern=r"^(always|[1-9][0-9]*(ms|s|m|h))$",
         description="jetstream.sync_interval: how often JetStream syncs its files to disk"
         " (NATS's default: every 2m); always: an fsync for every write, as etcd does",
     )
+
+    @field_validator("sync_interval")
+    @classmethod
+    def _always_or_a_duration(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"always|[1-9][0-9]*(ms|s|m|h)", value):
+            raise ValueError(
+                f"sync_interval must be always, or a duration such as 100ms, 10s or 2m;"
+                f" not {value!r}"
+            )
+        return value
 
 
 class NatsClient(Options):

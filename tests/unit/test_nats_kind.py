@@ -82,7 +82,7 @@ databases:
     ("extra", "says"),
     [
         ("    members: 6", "nats takes at most 5 members"),
-        ("    flags: {sync_interval: sometimes}", "sync_interval"),
+        ("    flags: {sync_interval: sometimes}", "sync_interval must be always, or a duration"),
         ("    client: {replicas: 6}", "replicas"),
         ("    client: {storage: disk}", "allowed: 'file', 'memory'"),
     ],
