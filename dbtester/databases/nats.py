@@ -74,8 +74,9 @@ class NatsFlags(Options):
 
     sync_interval: str | None = Field(
         None,
-        description="jetstream.sync_interval: how often JetStream syncs its files to disk"
-        " (NATS's default: every 2m); always: an fsync for every write, as etcd does",
+        description="jetstream.sync_interval: how often JetStream syncs its files to disk,"
+        " a duration like 100ms, 10s or 2m (NATS's default: 2m); always: an fsync for every"
+        " write, as etcd does",
     )
 
     @field_validator("sync_interval")
