@@ -30,12 +30,15 @@ from dbtester.databases.base import (
     PLAIN,
     Access,
     DatabaseKind,
+    EventCall,
+    EventFailed,
     LaunchPlan,
     LoadSettings,
     MemberSpec,
     Options,
     Peer,
     reported_version,
+    transfer_ends,
 )
 from dbtester.errors import DbtesterError
 from dbtester.install import GoBuild, Installed, Source, SourceUnavailable, go_proxy_versions
@@ -122,12 +125,12 @@ class Nats(DatabaseKind):
     )
     max_members: ClassVar[int | None] = MOST_REPLICAS
     members_note: ClassVar[str] = "a JetStream stream has at most 5 replicas, one per member"
+    events: ClassVar[frozenset[str]] = frozenset({"transfer_leader"})
     event_notes: ClassVar[Mapping[str, str]] = {
         "compact": "a KV bucket keeps `history` values per key and drops older ones as it"
         " writes: there is nothing to compact",
         "defrag": "JetStream's files need no defragment",
         "snapshot": "not yet for nats (JetStream's stream backup)",
-        "transfer_leader": "not yet for nats (the stream leader's step-down)",
         "upgrade": "not yet for nats",
     }
 
@@ -140,6 +143,10 @@ class Nats(DatabaseKind):
             "serializable": "serializable reads are direct gets, and the bucket is made"
             " without them (client: allow_direct: false)",
         }
+
+    def run_event(self, event: str, call: EventCall) -> str:
+        # the one event it runs (events)
+        return _transfer_leader(call)
 
     def default_description(self, version: str) -> str:
         return f"NATS v{version} (JetStream KV)"
@@ -271,25 +278,64 @@ class Nats(DatabaseKind):
 def _run(settings: LoadSettings, work: Callable[[Any], Awaitable[_T]]) -> _T:
     """``work`` with a JetStream context on the database, in an event loop
     of its own; a NATS failure as a DbtesterError."""
-    import nats
+    timeout = max(settings.timeout_s, 5.0)
+    try:
+        return _on_client(settings.endpoints, timeout, lambda c: work(c.jetstream(timeout=timeout)))
+    except _failures() as exc:
+        raise DbtesterError(f"nats at {', '.join(settings.endpoints)}: {exc!r}") from None
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    """What a NATS call may raise when the database fails it."""
     import nats.errors
+
+    return (nats.errors.Error, OSError, TimeoutError)
+
+
+def _on_client(
+    endpoints: Sequence[str], timeout: float, work: Callable[[Any], Awaitable[_T]]
+) -> _T:
+    """``work`` with a NATS client of the servers at ``endpoints``, in an
+    event loop of its own."""
+    import nats
 
     async def connected() -> _T:
         client = await nats.connect(
-            servers=[f"nats://{endpoint}" for endpoint in settings.endpoints],
-            connect_timeout=max(settings.timeout_s, 2.0),
+            servers=[f"nats://{endpoint}" for endpoint in endpoints],
+            connect_timeout=max(timeout, 2.0),
             allow_reconnect=True,
             max_reconnect_attempts=10,
         )
         try:
-            return await work(client.jetstream(timeout=max(settings.timeout_s, 5.0)))
+            return await work(client)
         finally:
             await client.close()
 
+    return asyncio.run(connected())
+
+
+def _transfer_leader(call: EventCall) -> str:
+    """The bucket's stream leader steps down for the member asked for
+    (JetStream's stream step-down with that server preferred, nats-server
+    2.11 on)."""
+    leader, target = transfer_ends(call)
+    endpoints = [peer.address("client") for peer in call.peers]
+    subject = f"$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}"
+    body = json.dumps({"placement": {"preferred": call.peers[target].name}}).encode()
+
+    async def step_down(client: Any) -> Any:
+        reply = await client.request(subject, body, timeout=call.timeout_s)
+        return json.loads(reply.data)
+
+    refused: tuple[type[BaseException], ...] = (*_failures(), ValueError)
     try:
-        return asyncio.run(connected())
-    except (nats.errors.Error, OSError, TimeoutError) as exc:
-        raise DbtesterError(f"nats at {', '.join(settings.endpoints)}: {exc!r}") from None
+        answer = _on_client(endpoints, call.timeout_s, step_down)
+    except refused as exc:
+        raise EventFailed(f"stream leader step-down: {exc!r}") from None
+    if not isinstance(answer, dict) or not answer.get("success"):
+        said = answer.get("error") if isinstance(answer, dict) else answer
+        raise EventFailed(f"stream leader step-down refused: {said}")
+    return f"member {leader} to member {target}"
 
 
 async def _make_bucket(js: Any, client: NatsClient, replicas: int) -> None:

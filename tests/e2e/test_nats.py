@@ -8,6 +8,7 @@ kinds."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,32 @@ def test_mixed_loads_and_watchers_on_nats(tmp_path: Path, installed_home: Any) -
     }
     assert "synced its files to disk at every write" in notes["leader"], notes
     assert "every 2m, NATS's default, not at each write" in notes["direct"], notes
+
+
+def test_the_stream_leader_is_handed_to_the_member_asked_for(
+    tmp_path: Path, installed_home: Any
+) -> None:
+    """transfer_leader on NATS: the bucket's stream leader steps down for
+    the member named, the fault's figures say who led and how long the
+    cluster took to name the new leader, and the load loses nothing."""
+    home = installed_home("nats", NATS)
+    case = make_case(
+        title="e2e nats transfer",
+        workload={"type": "write", "requests": 2500, "rate": 500, "clients": 10},
+        databases=[database("nats", "nats", version=NATS, members=3)],
+        faults=[{"at": "2s", "action": "transfer_leader"}],
+    )
+    out = tmp_path / "results"
+    result = dbtester(
+        Path(home), "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (move,) = json.loads((out / "nats" / "run.json").read_text())["faults"]
+    assert not move["error"], move
+    found = re.fullmatch(r"member (\d) to member (\d)", move["detail"])
+    assert found is not None, move
+    leader, new = int(found[1]), int(found[2])
+    assert new == move["member"] and new != leader
+    assert move["new_leader_s"] is not None
+    (db,) = json.loads((out / "result.json").read_text())["databases"]
+    assert db["figures"]["KEYS-VERIFIED"].endswith(" OK"), db["figures"]
