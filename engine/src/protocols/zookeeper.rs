@@ -292,34 +292,53 @@ async fn session(plan: &Plan, options: &Options, c: usize) -> Result<Client, Eng
         .join(",");
     let listed = servers.clone();
     let what = move || format!("cannot establish a ZooKeeper session with {listed}");
+    within(plan.timeout, what.clone(), async move {
+        let mut attempt = 1;
+        loop {
+            let failed = match connect(options, &servers).await {
+                Ok(session) => return Ok(session),
+                Err(e) => e,
+            };
+            // A refused certificate will be refused again: say why now.
+            if let Some(why) = tls_refusal(&order).await {
+                return Err(EngineError(format!("{}: {}", what(), why)));
+            }
+            if attempt == SESSION_ATTEMPTS {
+                return Err(EngineError(format!("{}: {}", what(), failed)));
+            }
+            attempt += 1;
+            tokio::time::sleep(SESSION_RETRY).await;
+        }
+    })
+    .await
+}
+
+/// Tries at a session before its step fails. The crate tries each server
+/// once (`with_fail_eagerly`), and on a loaded host a TLS session's only
+/// try once failed ("no available hosts") while the server took its three
+/// neighbours' (a clean-clone test run); another try is cheap.
+const SESSION_ATTEMPTS: u32 = 3;
+const SESSION_RETRY: Duration = Duration::from_millis(200);
+
+/// One try at a session with `servers`, each server tried once: none
+/// accepting fails now instead of cycling through them until the timeout.
+async fn connect(options: &Options, servers: &str) -> Result<Client, Error> {
     let mut connector = Client::connector()
         .with_session_timeout(options.session_timeout)
-        // Each server is tried once; none accepting fails now
-        // instead of cycling through them until the timeout.
         .with_fail_eagerly();
     if let Some(digest) = &options.digest {
         connector = connector.with_auth("digest", digest.expose());
     }
-    within(plan.timeout, what.clone(), async move {
-        let session = match &options.tls {
-            // Every server over TLS (a server without a scheme is tcp+tls).
-            Some(tls) => {
-                connector
-                    .with_tls(tls.clone())
-                    .secure_connect(&servers)
-                    .await
-            }
-            None => connector.connect(&servers).await,
-        };
-        match session {
-            Ok(session) => Ok(session),
-            Err(e) => Err(EngineError(match tls_refusal(&order).await {
-                Some(why) => format!("{}: {}", what(), why),
-                None => format!("{}: {}", what(), e),
-            })),
+    match &options.tls {
+        // Every server over TLS (a server without a scheme is tcp+tls).
+        Some(tls) => {
+            connector
+                .with_tls(tls.clone())
+                .secure_connect(servers)
+                .await
         }
-    })
-    .await
+        None => connector.connect(servers).await,
+    }
 }
 
 /// How long a server that took the handshake has to refuse our certificate.
