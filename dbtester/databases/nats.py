@@ -186,10 +186,9 @@ class Nats(DatabaseKind):
         else:
             every = flags.sync_interval or "2m, NATS's default"
             synced = f"every {every}, not at each write (sync_interval: always does)"
-        replicas = client.replicas or min(members, MOST_REPLICAS)
         return (
-            f"JetStream synced its files to disk {synced}; the bucket kept {replicas}"
-            f" replica{'s' if replicas != 1 else ''} in {client.storage} storage"
+            f"JetStream synced its files to disk {synced}; the bucket kept"
+            f" {_copies(_replicas(client, members))} in {client.storage} storage"
         )
 
     def engine_target(self, settings: LoadSettings) -> dict[str, Any]:
@@ -202,7 +201,7 @@ class Nats(DatabaseKind):
 
     def prepare(self, settings: LoadSettings) -> str | None:
         client = NatsClient.model_validate(dict(settings.client))
-        replicas = client.replicas or min(len(settings.endpoints), MOST_REPLICAS)
+        replicas = _replicas(client, len(settings.endpoints))
         if replicas > len(settings.endpoints):
             raise DbtesterError(
                 f"nats: a bucket of {replicas} replicas needs as many members, and there are"
@@ -215,21 +214,13 @@ class Nats(DatabaseKind):
         for member, endpoint in enumerate(settings.endpoints):
             alone = replace(settings, endpoints=(endpoint,))
             _run(alone, functools.partial(_until_writable, member=member))
-        return (
-            f"bucket {BUCKET}: {replicas} replica{'s' if replicas != 1 else ''},"
-            f" {client.storage} storage, history {client.history}"
-        )
+        made = f"{_copies(replicas)}, {client.storage} storage, history {client.history}"
+        return f"bucket {BUCKET}: {made}"
 
     def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """/healthz answers 200 once the server serves and its JetStream is
         current (a cluster's meta leader known)."""
-        try:
-            with urllib.request.urlopen(
-                f"http://{peer.address('monitor')}/healthz", timeout=timeout
-            ) as reply:
-                return bool(reply.status == 200)
-        except (OSError, ValueError):
-            return False
+        return _monitor(peer, "/healthz", timeout) is not None
 
     def leader(
         self, peers: Sequence[Peer], timeout: float = 2.0, access: Access = PLAIN
@@ -399,13 +390,32 @@ async def _prefill(js: Any, count: int, value: bytes, advance: Callable[[int], N
         advance(len(batch))
 
 
-def _jsz(peer: Peer, timeout: float) -> dict[str, Any] | None:
-    """``peer``'s JetStream report with its streams; None when it does not answer."""
-    url = f"http://{peer.address('monitor')}/jsz?accounts=true&streams=true"
+def _replicas(client: NatsClient, members: int) -> int:
+    """The bucket's copies: the client's, else one per member up to JetStream's most."""
+    return client.replicas or min(members, MOST_REPLICAS)
+
+
+def _copies(replicas: int) -> str:
+    return f"{replicas} replica{'s' if replicas != 1 else ''}"
+
+
+def _monitor(peer: Peer, path: str, timeout: float) -> bytes | None:
+    """What ``peer``'s monitoring port answers at ``path`` with status 200;
+    None when it answers otherwise or not at all."""
+    url = f"http://{peer.address('monitor')}{path}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as reply:
-            found = json.loads(reply.read())
-    except (OSError, ValueError):
+            return bytes(reply.read()) if reply.status == 200 else None
+    except (OSError, ValueError):  # an HTTPError is an OSError
+        return None
+
+
+def _jsz(peer: Peer, timeout: float) -> dict[str, Any] | None:
+    """``peer``'s JetStream report with its streams; None when it does not answer."""
+    answer = _monitor(peer, "/jsz?accounts=true&streams=true", timeout)
+    try:
+        found = json.loads(answer) if answer is not None else None
+    except ValueError:
         return None
     return found if isinstance(found, dict) else None
 

@@ -53,6 +53,16 @@ pub struct Endpoint {
     pub tls: Option<Tls>,
 }
 
+/// The endpoints' authorities joined by commas ("h1:p1,h2:p2"): a server
+/// list as ZooKeeper's connect string takes it, and as errors name them.
+pub fn authorities(endpoints: &[Endpoint]) -> String {
+    endpoints
+        .iter()
+        .map(|e| e.authority.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
     pub clients: usize,

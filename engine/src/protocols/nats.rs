@@ -50,7 +50,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome, chain};
-use crate::plan::{Consistency, Endpoint, Plan, PlanError, Step};
+use crate::plan::{Consistency, Endpoint, Plan, PlanError, Step, authorities};
 use crate::protocols::{Given, Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered};
 use crate::workload::OpKind;
@@ -392,32 +392,22 @@ fn subject(kv: &Store, key: &str) -> String {
 /// (`leader` false) from whichever replica takes the direct get.
 async fn read(kv: &Store, key: &str, leader: bool) -> Result<Found, Outcome> {
     let subject = subject(kv, key);
-    if leader {
-        match kv.stream.get_last_raw_message_by_subject(&subject).await {
-            Ok(message) => Ok(found(message)),
-            Err(e) => missing_or(&e, |e: &LastRawMessageError| {
-                e.kind() == LastRawMessageErrorKind::NoMessageFound
-            }),
-        }
+    let got = if leader {
+        kv.stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .map_err(|e| outcome(&e))
     } else {
-        match kv.stream.direct_get_last_for_subject(subject).await {
-            Ok(message) => Ok(found(message)),
-            Err(e) => missing_or(&e, |e: &DirectGetError| {
-                e.kind() == DirectGetErrorKind::NotFound
-            }),
-        }
-    }
-}
-
-/// A get's failure: a missing key when `not_found` says so, else its outcome.
-fn missing_or<E: StdError + 'static>(
-    error: &E,
-    not_found: impl Fn(&E) -> bool,
-) -> Result<Found, Outcome> {
-    if not_found(error) {
-        Ok(Found::Missing(0))
-    } else {
-        Err(outcome(error))
+        kv.stream
+            .direct_get_last_for_subject(subject)
+            .await
+            .map_err(|e| outcome(&e))
+    };
+    match got {
+        Ok(message) => Ok(found(message)),
+        // No message on the subject (`told` says which answers mean that).
+        Err(failed) if failed == KEY_NOT_FOUND => Ok(Found::Missing(0)),
+        Err(failed) => Err(failed),
     }
 }
 
@@ -587,14 +577,6 @@ fn member(endpoints: &[Endpoint], host: &str, port: u16) -> Option<Endpoint> {
         (Some(only), None) => Some(only.clone()),
         _ => None,
     }
-}
-
-fn authorities(endpoints: &[Endpoint]) -> String {
-    endpoints
-        .iter()
-        .map(|e| e.authority.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// One watcher's watch.
@@ -918,23 +900,32 @@ mod tests {
             std::env::var("DBTESTER_NATS_BUCKET").unwrap_or_else(|_| "dbtester".into())
         }
 
-        /// The good plan on the cluster, with `changes`.
-        fn plan(changes: &[(&'static str, Value)]) -> Plan {
+        /// The good plan on the cluster.
+        fn plan() -> Plan {
             let mut entries = good();
             let endpoints = endpoints().iter().map(|e| s(e)).collect();
-            let mut set = vec![
+            let set = [
                 ("protocol", s("nats")),
                 ("endpoints", Value::List(endpoints)),
                 ("options", dict(&[("bucket", s(&bucket()))])),
                 ("key_size", Value::Int(13)),
                 ("value_size", Value::Int(100)),
             ];
-            set.extend_from_slice(changes);
             for (key, value) in set {
                 entries.retain(|(k, _)| *k != key);
                 entries.push((key, value));
             }
             crate::plan::parse(&dict(&entries)).unwrap()
+        }
+
+        /// A step of `connections` connections, a client each.
+        fn connections(connections: usize) -> Step {
+            Step {
+                clients: connections,
+                connections,
+                requests: 0,
+                rate: 0.0,
+            }
         }
 
         /// Closing while every server is paused (their pids in
@@ -954,14 +945,9 @@ mod tests {
                     assert_eq!(unsafe { libc::kill(*pid, signal) }, 0);
                 }
             };
-            let plan = plan(&[]);
+            let plan = plan();
             let options = crate::protocols::options::<Nats>(&plan).unwrap();
-            let step = Step {
-                clients: 6,
-                connections: 6,
-                requests: 0,
-                rate: 0.0,
-            };
+            let step = connections(6);
             for wait in [Duration::ZERO, Duration::from_secs(5)] {
                 let nats = Nats::open(&plan, options.clone(), &step).await.unwrap();
                 signal(libc::SIGSTOP);
@@ -980,14 +966,9 @@ mod tests {
         #[tokio::test]
         #[ignore = "needs a live NATS cluster: set DBTESTER_NATS_ENDPOINTS"]
         async fn live_requests() {
-            let plan = plan(&[]);
+            let plan = plan();
             let options = crate::protocols::options::<Nats>(&plan).unwrap();
-            let step = Step {
-                clients: 3,
-                connections: 3,
-                requests: 0,
-                rate: 0.0,
-            };
+            let step = connections(3);
             let nats = Nats::open(&plan, options.clone(), &step).await.unwrap();
             for conn in 0..3 {
                 let at = nats.endpoint(conn).await.map(|e| e.authority);

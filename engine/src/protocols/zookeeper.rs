@@ -22,7 +22,7 @@ use zookeeper_client::{
 };
 
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step, TlsPlan};
+use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step, TlsPlan, authorities};
 use crate::protocols::{Given, Protocol, Request, within};
 use crate::transport;
 use crate::transport::failover::ordered;
@@ -285,11 +285,7 @@ async fn update(client: &Client, path: &str, value: &[u8], create_missing: bool)
 /// (or time out).
 async fn session(plan: &Plan, options: &Options, c: usize) -> Result<Client, EngineError> {
     let order = ordered(&plan.endpoints, c % plan.endpoints.len());
-    let servers = order
-        .iter()
-        .map(|e| e.authority.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
+    let servers = authorities(&order);
     let listed = servers.clone();
     let what = move || format!("cannot establish a ZooKeeper session with {listed}");
     within(plan.timeout, what.clone(), async move {
