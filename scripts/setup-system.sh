@@ -5,6 +5,7 @@
 #   - dpkg-deb/apt-get to unpack Debian's etcd-server 3.4.23 without installing it
 #   - Go, to build etcd >= 3.5, Consul and kine through the Go module proxy
 #   - gcc, for kine's SQLite driver (cgo)
+#   - PostgreSQL's server, which the agent starts for kine's backend: postgres
 #   - openssh, iproute2, python3-venv for the multi-host test (sshd in namespaces)
 #   - nftables: the agent's `isolate` fault (a firewall table; also in that test)
 #   - chromium, which the report's browser test drives headless through Playwright
@@ -15,6 +16,7 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q " installed" || need+=(zookeeper)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)   # kine's SQLite is cgo
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)  # kine's
 command -v openssl >/dev/null 2>&1 || need+=(openssl)   # TLS tests make certificates
 command -v strace >/dev/null 2>&1 || need+=(strace)     # the agent fuzz harness traces it
 # The multi-host test: sshd per namespace host, ssh-keygen, ip netns, venvs there.

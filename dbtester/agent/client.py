@@ -181,13 +181,15 @@ class AgentClient:
         keep_clients: bool = False,
         version: str = "",
         fsync_ms: float = 0.0,
+        companion: bool = False,
     ) -> pb.FaultResponse:
         """A scheduled fault on one member: ``action`` is a key of FAULT_ACTIONS
         ("kill", "restart", "pause", "resume", "isolate", "heal", "upgrade",
         "slow_disk", "restore_disk"), carried by the agent's RPC of that name;
         an isolation with ``keep_clients`` cuts the member off its peers only;
         an upgrade restarts it as ``version``; a slow disk waits ``fsync_ms``
-        longer at each fsync."""
+        longer at each fsync; with ``companion`` a kill, restart, pause or
+        resume acts on the server the member runs beside it."""
         if action not in FAULT_ACTIONS:
             raise ValueError(f"unknown fault action {action!r}")
         request = pb.FaultRequest(
@@ -197,6 +199,7 @@ class AgentClient:
             keep_clients=keep_clients,
             version=version,
             fsync_ms=fsync_ms,
+            companion=companion,
         )
         # A restart waits for the member to settle; a kill for it to be gone;
         # an upgrade for both, the stop within the agent's grace.

@@ -18,28 +18,36 @@ Its directory on the agent::
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from dbtester.agent.companion import CompanionProcess
 from dbtester.agent.disk_layer import NO_LAYER, DiskLayer
 from dbtester.agent.isolation import MemberIsolation
-from dbtester.agent.process_group import kill_group, signal_group, spawn_group, terminate_group
+from dbtester.agent.process_group import (
+    kill_group,
+    log_tail,
+    signal_group,
+    spawn_group,
+    terminate_group,
+)
 from dbtester.agent.sampler import Sampler, data_disk, dir_usage
-from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec
+from dbtester.databases.base import DatabaseKind, LaunchPlan, MemberSpec, Peer
 from dbtester.errors import MemberError
 from dbtester.install import Installed
 from dbtester.util.net import interface_for, port_free
 from dbtester.util.paths import write_private
 
-__all__ = ["Member", "StopResult", "log_tail"]
+__all__ = ["Member", "StopResult"]
 
 #: how long a process must stay up before Start reports success
 SETTLE_S = 0.5
@@ -58,16 +66,13 @@ class StopResult:
     stopped_by: str = ""
 
 
-def log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 16384))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.strip().splitlines()[-lines:]) or "(empty log)"
+def _refuse_busy_ports(me: Peer) -> None:
+    busy = [f"{name} {port}" for name, port in me.ports.items() if not port_free(me.host, port)]
+    if busy:
+        raise MemberError(
+            f"{me.host}: port already in use: {', '.join(busy)} (another database, or a"
+            " member of an earlier run still running?)"
+        )
 
 
 def _write_files(plan: LaunchPlan) -> None:
@@ -111,6 +116,8 @@ class Member:
         self._lock = threading.Lock()
         self._log_handler: logging.Handler | None = None
         self._stopped: StopResult | None = None
+        #: the server it needs beside it (kine's PostgreSQL), when its kind says so
+        self.companion: CompanionProcess | None = None
         # Its own logger (under the agent's): its agent.log holds only its lines.
         self.log = logging.getLogger(
             f"dbtester.agent.member.{spec.member_dir.parent.name}.{spec.index}.{id(self)}"
@@ -124,13 +131,7 @@ class Member:
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
-        me = self.spec.me
-        busy = [f"{name} {port}" for name, port in me.ports.items() if not port_free(me.host, port)]
-        if busy:
-            raise MemberError(
-                f"{me.host}: port already in use: {', '.join(busy)} (another database, or a"
-                " member of an earlier run still running?)"
-            )
+        _refuse_busy_ports(self.spec.me)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.spec.data_dir.mkdir(parents=True, exist_ok=True)
         self._log_handler = _log_to(self.log, self.dir / "agent.log")
@@ -141,17 +142,25 @@ class Member:
             self._start_process()
         except BaseException:
             kill_group(self.process)  # never leave a half-started database behind
+            if self.companion is not None:
+                self.companion.stop(0.0)
             if self.state == "starting":
                 self.state = "exited"
             if self.layer is not None:
                 self.layer.close_quietly()
-            self._detach_log()
+            _detach(self.log, self._log_handler)  # twice is harmless
             raise
 
     def _start_process(self) -> None:
         me = self.spec.me
         plan = self.kind.launch(self.installed, self.spec)
         _write_files(plan)
+        disk = data_disk(self.layer.backing if self.layer else self.spec.data_dir)
+        sampling: dict[str, Any] = {"interface": interface_for(me.host), "disk": disk}
+        sampling["interval"] = self.sample_interval
+        if plan.companion is not None and self.companion is None:  # not again at a restart
+            self.companion = CompanionProcess(plan.companion, self.spec, self.log, sampling)
+            self.companion.start()
         self._spawn(plan)
         self._settle()
         assert self.process is not None
@@ -159,27 +168,15 @@ class Member:
         if watched is None:  # it died just after the settle: told as at start
             self._settle()
         assert watched is not None  # _settle raised for a process that exited
-        self.sampler = Sampler(
-            watched,
-            self.dir / "metrics.csv",
-            self.spec.data_dir,
-            interface=interface_for(me.host),
-            disk=data_disk(self.layer.backing if self.layer else self.spec.data_dir),
-            interval=self.sample_interval,
-        )
+        self.sampler = Sampler(watched, self.dir / "metrics.csv", self.spec.data_dir, **sampling)
         self.sampler.start()
         self.state = "running"
         where = f"disk {self.sampler.disk or 'all'}, interface {self.sampler.interface or 'all'}"
         self.log.info("sampling pid %d every %.2fs (%s)", self.pid, self.sample_interval, where)
 
     def _spawn(self, plan: LaunchPlan) -> None:
-        self.log.info(
-            "starting %s %s member %d: %s",
-            self.kind.name,
-            self.installed.version,
-            self.spec.index,
-            " ".join(plan.argv),
-        )
+        what = f"{self.kind.name} {self.installed.version} member {self.spec.index}"
+        self.log.info("starting %s: %s", what, " ".join(plan.argv))
         self.process = spawn_group(plan.argv, plan.env, self.dir, self.dir / "database.log")
         self.started_unix = time.time()
 
@@ -300,6 +297,14 @@ class Member:
                 raise MemberError(NO_LAYER)
             self.layer.set_fsync_ms(fsync_ms)
 
+    def on_companion(self, act: Callable[[CompanionProcess], None]) -> CompanionProcess:
+        """``act`` (a fault) on the server it runs beside it, under its lock."""
+        with self._lock:
+            if self.companion is None:
+                raise MemberError(f"member {self.spec.index} runs no server beside it")
+            act(self.companion)
+            return self.companion
+
     @property
     def isolated(self) -> bool:
         return self._isolation.active
@@ -347,17 +352,14 @@ class Member:
             if self.state == "paused" and self.process is not None:
                 signal_group(self.process, signal.SIGCONT)  # a stopped process ignores SIGTERM
             killed = terminate_group(self.process, grace, self.log)
+            if self.companion is not None:  # after the member: it is the member's server
+                self.companion.stop(grace)
             if self.layer is not None:  # after the member: it held files open in it
                 problem = self.layer.close_quietly()
                 self.error = self.error or problem
-            died_by_itself = self.state == "exited"
+            keep = failed or self.state == "exited"  # a failure's data, for a post-mortem
             self.state = "stopped"
-            usage = dir_usage(self.spec.data_dir)
-            archived = ""
-            if failed or died_by_itself:
-                archived = str(_archive(self.failure_root, self.dir, self.spec.data_dir))
-            else:
-                shutil.rmtree(self.spec.data_dir, ignore_errors=True)
+            usage, archived = _clear(self.failure_root, self.dir, self.spec.data_dir, keep=keep)
             seconds = time.monotonic() - begin
             self.log.info(
                 "stopped in %.2fs (killed=%s, exit %s); data dir %d bytes%s",
@@ -367,21 +369,27 @@ class Member:
                 usage,
                 f", archived to {archived}" if archived else "",
             )
-            self._detach_log()
+            _detach(self.log, self._log_handler)  # twice is harmless
             samples = self.sampler.samples if self.sampler else 0
             self._stopped = StopResult(
                 usage, killed, self.exit_code, seconds, archived, samples, stopped_by=by
             )
             return self._stopped
 
-    def _detach_log(self) -> None:
-        if self._log_handler is not None:
-            self.log.removeHandler(self._log_handler)
-            self._log_handler.close()
-            self._log_handler = None
+    def file_names(self) -> tuple[str, ...]:
+        """The files of its folder a controller may fetch."""
+        return FILE_NAMES + (self.companion.file_names if self.companion else ())
 
     def files(self) -> dict[str, int]:
-        return {n: (self.dir / n).stat().st_size for n in FILE_NAMES if (self.dir / n).exists()}
+        here = [n for n in self.file_names() if (self.dir / n).exists()]
+        return {n: (self.dir / n).stat().st_size for n in here}
+
+
+def _detach(log: logging.Logger, handler: logging.Handler | None) -> None:
+    """``handler`` taken off ``log`` and closed (None: nothing to do)."""
+    if handler is not None:
+        log.removeHandler(handler)
+        handler.close()
 
 
 def _watch(process: subprocess.Popen[bytes]) -> psutil.Process | None:
@@ -391,6 +399,16 @@ def _watch(process: subprocess.Popen[bytes]) -> psutil.Process | None:
     except psutil.NoSuchProcess:
         process.wait()
         return None
+
+
+def _clear(failure_root: Path, member_dir: Path, data_dir: Path, *, keep: bool) -> tuple[int, str]:
+    """The data dir's size, and where it was archived when ``keep`` (else
+    it is removed: "")."""
+    usage = dir_usage(data_dir)
+    if keep:
+        return usage, str(_archive(failure_root, member_dir, data_dir))
+    shutil.rmtree(data_dir, ignore_errors=True)
+    return usage, ""
 
 
 def _archive(failure_root: Path, member_dir: Path, data_dir: Path) -> Path:

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dbtester.errors import MemberError
-from dbtester.util.procs import with_parent_death_signal
+from dbtester.util.procs import as_user, with_parent_death_signal
 
-__all__ = ["kill_group", "signal_group", "spawn_group", "terminate_group"]
+__all__ = ["kill_group", "log_tail", "signal_group", "spawn_group", "terminate_group"]
 
 # What a database process inherits: enough to run, none of the agent's or the
 # controller's secrets (tokens, cloud credentials) that its logs could reveal.
@@ -28,15 +28,22 @@ def _database_environment() -> dict[str, str]:
 
 
 def spawn_group(
-    argv: list[str], env: Mapping[str, str], cwd: Path, output: Path
+    argv: list[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    output: Path,
+    user: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """``argv`` run in ``cwd`` as the leader of a process group of its own,
-    its stdout and stderr appended to ``output``; MemberError when it cannot
-    be run at all."""
+    its stdout and stderr appended to ``output``, as ``user`` when given;
+    MemberError when it cannot be run at all."""
     with output.open("ab") as out:
         try:
+            command = with_parent_death_signal(argv)
+            if user is not None:
+                command = as_user(command, user)
             return subprocess.Popen(
-                with_parent_death_signal(argv),
+                command,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -45,7 +52,7 @@ def spawn_group(
                 start_new_session=True,  # its own process group: a stop reaches all of it
             )
         except OSError as exc:
-            raise MemberError(f"cannot run {argv[0]}: {exc.strerror}") from None
+            raise MemberError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
 
 
 def signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
@@ -80,3 +87,15 @@ def terminate_group(
         signal_group(process, signal.SIGKILL)
         process.wait()
         return True
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 16384))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(empty log)"

@@ -11,7 +11,8 @@ Columns (``COLUMNS``), all integers except ``cpu_percent``:
 unix_ms                        wall-clock time of the sample, milliseconds
 pid                            the database's main PID (0 once it is gone)
 cpu_percent                    CPU of the process and its children; 100 = one core
-rss_bytes                      resident memory of the process and its children
+rss_bytes                      resident memory of the process and its children (a
+                               companion's: their proportional set size, see Sampler)
 threads                        threads of the process and its children
 voluntary_ctxt_switches        delta: summed over every thread (/proc/PID/task/*)
 nonvoluntary_ctxt_switches     delta: summed over every thread
@@ -121,6 +122,10 @@ class Sampler:
     disk: str | None
     interval: float = 1.0
     clock: Callable[[], float] = time.time
+    #: rss_bytes as proportional set size: a page shared by n processes
+    #: counts 1/n to each (a server of forked processes sharing memory, as
+    #: PostgreSQL's backends share its buffers, would count it n times)
+    proportional: bool = False
     samples: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -200,7 +205,7 @@ class Sampler:
             try:
                 with proc.oneshot():
                     cpu += proc.cpu_percent(None)
-                    rss += proc.memory_info().rss
+                    rss += self._memory(proc)
                     threads += proc.num_threads()
                     io = proc.io_counters()
                 read_bytes += self._counters.delta(("read", proc.pid), io.read_bytes)
@@ -222,6 +227,11 @@ class Sampler:
             now_ms, pid, round(cpu, 2), rss, threads, switches_v, switches_n, read_bytes,
             write_bytes, *disk, *net, dir_usage(self.data_dir), probe_ns(), steal,
         ]  # fmt: skip
+
+    def _memory(self, proc: psutil.Process) -> int:
+        if self.proportional:
+            return int(proc.memory_full_info().pss)  # /proc/PID/smaps_rollup
+        return int(proc.memory_info().rss)
 
     def _disk_deltas(self) -> list[int]:
         if self.disk is not None:

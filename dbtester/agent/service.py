@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterator
 import grpc
 
 from dbtester import __version__
+from dbtester.agent.companion import CompanionProcess
 from dbtester.agent.config import AgentConfig
 from dbtester.agent.load import LoadRefused, LoadRunner
-from dbtester.agent.member import FILE_NAMES, Member
+from dbtester.agent.member import Member
 from dbtester.agent.start import (
     StartRefusedError,
     installed_version,
@@ -202,16 +203,16 @@ class AgentService(pb_grpc.AgentServicer):
     # ------------------------------------------------------------------ faults
 
     def Kill(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
-        return self._fault(request, context, Member.kill)
+        return self._fault(request, context, Member.kill, CompanionProcess.kill)
 
     def Restart(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
-        return self._fault(request, context, Member.restart)
+        return self._fault(request, context, Member.restart, CompanionProcess.restart)
 
     def Pause(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
-        return self._fault(request, context, Member.pause)
+        return self._fault(request, context, Member.pause, CompanionProcess.pause)
 
     def Resume(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
-        return self._fault(request, context, Member.resume)
+        return self._fault(request, context, Member.resume, CompanionProcess.resume)
 
     def Isolate(self, request: pb.FaultRequest, context: grpc.ServicerContext) -> pb.FaultResponse:
         return self._fault(
@@ -245,15 +246,22 @@ class AgentService(pb_grpc.AgentServicer):
         request: pb.FaultRequest,
         context: grpc.ServicerContext,
         action: Callable[[Member], None],
+        on_companion: Callable[[CompanionProcess], None] | None = None,
     ) -> pb.FaultResponse:
-        """One fault on one member: FAILED_PRECONDITION when its state does not
-        allow it (kill a killed member, resume a running one...)."""
+        """One fault on one member, or with ``companion`` on the server it runs
+        beside it: FAILED_PRECONDITION when its state does not allow it (kill
+        a killed member, resume a running one...)."""
         member = self._member(request.run_id, request.database_id, request.member_index, context)
+        if request.companion and on_companion is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "this fault has no companion form")
         # The moment it is applied, not when applying it returned: a kill waits
         # for the process to be gone, a restart for it to start, while clients
         # already see the effect.
         at = time.time()
         try:
+            if request.companion and on_companion is not None:
+                server = member.on_companion(on_companion)
+                return pb.FaultResponse(at_unix=at, pid=server.pid, state=server.state)
             action(member)
         except MemberError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, show(str(exc), 2000))
@@ -322,10 +330,11 @@ class AgentService(pb_grpc.AgentServicer):
         self, request: pb.FetchFileRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.FileChunk]:
         member = self._member(request.run_id, request.database_id, request.member_index, context)
-        if request.name not in FILE_NAMES:
+        allowed = member.file_names()
+        if request.name not in allowed:
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown file {show(request.name)}; allowed: {', '.join(FILE_NAMES)}",
+                f"unknown file {show(request.name)}; allowed: {', '.join(allowed)}",
             )
         path = member.dir / request.name
         if not path.exists():

@@ -73,7 +73,7 @@ def plan_start(request: pb.StartRequest, config: AgentConfig) -> StartPlan:
     check_numbers(request)
     installed = installed_version(kind, request.version, config)
     flags = _flags(kind, request.flags_json)
-    peers = _peers(kind, request)
+    peers = _peers(kind, request, flags)
     member_dir = (
         config.data_root
         / "runs"
@@ -198,9 +198,9 @@ def _flags(kind: DatabaseKind, text: str) -> Options:
         raise StartRefusedError(f"bad {kind.name} flags: {str(exc)[:500]}") from None
 
 
-def _peers(kind: DatabaseKind, request: pb.StartRequest) -> tuple[Peer, ...]:
-    """The request's peers, every one an address with the kind's ports; the
-    refusal names the first few problems."""
+def _peers(kind: DatabaseKind, request: pb.StartRequest, flags: Options) -> tuple[Peer, ...]:
+    """The request's peers, every one an address with the ports the kind's
+    members with ``flags`` have; the refusal names the first few problems."""
     peers = tuple(Peer(p.name, p.host, dict(p.ports)) for p in request.peers)
     problems = []
     if request.member_index >= len(peers):
@@ -214,7 +214,7 @@ def _peers(kind: DatabaseKind, request: pb.StartRequest) -> tuple[Peer, ...]:
         bad = [p for p in peer.ports.values() if not 1 <= p <= 65535]
         if bad:
             problems.append(f"peer {show(peer.name)} has ports out of range: {bad[:5]}")
-        missing = set(kind.default_ports) - set(peer.ports)
+        missing = set(kind.ports(flags)) - set(peer.ports)
         if missing:
             problems.append(f"peer {show(peer.name)} lacks ports {sorted(missing)}")
         if not SAFE_NAME.fullmatch(peer.name):

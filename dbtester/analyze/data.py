@@ -26,6 +26,8 @@ class DatabaseData:
     watch: WatchEvents | None = None  # type: watch: what the watchers saw
     #: each load host's samples, with t (``load_hosts:``; ``client`` is None then)
     load_hosts: tuple[pd.DataFrame, ...] = ()
+    #: each companion server's samples by its name (kine's PostgreSQL), with t and member
+    companions: tuple[tuple[str, pd.DataFrame], ...] = ()
 
     @property
     def load_start(self) -> float:
@@ -43,13 +45,16 @@ def prepare(
     """One run of a database, ready for :func:`dbtester.analyze.figures.compute`."""
     start = db.record.load_start
     offsets = {m.index: m.clock_offset_s for m in db.record.members}
-    servers = []
-    for index, samples in db.servers:
+
+    def on_our_clock(index: int, samples: pd.DataFrame) -> pd.DataFrame:
         frame = samples.copy()
         # Agent clock -> controller clock, then seconds since the load started.
         frame["t"] = frame["unix_ms"] / 1000.0 - offsets.get(index, 0.0) - start
         frame["member"] = index
-        servers.append(frame)
+        return frame
+
+    servers = [on_our_clock(index, samples) for index, samples in db.servers]
+    companions = tuple((name, on_our_clock(i, samples)) for i, name, samples in db.companions)
     client = None
     if db.client is not None:
         client = db.client.copy()
@@ -70,4 +75,5 @@ def prepare(
         db.trial,
         db.watch,
         tuple(hosts),
+        companions,
     )

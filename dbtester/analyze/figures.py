@@ -142,6 +142,8 @@ WATCH_BY_WATCHER = "WATCH-P99-LATENCY-BY-WATCHER"
 HOST_ROWS = ("HOST-SPEED", "HOST-SPEED-CV")
 
 _PER_SERVER = re.compile(r"^SERVER-(\d+)-NETWORK-(RX|TX)-DATA-SUM$")
+#: a companion server's rows (companion_row): SERVER-POSTGRES-MAX-CPU-USAGE
+_COMPANION = re.compile(r"^SERVER-[A-Z][A-Z0-9_]*-MAX-(CPU|MEMORY)-USAGE$")
 
 #: client_steps runs: these rows again for each step, named by its client
 #: count (CLIENTS-<n>-<row>), each defined as the whole run's row is but over
@@ -205,6 +207,9 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     rows = list(ROWS)
     at = rows.index("SERVER-TOTAL-NETWORK-TX-DATA-SUM") + 1
     rows = rows[:at] + ordered + rows[at:]
+    companions = sorted({row for f in figures for row in f.values if _COMPANION.match(row)})
+    at = rows.index("SERVER-MAX-MEMORY-USAGE") + 1
+    rows[at:at] = companions
     if any(CV_ROW in f.values for f in figures):
         rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
     if any(SEARCH_ROWS[0] in f.values for f in figures):
@@ -318,6 +323,7 @@ def compute(data: DatabaseData) -> Figures:
     _client_rows(data, figures)
     _stale_reads(data, figures)
     _server_rows(data, figures)
+    _companion_rows(data, figures)
     _host_rows(data, figures)
     _faults(data, figures)
     _search(data, figures)
@@ -888,6 +894,28 @@ SERVER_SERIES: dict[str, tuple[str, Callable[[pd.Series], float] | str, float]] 
     "AVG-RECEIVE-BYTES-NUM-DELTA": ("receive_bytes", "mean", 1.0),
     "AVG-TRANSMIT-BYTES-NUM-DELTA": ("transmit_bytes", "mean", 1.0),
 }
+
+
+def companion_row(name: str, row: str) -> str:
+    """A companion server's row: ``SERVER-POSTGRES-MAX-CPU-USAGE`` for
+    ``postgres`` and ``MAX-CPU-USAGE``."""
+    return f"SERVER-{name.upper()}-{row}"
+
+
+def _companion_rows(data: DatabaseData, figures: Figures) -> None:
+    """Each companion server's busiest second and largest memory (over its
+    members, when several have one), apart from the members' own."""
+    for name in sorted({name for name, _ in data.companions}):
+        frames = [_in_window(f, data) for n, f in data.companions if n == name]
+        found = [f for f in frames if f is not None]
+        if found:
+            samples = pd.concat(found, ignore_index=True)
+            figures.values[companion_row(name, "MAX-CPU-USAGE")] = float(
+                samples["cpu_percent"].max()
+            )
+            figures.values[companion_row(name, "MAX-MEMORY-USAGE")] = int(
+                samples["rss_bytes"].max()
+            )
 
 
 def _server_rows(data: DatabaseData, figures: Figures) -> None:

@@ -4,11 +4,13 @@ cluster during its load, at the same moments.
 A fault is ``{at: 10s, action: kill, member: leader}``: ``at`` counts from the
 load's start (``10s``, ``1.5s``, ``500ms``, ``2m`` or a number of seconds);
 ``member`` is an index, ``leader`` or ``follower`` (resolved by the database
-kind at the moment of the fault). ``restart``, ``resume`` and ``heal`` undo
-the latest ``kill`` / ``pause`` / ``isolate`` that is still in effect and name
-no member of their own (they reach the member it hit, which may no longer be
-the leader). ``isolate`` cuts a member's host off the network, so it needs
-members on hosts of their own (:func:`check_isolation`); with
+kind at the moment of the fault), or for a kill or a pause ``database``: the
+server member 0 runs beside it (kine's PostgreSQL, :func:`check_companions`).
+``restart``, ``resume`` and ``heal`` undo the latest ``kill`` / ``pause`` /
+``isolate`` that is still in effect and name no member of their own (they
+reach the member it hit, which may no longer be the leader). ``isolate``
+cuts a member's host off the network, so it needs members on hosts of their
+own (:func:`check_isolation`); with
 ``keep_clients: true`` it cuts the member off its peers only, and its
 clients still reach it (what it answers alone, a serializable read, may
 then be stale). ``slow_disk`` makes every fsync in a member's data directory
@@ -43,6 +45,7 @@ __all__ = [
     "UNDONE",
     "VERSION_PATTERN",
     "Fault",
+    "check_companions",
     "check_events",
     "check_isolation",
     "check_schedule",
@@ -54,6 +57,8 @@ __all__ = [
 UNDO = {"kill": "restart", "pause": "resume", "isolate": "heal", "slow_disk": "restore_disk"}
 #: the ones that take a member out: it answers nothing until undone
 TAKES_OUT = frozenset({"kill", "pause", "isolate"})
+#: what ``member: database`` may do to the server a member runs beside it
+ON_COMPANION = frozenset({"kill", "pause"})
 #: the longest fsync delay a slow_disk may set, in ms
 MAX_FSYNC_MS = 60_000.0
 #: maintenance events: each ends by itself, and what ``member`` may say for it
@@ -125,10 +130,11 @@ class Fault(BaseModel):
         " compact, defrag, snapshot, transfer_leader and upgrade are maintenance events"
         " that end by themselves"
     )
-    member: int | Literal["leader", "follower", "all"] | None = Field(
+    member: int | Literal["leader", "follower", "all", "database"] | None = Field(
         None,
-        description="kill, pause, isolate: an index (from 0), leader or follower; the undoing"
-        " actions take none; defrag: also all (one member after the other);"
+        description="kill, pause, isolate: an index (from 0), leader or follower; kill and"
+        " pause: also database, the server member 0 runs beside it (kine's PostgreSQL);"
+        " the undoing actions take none; defrag: also all (one member after the other);"
         " snapshot: the member asked (default leader); transfer_leader: the new leader"
         " (default a follower); upgrade: the member to upgrade; compact takes none",
     )
@@ -178,6 +184,11 @@ class Fault(BaseModel):
             return self._event_target()
         if self.member == "all":
             raise ValueError(f"member: all is for defrag, not {self.action}")
+        if self.member == "database" and self.action not in ON_COMPANION:
+            raise ValueError(
+                f"member: database (the server a member runs beside it) is for kill and"
+                f" pause, not {self.action}"
+            )
         undoes = self.action in UNDONE
         if undoes and self.member is not None:
             raise ValueError(
@@ -201,7 +212,7 @@ class Fault(BaseModel):
         given = "index" if isinstance(self.member, int) else self.member
         if default is None:
             raise ValueError(f"{self.action} takes no member: it acts on the whole cluster")
-        if given not in allowed:
+        if given not in allowed or given == "database":
             words = " or ".join("an index" if a == "index" else str(a) for a in allowed)
             raise ValueError(f"{self.action}: member is {words}, not {self.member}")
         return self
@@ -259,6 +270,21 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
         if not out or out[-1] != undone:
             raise ValueError(f"{where}: there is no {undone} in effect for it to undo")
         out.pop()
+
+
+def check_companions(faults: Sequence[Fault], databases: Sequence[tuple[str, str | None]]) -> None:
+    """Every database has the server a ``member: database`` fault acts on:
+    ``databases`` are (id, the name of the server its member 0 runs beside
+    it, or None). ValueError otherwise, naming the fault and the database."""
+    for number, fault in enumerate(faults):
+        if fault.member != "database":
+            continue
+        for db_id, companion in databases:
+            if companion is None:
+                raise ValueError(
+                    f"{_where(number, fault)}: database {db_id} runs no server beside its"
+                    " members (kine with backend: postgres runs PostgreSQL)"
+                )
 
 
 def check_events(

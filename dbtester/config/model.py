@@ -27,6 +27,7 @@ from dbtester.config.faults import (
     MAX_AT_S,
     VERSION_PATTERN,
     Fault,
+    check_companions,
     check_events,
     check_isolation,
     check_schedule,
@@ -34,7 +35,7 @@ from dbtester.config.faults import (
     parse_duration,
 )
 from dbtester.config.search import SEARCH_SETS, Search
-from dbtester.databases import KINDS, DatabaseKind, Options
+from dbtester.databases import KINDS, Options
 from dbtester.errors import PublishInputError
 from dbtester.publish.destination import destination_problem, parse_public_url
 from dbtester.util.net import is_loopback
@@ -242,9 +243,13 @@ class DatabaseSpec(_Model):
                 "give hosts (agents start the database) or endpoints (an already-running"
                 " cluster), not both"
             )
-        most = KINDS[self.kind].max_members
-        if most is not None and len(self.hosts) > most:
-            raise ValueError(_too_many(KINDS[self.kind], len(self.hosts)))
+        kind = KINDS[self.kind]
+        most, why = kind.members_limit(self.flags)
+        count = len(self.hosts) or (0 if self.endpoints else self.members)
+        if most is not None and count > most:
+            # members may follow flags in the file: the limit can depend on them
+            key = "hosts" if self.hosts else "members"
+            raise KeyValueError(key, _too_many(kind.name, most, why, count))
         if self.hosts and "members" in self.model_fields_set and self.members != len(self.hosts):
             raise ValueError(
                 f"members ({self.members}) differs from the number of hosts ({len(self.hosts)})"
@@ -285,14 +290,6 @@ class DatabaseSpec(_Model):
             able = ", ".join(name for name, each in KINDS.items() if each.auth_model)
             raise ValueError(f"dbtester cannot authenticate to {kind} yet (it can: {able})")
         return auth
-
-    @field_validator("members")
-    @classmethod
-    def _members_fit(cls, members: int, info: ValidationInfo) -> int:
-        kind = KINDS.get(str(info.data.get("kind")))
-        if kind is not None and kind.max_members is not None and members > kind.max_members:
-            raise ValueError(_too_many(kind, members))
-        return members
 
     @field_validator("workload")
     @classmethod
@@ -346,16 +343,19 @@ def _spec_for(name: str) -> type[DatabaseSpec]:
         fields["members"] = (
             int,
             Field(
-                kind.max_members, ge=1, le=MAX_MEMBERS, description=f"At most {kind.max_members}"
+                kind.max_members,
+                ge=1,
+                le=MAX_MEMBERS,
+                description=f"At most {kind.max_members}"
+                + (f" ({kind.members_note})" if kind.members_note else ""),
             ),
         )
     return create_model(f"{kind.__class__.__name__}Spec", __base__=DatabaseSpec, **fields)
 
 
-def _too_many(kind: DatabaseKind, members: int) -> str:
-    most = kind.max_members
+def _too_many(kind: str, most: int, why: str, members: int) -> str:
     plural = "s" if most != 1 else ""
-    return f"{kind.name} takes at most {most} member{plural}, not {members}: {kind.members_note}"
+    return f"{kind} takes at most {most} member{plural}, not {members}: {why}"
 
 
 SPECS: dict[str, type[DatabaseSpec]] = {name: _spec_for(name) for name in KINDS}
@@ -506,6 +506,7 @@ class TestCase(_Model):
                 " endpoints (a cluster dbtester does not run)"
             )
         check_schedule(faults, min(db.member_count for db in databases))
+        check_companions(faults, [(db.id, KINDS[db.kind].companion(db.flags)) for db in databases])
         check_events(
             faults,
             [

@@ -8,12 +8,14 @@ calls. The heartbeat thread reports into a :class:`Health` of its own.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from dbtester.agent.client import AgentClient, ClockOffset
@@ -137,14 +139,15 @@ def connect(job: DatabaseJob, stack: ExitStack) -> Agents:
         )
         clients = embedded.clients()
         peers = [
-            Peer(f"m{i}", "127.0.0.1", {n: free_port() for n in kind.default_ports})
+            Peer(f"m{i}", "127.0.0.1", {n: free_port() for n in kind.ports(db.flags)})
             for i in range(db.member_count)
         ]
     else:
         if any(not is_loopback(h.address) for h in db.hosts):
             warn_plain_token(job.reporter)
         clients = [remote_client(h) for h in db.hosts]
-        peers = [Peer(f"m{i}", h.address, dict(kind.default_ports)) for i, h in enumerate(db.hosts)]
+        ports = kind.ports(db.flags)
+        peers = [Peer(f"m{i}", h.address, dict(ports)) for i, h in enumerate(db.hosts)]
     for client in clients:
         stack.callback(client.close)
     members: list[MemberRecord] = []
@@ -176,9 +179,9 @@ def start(job: DatabaseJob, agents: Agents, tls: MembersAccess | None = None) ->
     db, peers = job.db, list(agents.peers)
     flags = db.flags.model_dump(exclude_none=True)
     job.say(f"starting {len(peers)} {db.kind} {db.version} member(s)")
-    replies = _on_each(
-        agents.clients,
-        lambda i, client: client.start(
+
+    def start_member(i: int, client: AgentClient) -> pb.StartResponse:
+        return client.start(
             run_id=job.agent_run_id,
             database_id=db.id,
             kind=db.kind,
@@ -191,8 +194,16 @@ def start(job: DatabaseJob, agents: Agents, tls: MembersAccess | None = None) ->
             slow_disk=any(fault.action == "slow_disk" for fault in job.faults),
             tls=identities.identity(i),
             auth=db.auth is not None,
-        ),
-    )
+        )
+
+    clients = agents.clients
+    if job.kind.first_serves_first(db.flags) and len(clients) > 1:
+        replies = _on_each(clients[:1], start_member)
+        if not isinstance(replies[0], AgentError):
+            _await_first(job, peers[0], replace(identities.access, user="", secret=""))
+        replies += _on_each(clients[1:], lambda i, client: start_member(i + 1, client))
+    else:
+        replies = _on_each(clients, start_member)
     members = tuple(
         member
         if isinstance(reply, AgentError)
@@ -207,6 +218,15 @@ def start(job: DatabaseJob, agents: Agents, tls: MembersAccess | None = None) ->
     )
     failure = next((r for r in replies if isinstance(r, AgentError)), None)
     return Started(members, failure)
+
+
+def _await_first(job: DatabaseJob, first: Peer, access: Access) -> None:
+    """Until member 0 serves, or READY_TIMEOUT_S has passed (wait_serving
+    then says which members do not serve)."""
+    job.say(f"waiting for member 0 to serve before starting the others ({job.db.kind})")
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not job.kind.serving(first, access=access) and time.monotonic() < deadline:
+        time.sleep(0.25)
 
 
 def wait_serving(job: DatabaseJob, cluster: Cluster) -> None:
@@ -344,6 +364,11 @@ def _stopped_early(
     return ""
 
 
+#: the files every member has, and a companion server's (<name>.log, <name>-metrics.csv)
+_MEMBER_FILES = ("metrics.csv", "database.log", "agent.log")
+_COMPANION_FILE = re.compile(r"([a-z][a-z0-9_]{0,31})(-metrics\.csv|\.log)")
+
+
 def _fetch(job: DatabaseJob, client: AgentClient, index: int) -> str:
     """The member's files into the results; the first that failed, said ("")."""
     out = job.out
@@ -353,12 +378,31 @@ def _fetch(job: DatabaseJob, client: AgentClient, index: int) -> str:
         "agent.log": out.agent_log(index),
     }
     problem = ""
+    try:
+        targets.update(_companion_files(job, client, index))
+    except AgentError as exc:
+        problem = f"listing the files on {client.address}: {exc}"
     for name, target in targets.items():
         try:
             client.fetch(job.agent_run_id, job.db.id, index, name, target)
         except AgentError as exc:
             problem = problem or f"fetching {name} from {client.address}: {exc}"
     return problem
+
+
+def _companion_files(job: DatabaseJob, client: AgentClient, index: int) -> dict[str, Path]:
+    """The member's companion server's files (kine's PostgreSQL), as the
+    agent lists them: <name>-metrics.csv and <name>.log."""
+    found = {}
+    for name in client.list_files(job.agent_run_id, job.db.id, index):
+        match = _COMPANION_FILE.fullmatch(name)
+        if match is None or name in _MEMBER_FILES:
+            continue
+        if match[2] == ".log":
+            found[name] = job.out.companion_log(index, match[1])
+        else:
+            found[name] = job.out.companion_metrics(index, match[1])
+    return found
 
 
 def remote_client(host: Host) -> AgentClient:

@@ -64,8 +64,9 @@ class FaultRunner:
         self.label = label
         self.records: list[FaultRecord] = []
         self.problem = ""
-        #: (kill|pause|isolate|slow_disk, member) in effect, latest last
-        self._out: list[tuple[str, int]] = []
+        #: (kill|pause|isolate|slow_disk, member, on the server beside it) in
+        #: effect, latest last
+        self._out: list[tuple[str, int, bool]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: each looks for the next leader after a fault took the leader out
@@ -99,7 +100,7 @@ class FaultRunner:
         """Members a kill, pause or isolation has taken out and nothing has
         brought back (an isolated one runs, but neither we nor its peers reach it)."""
         with self._lock:
-            return {member for action, member in self._out if action in TAKES_OUT}
+            return {m for action, m, beside in self._out if action in TAKES_OUT and not beside}
 
     # ------------------------------------------------------------------ the thread
 
@@ -144,7 +145,7 @@ class FaultRunner:
             return self._event(fault, base), None
         # the rest are the member's agent's to carry out (an upgrade too)
         try:
-            member, was_leader = self._resolve(fault)
+            member, was_leader, beside = self._resolve(fault)
         except LookupError as exc:
             return base.model_copy(update={"error": str(exc)}), None
         asked = time.monotonic()
@@ -157,10 +158,12 @@ class FaultRunner:
                 keep_clients=fault.keep_clients,
                 version=fault.to or "",
                 fsync_ms=fault.fsync_ms or 0.0,
+                companion=beside,
             )
         except AgentError as exc:
             return base.model_copy(update={"member": member, "error": str(exc)}), None
         update: dict[str, object] = {
+            "target": "database" if beside else base.target,
             "member": member,
             "unix": reply.at_unix - self.offsets[member],
             "pid": reply.pid,
@@ -168,7 +171,7 @@ class FaultRunner:
         if fault.action == "upgrade":  # an event: it ended when the member ran again
             update |= {"end_unix": time.time(), "detail": f"member {member} to {fault.to}"}
         else:
-            self._track(fault.action, member)
+            self._track(fault.action, member, beside)
         takes_out = fault.action in TAKES_OUT or fault.action == "upgrade"
         return base.model_copy(update=update), asked if was_leader and takes_out else None
 
@@ -235,8 +238,9 @@ class FaultRunner:
         self._watchers.append(watcher)
         watcher.start()
 
-    def _resolve(self, fault: Fault) -> tuple[int, bool]:
-        """(member index, whether it led the cluster when the fault hit)."""
+    def _resolve(self, fault: Fault) -> tuple[int, bool, bool]:
+        """(member index, whether it led the cluster when the fault hit,
+        whether the fault is on the server the member runs beside it)."""
         target = fault.target  # an event's default member where it names none
         if target is None:  # restart / resume / heal: the latest kill / pause / isolate
             undone = UNDONE[fault.action]
@@ -244,18 +248,20 @@ class FaultRunner:
                 latest = self._out[-1] if self._out else None
             if latest is None or latest[0] != undone:
                 raise LookupError(f"no {undone} in effect to undo")
-            return latest[1], False
+            return latest[1], False, latest[2]
+        if target == "database":  # the server member 0 runs (kine's PostgreSQL)
+            return 0, False, True
         if isinstance(target, int):
             # Only the members that are up are asked: a paused or isolated one
             # would make the fault wait for its timeout.
-            return target, target == self._leader(exclude=None)
+            return target, target == self._leader(exclude=None), False
         leader = self._wait_for_leader(exclude=None)
         if target == "leader":
-            return leader, True
+            return leader, True, False
         followers = [i for i in range(len(self.peers)) if i != leader and i not in self.down]
         if not followers:
             raise LookupError("no follower is up")
-        return followers[0], False
+        return followers[0], False, False
 
     def _wait_for_leader(self, exclude: int | None) -> int:
         deadline = time.monotonic() + LEADER_WAIT_S
@@ -294,10 +300,10 @@ class FaultRunner:
         found = self.kind.leader([self.peers[i] for i in up], access=self.access)
         return None if found is None else up[found]
 
-    def _track(self, action: str, member: int) -> None:
+    def _track(self, action: str, member: int, beside: bool) -> None:
         with self._lock:
             if action in UNDO:
-                self._out.append((action, member))
+                self._out.append((action, member, beside))
             else:
                 self._out.pop()
 
@@ -306,5 +312,6 @@ def _said(record: FaultRecord, led: bool) -> str:
     if record.end_unix is not None and record.unix is not None:
         took = record.end_unix - record.unix
         return f"{record.action} at {record.at_s:g} s: {record.detail} (took {took:.2f} s)"
-    text = f"{record.action} member {record.member} at {record.at_s:g} s"
+    who = "database" if record.target == "database" else f"member {record.member}"
+    text = f"{record.action} {who} at {record.at_s:g} s"
     return f"{text} (it led)" if led else text

@@ -27,9 +27,11 @@ from dbtester.util.paths import from_the_case
 from dbtester.util.progress import Reporter
 
 __all__ = [
+    "COMPANION_DATA",
     "PLAIN",
     "Access",
     "AuthKeys",
+    "Companion",
     "DatabaseKind",
     "EventCall",
     "EventFailed",
@@ -210,14 +212,41 @@ class MemberSpec:
         return self.peers[self.index]
 
 
+#: stands for the companion's data folder in its argv and setup commands (the
+#: agent decides the path: as root it runs the companion as a user of its own,
+#: and gives it a path that user can reach)
+COMPANION_DATA = "{data}"
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A server a member needs beside its own process, started first on the
+    same host (kine's PostgreSQL). Its data is ``folder`` under the member's
+    data folder (measured, archived and removed with it); ``setup`` runs once
+    before it on that empty folder (initdb), ``files`` are then written into
+    it; it serves when ``ready`` (host, port) accepts connections.
+    ``unprivileged``: a server that refuses to run as root (the agent then
+    runs it as ``UNPRIVILEGED_USER``). It is sampled on its own, and faults
+    with ``member: <name>`` act on it."""
+
+    name: str
+    argv: list[str]
+    ready: tuple[str, int]
+    folder: str = "companion"
+    setup: tuple[list[str], ...] = ()
+    files: Mapping[str, str] = field(default_factory=dict)
+    unprivileged: bool = False
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """How to start a member: an argv list (never a shell string), files to write
-    first, extra environment."""
+    first, extra environment, and a companion server started before it."""
 
     argv: list[str]
     files: Mapping[Path, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    companion: Companion | None = None
 
 
 @dataclass(frozen=True)
@@ -363,6 +392,28 @@ class DatabaseKind(ABC):
     @property
     def client_port(self) -> int:
         return self.default_ports["client"]
+
+    def ports(self, flags: Options) -> Mapping[str, int]:
+        """The named ports a member with ``flags`` listens on (a kine member
+        on PostgreSQL has its database's too): ``default_ports`` by default."""
+        return self.default_ports
+
+    def companion(self, flags: Options) -> str | None:
+        """The name of the server member 0 runs beside it with ``flags``
+        (``LaunchPlan.companion``; faults with ``member: database`` reach it),
+        or None: none, by default."""
+        return None
+
+    def first_serves_first(self, flags: Options) -> bool:
+        """Whether member 0 must serve before the others start (kine's
+        members sharing one PostgreSQL: the first makes the tables, and two
+        making them at once fail). False by default: all start at once."""
+        return False
+
+    def members_limit(self, flags: Options) -> tuple[int | None, str]:
+        """The most members a database with ``flags`` may have (None: no
+        limit of the kind's own), and why: ``max_members`` by default."""
+        return self.max_members, self.members_note
 
     @abstractmethod
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:

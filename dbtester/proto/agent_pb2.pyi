@@ -208,20 +208,22 @@ class FileChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class FaultRequest(_message.Message):
-    __slots__ = ("run_id", "database_id", "member_index", "keep_clients", "version", "fsync_ms")
+    __slots__ = ("run_id", "database_id", "member_index", "keep_clients", "version", "fsync_ms", "companion")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_INDEX_FIELD_NUMBER: _ClassVar[int]
     KEEP_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     FSYNC_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPANION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     database_id: str
     member_index: int
     keep_clients: bool
     version: str
     fsync_ms: float
-    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., keep_clients: _Optional[bool] = ..., version: _Optional[str] = ..., fsync_ms: _Optional[float] = ...) -> None: ...
+    companion: bool
+    def __init__(self, run_id: _Optional[str] = ..., database_id: _Optional[str] = ..., member_index: _Optional[int] = ..., keep_clients: _Optional[bool] = ..., version: _Optional[str] = ..., fsync_ms: _Optional[float] = ..., companion: _Optional[bool] = ...) -> None: ...
 
 class FaultResponse(_message.Message):
     __slots__ = ("at_unix", "pid", "state", "isolated")

@@ -16,6 +16,8 @@ here, and no other module spells a results file name.
     DIR/<db-id>/watch-events.npz     type: watch: every event each watcher received
     DIR/<db-id>/check-history.npz    check: every checked client's operations
     DIR/<db-id>/server-<i>-metrics.csv, -database.log, -agent.log   per member
+    DIR/<db-id>/server-<i>-<name>-metrics.csv, -<name>.log   a member's companion
+                                     server (kine's PostgreSQL: name postgres)
     DIR/parquet/<table>/database=<db-id>/date=<YYYY-MM-DD>/<run-id>.parquet
                                      figures, requests and per-second series as
                                      Parquet (dbtester.results.columnar)
@@ -37,6 +39,8 @@ from pathlib import Path
 __all__ = ["DatabaseLayout", "ResultsLayout"]
 
 _SERVER_FILE = re.compile(r"^server-(\d+)-metrics\.csv$")
+#: a member's companion server's samples (kine's PostgreSQL): server-<i>-<name>-metrics.csv
+_COMPANION_FILE = re.compile(r"^server-(\d+)-([a-z][a-z0-9_]{0,31})-metrics\.csv$")
 _TRIAL_DIR = re.compile(r"^trial-([1-9][0-9]{0,5})$")
 
 
@@ -86,6 +90,13 @@ class DatabaseLayout:
     def agent_log(self, member: int) -> Path:
         return self.root / f"server-{member}-agent.log"
 
+    def companion_metrics(self, member: int, name: str) -> Path:
+        """The samples of member ``member``'s companion server ``name``."""
+        return self.root / f"server-{member}-{name}-metrics.csv"
+
+    def companion_log(self, member: int, name: str) -> Path:
+        return self.root / f"server-{member}-{name}.log"
+
     def worker_part(self, worker: int) -> Path:
         """A load worker's records before they are merged (removed afterwards)."""
         return self.root / f".worker-{worker}.npz"
@@ -115,6 +126,14 @@ class DatabaseLayout:
         for path in self.root.glob("server-*-metrics.csv"):
             if match := _SERVER_FILE.match(path.name):
                 found.append((int(match[1]), path))
+        return sorted(found)
+
+    def companion_metric_files(self) -> list[tuple[int, str, Path]]:
+        """(member index, companion name, path) of every companion's samples present."""
+        found = []
+        for path in self.root.glob("server-*-*-metrics.csv"):
+            if match := _COMPANION_FILE.match(path.name):
+                found.append((int(match[1]), match[2], path))
         return sorted(found)
 
 

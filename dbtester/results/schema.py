@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -123,6 +123,14 @@ HISTORY: tuple[str, ...] = (
         "(what each fsync of its member waited longer) or ``restore_disk``. Only a key was "
         "added: a version 12 directory upgrades as it is."
     ),
+    (
+        "Companion servers. ``<db-id>/server-<i>-<name>-metrics.csv`` and "
+        "``server-<i>-<name>.log`` hold the samples (the columns of ``server-<i>-metrics.csv``) "
+        "and output of a server member *i*'s agent ran beside it (kine's PostgreSQL: "
+        "``postgres``), and the table gets ``SERVER-<NAME>-MAX-CPU-USAGE`` and "
+        "``SERVER-<NAME>-MAX-MEMORY-USAGE`` for them. Only files were added: a version 13 "
+        "directory upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -182,6 +190,10 @@ def _v12_to_v13(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 13}
 
 
+def _v13_to_v14(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 14}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -196,6 +208,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     10: _v10_to_v11,
     11: _v11_to_v12,
     12: _v12_to_v13,
+    13: _v13_to_v14,
 }
 
 

@@ -62,6 +62,9 @@ class TrialResults:
     check: CheckedOperations | None = None
     #: each load host's samples (client-<i>-metrics.csv; ``load_hosts:`` only)
     load_hosts: tuple[tuple[int, pd.DataFrame], ...] = ()
+    #: (member index, name, samples) of each member's companion server
+    #: (server-<i>-<name>-metrics.csv: kine's PostgreSQL)
+    companions: tuple[tuple[int, str, pd.DataFrame], ...] = ()
 
     @property
     def trial(self) -> int:
@@ -246,6 +249,11 @@ class ResultsDir:
                 for host in record.load_hosts
                 if (frame := read_metrics(layout.load_host_metrics(host.index), CLIENT_COLUMNS))
                 is not None
+            ),
+            tuple(
+                (index, name, frame)
+                for index, name, path in layout.companion_metric_files()
+                if (frame := read_metrics(path, SERVER_COLUMNS)) is not None
             ),
         )
 

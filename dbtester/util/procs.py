@@ -10,7 +10,7 @@ import shutil
 import signal
 import sys
 
-__all__ = ["die_with_parent", "with_parent_death_signal"]
+__all__ = ["as_user", "die_with_parent", "with_parent_death_signal"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -23,6 +23,20 @@ def with_parent_death_signal(argv: list[str], signal_name: str = "KILL") -> list
     if setpriv is None:  # not Linux/util-linux: the watchdog and stop still apply
         return argv
     return [setpriv, "--pdeathsig", signal_name, "--", *argv]
+
+
+def as_user(argv: list[str], user: str) -> list[str]:
+    """``argv`` run as ``user`` (its own group, no other) through util-linux
+    ``setpriv``, which execs it: no fork in the caller's process after the
+    switch, so a threaded caller (gRPC's fork handlers) is safe; a ``setpriv``
+    already in front (``with_parent_death_signal``) takes the options."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise OSError(f"running {argv[0]} as {user} needs util-linux's setpriv")
+    switch = [f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+    if argv and argv[0] == setpriv:  # the death signal is kept across the switch
+        return [setpriv, *switch, *argv[1:]]
+    return [setpriv, *switch, "--", *argv]
 
 
 def die_with_parent(parent: int) -> None:

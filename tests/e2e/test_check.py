@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,26 @@ from tests.support.cluster import KINE, NATS, VERSIONS, dbtester
 pytestmark = pytest.mark.integration
 
 PUTS = 4000
+KINE_CHECK = {"clients": 4, "keys": 4, "on_violation": "report"}
+
+
+def _an_acknowledged_overwrite_lost(violation: dict[str, Any]) -> bool:
+    """Whether ``violation`` is kine's known one (docs/kine.md): a read, sent
+    after a write and the overwrite that followed it were both acknowledged,
+    returned the overwritten value. Any other violation is not kine's."""
+    ops = violation["operations"]
+    writes = {op["value"]: op for op in ops if op["kind"] == "write" and op["outcome"] == "ok"}
+    for read in (op for op in ops if op["kind"] == "read" and op["value"] in writes):
+        old = writes[read["value"]]
+        for new in writes.values():
+            if (
+                old["completed_unix"]
+                < new["invoked_unix"]
+                < new["completed_unix"]
+                < read["invoked_unix"]
+            ):
+                return True
+    return False
 
 
 def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_home) -> None:
@@ -35,7 +56,8 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         ],
         databases=[
             *(database(kind, kind, members=3) for kind in VERSIONS),
-            database("kine", "kine", version=KINE),
+            # reported, not failed: kine's put may lose an overwrite it acknowledged
+            database("kine", "kine", version=KINE, workload={"check": KINE_CHECK}),
             database("nats", "nats", version=NATS, members=3),
         ],
     )
@@ -48,8 +70,13 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         kind, figures = db["id"], db["figures"]
         run = json.loads((out / kind / "run.json").read_text())
         correctness = run["correctness"]
-        assert correctness["violated_keys"] == 0 and correctness["violation"] is None, kind
-        assert correctness["linearizable_keys"] == 4, kind
+        if kind == "kine" and correctness["violation"] is not None:
+            assert _an_acknowledged_overwrite_lost(correctness["violation"]), correctness
+            print(f"kine lost an acknowledged overwrite: {correctness['violation']}")
+        else:
+            assert correctness["violated_keys"] == 0 and correctness["violation"] is None, kind
+            assert correctness["linearizable_keys"] == 4, kind
+            assert str(figures["CORRECTNESS"]).startswith("linearizable"), kind
         history = CheckedOperations.load(out / kind / "check-history.npz")
         assert correctness["operations"] == len(history) > 50, kind
         assert history.write.any() and (history.write == 0).any(), kind
@@ -65,7 +92,6 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
             assert members == {0, 1, 2}, (kind, members)
         kill = run["faults"][0]
         assert kill["action"] == "kill" and not kill["error"], kill
-        assert str(figures["CORRECTNESS"]).startswith("linearizable"), kind
         assert figures["TOTAL-REQUEST-NUMBER"] == PUTS, kind
         assert figures["KEYS-VERIFIED"].endswith("OK"), (kind, figures["KEYS-VERIFIED"])
     table = (out / "summary.txt").read_text()

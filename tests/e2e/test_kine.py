@@ -1,14 +1,18 @@
-"""kine (etcd's API over SQLite) end to end, as a kind of its own: a mixed
-load with read-modify-writes verified, and watchers that miss nothing. Writes checked for
+"""kine (etcd's API over SQLite or PostgreSQL) end to end, as a kind of its
+own: a mixed load with read-modify-writes verified, watchers that miss
+nothing, and two members sharing a PostgreSQL server the agent runs. Writes checked for
 linearizability while its one process is killed and restarted are in
 test_check, beside the other kinds."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.support.cases import database, make_case, write_case
@@ -57,3 +61,58 @@ def test_mixed_and_watch_on_kine(tmp_path: Path, installed_home: Any) -> None:
     assert figures["mixed"]["READ-MODIFY-WRITE-THROUGHPUT"] != "-", figures["mixed"]
     assert figures["watch"]["WATCH-EVENTS-MISSED"] == 0, figures["watch"]
     assert figures["watch"]["WATCH-EVENTS-RECEIVED"] == 10_000, figures["watch"]
+
+
+def test_kine_members_share_one_postgres_killed_under_load(
+    tmp_path: Path, installed_home: Any
+) -> None:
+    """backend: postgres: member 0's agent makes a PostgreSQL cluster as an
+    unprivileged user, two kine members share it, and the server is sampled
+    apart, killed and restarted under load (member: database), then stopped
+    and unmounted. (No check: kine 0.17.5 acknowledges some overwrites it
+    loses, seen by a check in some trials; docs/kine.md.)"""
+    home = installed_home("kine", KINE)
+    case = make_case(
+        title="e2e kine on PostgreSQL",
+        workload={**LOAD, "type": "write", "requests": 2500},
+        databases=[
+            database("pg", "kine", version=KINE, members=2, flags={"backend": "postgres"}),
+        ],
+        faults=[
+            {"at": "1s", "action": "kill", "member": "database"},
+            {"at": "2.5s", "action": "restart"},
+        ],
+    )
+    out = tmp_path / "results"
+    result = dbtester(
+        Path(home), "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+    )
+    figures = _figures(out)["pg"]
+    # kine acknowledges a few writes in flight at the kill that it never
+    # stored (docs/kine.md): at most one per client, then the run fails
+    verified = re.fullmatch(r"([\d,]+) / ([\d,]+) (OK|FAILED)", figures["KEYS-VERIFIED"])
+    assert verified, figures
+    lost = int(verified[2].replace(",", "")) - int(verified[1].replace(",", ""))
+    assert result.returncode == (0 if verified[3] == "OK" else 1), result.stderr[-3000:]
+    assert 0 <= lost <= LOAD["clients"], figures
+    # the kill hit the server, not a kine member; the load came back after the restart
+    assert figures["FAULT-1"] == "kill database at 1 s", figures
+    assert figures["FAULT-2"] == "restart database at 2.5 s", figures
+    assert figures["FAULT-1-ERRORS"] > 0, figures
+    assert isinstance(figures["FAULT-2-RECOVERY-SECONDS"], float), figures
+    record = json.loads((out / "pg" / "run.json").read_text())
+    server_pids = [f["pid"] for f in record["faults"]]
+    # the server's own figures, apart from kine's (a busy second's CPU, > 0)
+    assert figures["SERVER-POSTGRES-MAX-CPU-USAGE"] > 0, figures
+    assert 10e6 < figures["SERVER-POSTGRES-MAX-MEMORY-USAGE"] < 2e9, figures
+    log = (out / "pg" / "server-0-postgres.log").read_text()
+    assert log.count("database system is ready to accept connections") == 2, log[-2000:]
+    assert not (out / "pg" / "server-1-postgres.log").exists()  # one server, on member 0
+    agent_log = (out / "pg" / "server-0-agent.log").read_text()
+    if os.geteuid() == 0:  # as root, PostgreSQL runs as a user of its own, on a bind mount
+        mounted = re.search(r"postgres runs as dbtester-db on \S+, mounted at (\S+)", agent_log)
+        assert mounted, agent_log
+        assert not Path(mounted[1]).exists(), "the bind mount outlived the run"
+    started = [int(pid) for pid in re.findall(r"postgres serves as pid (\d+)", agent_log)]
+    assert started[1] == server_pids[1], (started, server_pids)  # the restart's new server
+    assert not any(psutil.pid_exists(pid) for pid in started), "PostgreSQL outlived the run"

@@ -27,7 +27,7 @@ import yaml
 
 from tests.integration.netns import Topology, cannot_make_namespaces
 from tests.support.cases import database, make_case, write_case
-from tests.support.cluster import VERSIONS
+from tests.support.cluster import NATS, VERSIONS
 from tests.support.poll import poll_until
 
 pytestmark = [
@@ -110,6 +110,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, shared_home: Path) -> Iterator
         get_kind("etcd").install(ETCD, Reporter())
         for kind in ("zookeeper", "consul"):
             get_kind(kind).install(VERSIONS[kind], Reporter())
+        get_kind("nats").install(NATS, Reporter())
         build_wheelhouse(say=lambda _m: None)
     finally:
         if previous is None:
@@ -310,9 +311,14 @@ def test_serializable_reads_of_a_member_cut_off_from_its_peers(lab: Lab, agents_
     its clients still reach it, and it answers serializable reads from what
     it had, while the other two go on writing. Checked clients reading
     serializably there are counted stale, not as violations: the history
-    checks clean."""
+    checks clean. The same on NATS, whose serializable reads are direct
+    gets (any replica answers them): what they return from the cut-off
+    member is counted the same way."""
     assert agents_up.returncode == 0, agents_up.stderr + agents_up.stdout
     case = yaml.safe_load(lab.config.read_text())
+    hosts = case["databases"][0]["hosts"]
+    # each its own copy: yaml.safe_dump writes a shared list as an alias
+    case["databases"].append(database("nats-3hosts", "nats", hosts=[*map(dict, hosts)]))
     case["workload"].update(
         type="read",
         consistency="serializable",
@@ -328,23 +334,28 @@ def test_serializable_reads_of_a_member_cut_off_from_its_peers(lab: Lab, agents_
         {"at": "2s", "action": "isolate", "member": "follower", "keep_clients": True},
         {"at": "6s", "action": "heal"},
     ]
+    _agents_up(lab, case, "partition")  # installs NATS on the hosts
     out = _run_case(lab, case, "partition")
 
-    record = json.loads((out / "etcd-3hosts" / "run.json").read_text())
-    cut, healed = record["faults"]
-    assert cut["keep_clients"] and not cut["error"] + healed["error"]
-    correctness = record["correctness"]
-    print(
-        f"partition: {correctness['operations']:,} checked operations,"
-        f" {correctness['stale_serializable_reads']} stale serializable reads,"
-        f" violation: {correctness['violation']}"
-    )
-    assert correctness["violation"] is None and correctness["violated_keys"] == 0
-    assert correctness["stale_serializable_reads"] >= 1
-    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
-    assert figures["STALE-SERIALIZABLE-READS"] == correctness["stale_serializable_reads"]
+    summary = json.loads((out / "result.json").read_text())
+    for index, db in enumerate(("etcd-3hosts", "nats-3hosts")):
+        record = json.loads((out / db / "run.json").read_text())
+        cut, healed = record["faults"]
+        assert cut["keep_clients"] and not cut["error"] + healed["error"], db
+        correctness = record["correctness"]
+        print(
+            f"partition {db}: {correctness['operations']:,} checked operations,"
+            f" {correctness['stale_serializable_reads']} stale serializable reads,"
+            f" violation: {correctness['violation']}"
+        )
+        assert correctness["violation"] is None and correctness["violated_keys"] == 0, db
+        figures = summary["databases"][index]["figures"]
+        assert figures["STALE-SERIALIZABLE-READS"] == correctness["stale_serializable_reads"]
+    etcd = json.loads((out / "etcd-3hosts" / "run.json").read_text())
+    assert etcd["correctness"]["stale_serializable_reads"] >= 1
     table = (out / "summary.txt").read_text()
     assert "isolate follower from its peers at 2 s, heal at 6 s" in table
+    cut = etcd["faults"][0]
     said = (out / "etcd-3hosts" / f"server-{cut['member']}-agent.log").read_text()
     assert "tcp ports 22, 2379, 3500" in said, said[-2000:]
 

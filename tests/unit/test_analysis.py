@@ -169,3 +169,25 @@ def test_load_hosts_add_up_their_traffic_and_show_the_busiest() -> None:
     assert v["CLIENT-TOTAL-NETWORK-TX-SUM"] == 2 * (100 + 300) * 12
     assert v["CLIENT-MAX-CPU-USAGE"] == 95.0
     assert v["CLIENT-MAX-MEMORY-USAGE"] == 10_000
+
+
+def test_a_companion_server_gets_rows_of_its_own_beside_the_members() -> None:
+    data = analysis_data()
+    server = data.servers[0].copy()
+    server["cpu_percent"] = [5.0] * 11 + [95.0]  # its busiest second is the load's last
+    server["rss_bytes"] = 40_000_000
+    v = compute(replace(data, companions=(("postgres", server),))).values
+    assert v["SERVER-POSTGRES-MAX-CPU-USAGE"] == 95.0
+    assert v["SERVER-POSTGRES-MAX-MEMORY-USAGE"] == 40_000_000
+    # the members' own rows leave it out
+    assert v["SERVER-MAX-CPU-USAGE"] == 30.0
+    names = [
+        line.split("|")[1].strip()
+        for line in render_table(["kine"], [Figures(v)]).splitlines()[3:-1]
+    ]
+    at = names.index("SERVER-MAX-MEMORY-USAGE")
+    assert names[at + 1 : at + 3] == [
+        "SERVER-POSTGRES-MAX-CPU-USAGE",
+        "SERVER-POSTGRES-MAX-MEMORY-USAGE",
+    ]
+    assert format_value("SERVER-POSTGRES-MAX-MEMORY-USAGE", 40e6) == "40 MB"

@@ -37,6 +37,8 @@ class Agent:
     kept: list[bool] = field(default_factory=list)
     #: fsync_ms, per call
     fsync_ms: list[float] = field(default_factory=list)
+    #: whether each call was on the server beside the member (member: database)
+    beside: list[bool] = field(default_factory=list)
 
     def fault(
         self,
@@ -48,11 +50,13 @@ class Agent:
         keep_clients: bool = False,
         version: str = "",
         fsync_ms: float = 0.0,
+        companion: bool = False,
     ) -> Reply:
         assert (run_id, database_id, member) == ("run", "db", self.index)
         self.calls.append((action, member))
         self.kept.append(keep_clients)
         self.fsync_ms.append(fsync_ms)
+        self.beside.append(companion)
         self.pid += 1
         return Reply(at_unix=1000.0 + len(self.calls), pid=self.pid, state="x")
 
@@ -120,6 +124,32 @@ def test_targets_order_and_clocks() -> None:
     # the killed leader's successor was looked for among the others only
     assert records[0].new_leader_s is not None and records[1].new_leader_s is None
     assert ["m0", "m2"] in kind.asked
+    assert not runner.problem and runner.down == set()
+
+
+def test_a_fault_on_the_database_reaches_member_0s_server_and_takes_no_member_out() -> None:
+    calls: list[tuple[str, int]] = []
+    kind = Kind()
+    runner = _runner(
+        [
+            _fault(0.05, "kill", "database"),
+            _fault(0.10, "kill", "leader"),  # member 1, as before: 0 is not out
+            _fault(0.15, "restart"),
+            _fault(0.20, "restart"),
+        ],
+        kind,
+        calls,
+    )
+    agents = cast(list[Agent], runner.clients)
+    runner.start()
+    runner.begin(time.time())
+    _wait_for_records(runner, 4, new_leader_of=1)
+    records = runner.stop()
+    assert calls == [("kill", 0), ("kill", 1), ("restart", 1), ("restart", 0)]
+    # the agent is told which: the server beside member 0, then member 1 itself
+    assert agents[0].beside == [True, True] and agents[1].beside == [False, False]
+    assert [r.target for r in records] == ["database", "leader", "", "database"]
+    assert records[0].new_leader_s is None  # the server's death is no leader's
     assert not runner.problem and runner.down == set()
 
 

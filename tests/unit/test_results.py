@@ -211,3 +211,16 @@ def test_machines_name_what_differs_and_ignore_the_unknown() -> None:
     # unknown on either side (runs from before schema 8): nothing to say
     assert same.differences(Machines(client=None, servers=())) == []
     assert Machines().differences(same) == []
+
+
+def test_a_companion_servers_samples_are_its_own_rows(run_cli, v1: Path) -> None:
+    """server-<i>-<name>-metrics.csv (schema 14) is read as a companion
+    server's (kine's PostgreSQL), not as another member."""
+    members = (v1 / "etcd-v3.6" / "server-0-metrics.csv").read_text()
+    (v1 / "etcd-v3.6" / "server-0-postgres-metrics.csv").write_text(members)
+    result = run_cli("analyze", str(v1))
+    assert result.code == 0, result.err
+    rows = {line.split("|")[1].strip(): line for line in result.out.splitlines() if "|" in line}
+    assert rows["SERVER-MAX-CPU-USAGE"] in (V1 / "summary.txt").read_text()  # unchanged
+    row = [cell.strip() for cell in rows["SERVER-POSTGRES-MAX-CPU-USAGE"].split("|")[2:4]]
+    assert row[0] == "-" and row[1].endswith(" %"), row  # only the database that had one
