@@ -158,10 +158,9 @@ _PER_FAULT = re.compile(r"^FAULT-([1-9][0-9]*)(?:-|$)")
 
 #: a mixed load's rows are declared by the type (each operation's, conflicts,
 #: stale reads; see _name_stale_reads for the last), and computed here
-#: the outcome those reads are given in the analysis (the records keep NoNode)
+#: the outcome those reads are given in the analysis (the records keep the
+#: kind's not-found outcome)
 STALE_READ = "stale-read"
-#: a read's outcome when it found no key, by database kind
-_NOT_FOUND = {"zookeeper": "NoNode"}
 
 
 def operation_series(operation: str) -> str:
@@ -736,22 +735,23 @@ def _workload(data: DatabaseData) -> dict[str, object]:
 
 
 def _name_stale_reads(data: DatabaseData) -> DatabaseData:
-    """``data`` with the stale reads of a mixed workload on ZooKeeper named
-    STALE_READ instead of NoNode.
+    """``data`` with the stale reads of a mixed workload named STALE_READ
+    instead of the kind's not-found outcome (the record's
+    ``not_found_outcome``: ZooKeeper's NoNode, NATS's key-not-found).
 
     A mixed workload never deletes; its reads (and read-modify-writes' reads)
     go only to the load phase's keys, which every member had before the load
     began (the readiness check), or to inserts already acknowledged (``latest``
-    follows them). ZooKeeper serves a read from the member its session is
-    connected to, which may not yet have applied a write the leader committed
-    (sequential consistency, not linearizability): such a read finds no key.
-    Unless an insert failed: ``latest`` may then pick a key whose insert never
-    happened, so NoNode is no proof of staleness and stays NoNode."""
+    follows them). A member that answers a read before it has applied a write
+    the leader committed (ZooKeeper's session member; a NATS replica's direct
+    get) finds no key. Unless an insert failed: ``latest`` may then pick a key
+    whose insert never happened, so not-found is no proof of staleness and
+    stays what it is."""
     records = data.records
-    missing = _NOT_FOUND.get(data.record.kind)
+    missing = data.record.not_found_outcome
     if (
         records is None
-        or missing is None
+        or not missing
         or missing not in records.codes
         or not _missing_is_stale(data)
         or len(records.codes) >= 255  # no room for another outcome
@@ -792,9 +792,10 @@ def _allowed_stale(data: DatabaseData, records: Records) -> npt.NDArray[np.bool_
 
 
 def _stale_reads(data: DatabaseData, figures: Figures) -> None:
-    """STALE-READS for a mixed workload on ZooKeeper, and a note on any."""
+    """STALE-READS for a mixed workload on a kind whose missing key is an
+    outcome of its own, and a note on any."""
     records = data.records
-    if records is None or data.record.kind not in _NOT_FOUND:
+    if records is None or not data.record.not_found_outcome:
         return
     if not _missing_is_stale(data):
         return
@@ -804,23 +805,22 @@ def _stale_reads(data: DatabaseData, figures: Figures) -> None:
     figures.values[STALE_ROW] = stale
     if not stale:
         return
-    missing = _NOT_FOUND[data.record.kind]
+    missing = data.record.not_found_outcome
     said = (
         f"{data.label}: {stale:,} reads were stale: each found no key ({missing}) although"
         " the key had been written and its write acknowledged before the read was sent"
-        " (a key of the load phase, or an acknowledged insert). The member the client's"
-        " session was connected to had not applied it yet: ZooKeeper serves a read from"
-        " that member, and promises sequential consistency, not linearizability."
+        " (a key of the load phase, or an acknowledged insert): the member that answered"
+        " had not applied it yet."
     )
     if _linearizable(data):
         said += (
-            " The workload asked for linearizable reads, for which each read must sync"
-            " that member with the leader first: these count as errors"
+            " The workload asked for linearizable reads, which must see every acknowledged"
+            " write: these count as errors"
         )
     else:
         said += (
-            " consistency: serializable allows them (reads do not sync first): they count"
-            " in STALE-READS, not as errors"
+            " consistency: serializable allows them (a member answers from what it has):"
+            " they count in STALE-READS, not as errors"
         )
     figures.notes.append(said)
 

@@ -68,6 +68,7 @@ def record(job: DatabaseJob, collected: Collected) -> DatabaseRecord:
         correctness=c.judged.correctness,
         load_hosts=measured.load_hosts if measured else (),
         notes=_notes(job, c),
+        not_found_outcome=job.kind.not_found,
     )
 
 

@@ -376,6 +376,10 @@ class DatabaseKind(ABC):
     #: what stands for each event it cannot run, in its own terms (the docs'
     #: table of events says it)
     event_notes: ClassVar[Mapping[str, str]] = {}
+    #: the engine's outcome for a read of a key that is not there, where it
+    #: is a failure of its own ("": a read that finds nothing is ok, etcd's);
+    #: a mixed load's reads that get it, of keys known written, were stale
+    not_found: ClassVar[str] = ""
     #: what a load may ask that this kind cannot do (Workload.needs' names:
     #: ``serializable``, ``read_modify_write``), each with the reason
     cannot: ClassVar[Mapping[str, str]] = {}

@@ -118,6 +118,7 @@ class Nats(DatabaseKind):
     flags_model = NatsFlags
     client_model = NatsClient
     protocol: ClassVar[str] = "nats"
+    not_found: ClassVar[str] = "key-not-found"
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a KV watch of the load's keys (an ordered JetStream consumer"

@@ -89,6 +89,7 @@ class ZooKeeper(DatabaseKind):
     flags_model = ZooKeeperFlags
     client_model = ZooKeeperClient
     protocol: ClassVar[str] = "zookeeper"
+    not_found: ClassVar[str] = "NoNode"
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a persistent recursive watch (addWatch) on the keys' parent,"

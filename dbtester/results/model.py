@@ -447,6 +447,10 @@ class DatabaseRecord(_Versioned):
     correctness: CorrectnessRecord | None = None
     #: the load hosts that shared the measured load (none: this machine ran it)
     load_hosts: tuple[LoadHostRecord, ...] = ()
+    #: the engine's outcome for a read of a key that is not there, where the
+    #: kind gives it one (ZooKeeper's NoNode, NATS's key-not-found; schema 14):
+    #: a mixed load's read of a key known to exist that gets it was stale
+    not_found_outcome: str = ""
 
     @property
     def id(self) -> str:

@@ -128,8 +128,12 @@ HISTORY: tuple[str, ...] = (
         "``server-<i>-<name>.log`` hold the samples (the columns of ``server-<i>-metrics.csv``) "
         "and output of a server member *i*'s agent ran beside it (kine's PostgreSQL: "
         "``postgres``), and the table gets ``SERVER-<NAME>-MAX-CPU-USAGE`` and "
-        "``SERVER-<NAME>-MAX-MEMORY-USAGE`` for them. Only files were added: a version 13 "
-        "directory upgrades as it is."
+        "``SERVER-<NAME>-MAX-MEMORY-USAGE`` for them. ``run.json`` has ``not_found_outcome`` "
+        "(the engine's outcome for a read of a key that is not there: ZooKeeper's ``NoNode``, "
+        "NATS's ``key-not-found``; empty where such a read is ok), which names a mixed load's "
+        "stale reads (``STALE-READS``). Files and a key were added: a version 13 run.json gets "
+        "what the analysis took then (ZooKeeper's ``NoNode``; other kinds none), so it "
+        "re-renders the same."
     ),
 )
 
@@ -190,7 +194,17 @@ def _v12_to_v13(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 13}
 
 
+#: what the analysis of schema 13 and before took for a missing key's outcome,
+#: by kind (a fact of those versions, kept so that their runs re-render the
+#: same; from 14 each run records its kind's own: ``not_found_outcome``)
+_MISSING_KEY_UNTIL_14 = {"zookeeper": "NoNode"}
+
+
 def _v13_to_v14(data: dict[str, Any]) -> dict[str, Any]:
+    database = data.get("database")
+    kind = str(database.get("kind")) if isinstance(database, dict) else ""
+    if kind in _MISSING_KEY_UNTIL_14 and "not_found_outcome" not in data:
+        data = {**data, "not_found_outcome": _MISSING_KEY_UNTIL_14[kind]}
     return {**data, "schema_version": 14}
 
 

@@ -318,7 +318,9 @@ def test_serializable_reads_of_a_member_cut_off_from_its_peers(lab: Lab, agents_
     case = yaml.safe_load(lab.config.read_text())
     hosts = case["databases"][0]["hosts"]
     # each its own copy: yaml.safe_dump writes a shared list as an alias
-    case["databases"].append(database("nats-3hosts", "nats", hosts=[*map(dict, hosts)]))
+    case["databases"].append(
+        database("nats-3hosts", "nats", version=NATS, hosts=[*map(dict, hosts)])
+    )
     case["workload"].update(
         type="read",
         consistency="serializable",

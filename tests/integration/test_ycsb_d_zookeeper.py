@@ -28,6 +28,7 @@ import pytest
 
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import STALE_ROW, Figures, compute, table_rows
+from dbtester.databases import get_kind
 from dbtester.results import OPERATIONS, DatabaseRecord, LoadWindow, Records
 from tests.support.cases import database, make_case, write_case
 
@@ -52,7 +53,7 @@ def _figures(
         latency,
         np.array(codes, np.uint8),
         np.zeros(n, np.uint16),
-        ["ok", "NoNode", "ConnectionLoss"],
+        ["ok", get_kind(kind).not_found or "NoNode", "ConnectionLoss"],
         np.array(ops, np.uint8),
     )
     record = DatabaseRecord(
@@ -66,6 +67,7 @@ def _figures(
         started_unix=START,
         load=LoadWindow(started_unix=START, ended_unix=START + n / 100, workers=1, cpu_seconds=1.0),
         embedded=True,
+        not_found_outcome=get_kind(kind).not_found,  # as the run records it
     )
     return compute(DatabaseData("zk", "zk", record, records, None, []))
 
@@ -92,7 +94,7 @@ def test_linearizable_stale_reads_are_named_and_are_errors() -> None:
     assert figures.values["CLIENT-ERROR-COUNT"] == 3
     notes = " ".join(figures.notes)
     assert "3 requests failed (stale-read 3)" in notes
-    assert "must sync" in notes and "NoNode 3" not in notes
+    assert "must see every acknowledged write" in notes and "NoNode 3" not in notes
 
 
 def test_no_stale_read_is_claimed_without_proof() -> None:
@@ -107,6 +109,16 @@ def test_no_stale_read_is_claimed_without_proof() -> None:
     assert STALE_ROW not in write.values and STALE_ROW not in etcd.values
     # A mixed ZooKeeper run without one says so: 0.
     assert _figures(OPS, [0] * 100).values[STALE_ROW] == 0
+
+
+def test_a_nats_direct_get_that_finds_no_key_is_a_stale_read() -> None:
+    """NATS's serializable reads are direct gets, which any replica answers:
+    one that has not applied an insert answers key-not-found."""
+    figures = _figures(
+        OPS, CODES, kind="nats", workload={"type": "mixed", "consistency": "serializable"}
+    )
+    assert figures.values[STALE_ROW] == 3 and figures.values["CLIENT-ERROR-COUNT"] == 0
+    assert "each found no key (key-not-found)" in " ".join(figures.notes)
 
 
 # --------------------------------------------------------------------------- real runs

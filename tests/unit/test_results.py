@@ -224,3 +224,13 @@ def test_a_companion_servers_samples_are_its_own_rows(run_cli, v1: Path) -> None
     assert rows["SERVER-MAX-CPU-USAGE"] in (V1 / "summary.txt").read_text()  # unchanged
     row = [cell.strip() for cell in rows["SERVER-POSTGRES-MAX-CPU-USAGE"].split("|")[2:4]]
     assert row[0] == "-" and row[1].endswith(" %"), row  # only the database that had one
+
+
+def test_a_version_13_zookeeper_record_names_its_missing_key_outcome() -> None:
+    """Before schema 14 the analysis knew ZooKeeper's NoNode by the kind;
+    the upgrade writes it into the record, and no other kind gets one."""
+    path = Path("run.json")
+    zookeeper = upgrade({"schema_version": 13, "database": {"kind": "zookeeper"}}, path)
+    assert zookeeper["not_found_outcome"] == "NoNode"
+    etcd = upgrade({"schema_version": 13, "database": {"kind": "etcd"}}, path)
+    assert "not_found_outcome" not in etcd and etcd["schema_version"] == SCHEMA_VERSION
