@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
+from dbtester.results import Records
 from tests.support.cases import database, make_case, write_case
 from tests.support.cluster import KINE, dbtester
 
@@ -50,7 +51,16 @@ def test_mixed_and_watch_on_kine(tmp_path: Path, installed_home: Any) -> None:
         workload={**LOAD, "type": "watch", "requests": 1000},
         databases=[
             database("mixed", "kine", version=KINE, workload={**mixed, "requests": 2000}),
-            database("watch", "kine", version=KINE, workload=watchers),
+            # two kine members on one PostgreSQL: a watcher on either sees
+            # every write, made through either
+            database(
+                "watch",
+                "kine",
+                version=KINE,
+                members=2,
+                flags={"backend": "postgres"},
+                workload=watchers,
+            ),
         ],
     )
     figures = _figures(_run(tmp_path, home, case))
@@ -74,13 +84,13 @@ def test_kine_members_share_one_postgres_killed_under_load(
     home = installed_home("kine", KINE)
     case = make_case(
         title="e2e kine on PostgreSQL",
-        workload={**LOAD, "type": "write", "requests": 2500},
+        workload={**LOAD, "type": "write", "requests": 3000},
         databases=[
             database("pg", "kine", version=KINE, members=2, flags={"backend": "postgres"}),
         ],
         faults=[
             {"at": "1s", "action": "kill", "member": "database"},
-            {"at": "2.5s", "action": "restart"},
+            {"at": "2s", "action": "restart"},
         ],
     )
     out = tmp_path / "results"
@@ -97,11 +107,15 @@ def test_kine_members_share_one_postgres_killed_under_load(
     assert 0 <= lost <= LOAD["clients"], figures
     # the kill hit the server, not a kine member; the load came back after the restart
     assert figures["FAULT-1"] == "kill database at 1 s", figures
-    assert figures["FAULT-2"] == "restart database at 2.5 s", figures
+    assert figures["FAULT-2"] == "restart database at 2 s", figures
     assert figures["FAULT-1-ERRORS"] > 0, figures
-    assert isinstance(figures["FAULT-2-RECOVERY-SECONDS"], float), figures
     record = json.loads((out / "pg" / "run.json").read_text())
     server_pids = [f["pid"] for f in record["faults"]]
+    # writes succeeded again after the restart (how soon is the machine's:
+    # a busy one's kine takes seconds to reconnect, so no bound here)
+    records = Records.load(out / "pg" / "client-latency.npz")
+    done_s = (records.due_ns + records.latency_ns) / 1e9
+    assert ((records.code == 0) & (done_s > record["faults"][1]["unix"])).any()
     # the server's own figures, apart from kine's (a busy second's CPU, > 0)
     assert figures["SERVER-POSTGRES-MAX-CPU-USAGE"] > 0, figures
     assert 10e6 < figures["SERVER-POSTGRES-MAX-MEMORY-USAGE"] < 2e9, figures

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 
 VERSION = "3.5.17"
 SLO_MS = 50.0
+HOLD_S = 5  # the shortest hold a search allows
 
 
 def _case() -> dict[str, object]:
@@ -32,7 +33,7 @@ def _case() -> dict[str, object]:
         search={
             "slo_ms": SLO_MS,
             "percentile": 99,
-            "hold_s": "5s",
+            "hold_s": f"{HOLD_S}s",
             "start_rate": 1500,
             "precision": 0.5,
             "time_budget": "60s",
@@ -66,8 +67,8 @@ def test_every_probe_is_said_recorded_and_verified(run: tuple[Path, str]) -> Non
         for probe in probes:
             files = out / "etcd" / f"trial-{trial}" / f"probe-{probe['number']}"
             latency = np.load(files / "client-latency.npz")["latency_ns"]
-            # each probe holds its rate for hold_s: rate x 5 requests
-            assert len(latency) == round(probe["offered"] * 5)
+            # each probe holds its rate for hold_s: rate x HOLD_S requests
+            assert len(latency) == round(probe["offered"] * HOLD_S)
             expected = float(np.percentile(latency, 99)) / 1e6
             assert probe["latency_ms"] == pytest.approx(expected, rel=1e-9)
             assert (not probe["failures"]) == (
@@ -78,7 +79,7 @@ def test_every_probe_is_said_recorded_and_verified(run: tuple[Path, str]) -> Non
         passing = [p["offered"] for p in probes if not p["failures"]]
         assert search["maximum"] == (max(passing) if passing else None)
         # Every probe wrote keys of its own: all of them, and the warm-up's, are there.
-        written = sum(round(p["offered"] * 5) for p in probes) + 300
+        written = sum(round(p["offered"] * HOLD_S) for p in probes) + 300
         verification = record["verification"]
         assert verification["acknowledged"] == written
         assert verification["found"] == written and verification["lost"] == 0
