@@ -29,7 +29,13 @@ from typing import Any
 
 import psutil
 
-from dbtester.agent.process_group import log_tail, signal_group, spawn_group, terminate_group
+from dbtester.agent.process_group import (
+    in_state,
+    log_tail,
+    signal_group,
+    spawn_group,
+    terminate_group,
+)
 from dbtester.agent.sampler import Sampler
 from dbtester.databases.base import COMPANION_DATA, Companion, MemberSpec
 from dbtester.errors import MemberError
@@ -193,11 +199,7 @@ class CompanionProcess:
         self.state = "running"
 
     def _expect(self, action: str, states: tuple[str, ...]) -> subprocess.Popen[bytes]:
-        if self.state not in states or self.process is None:
-            raise MemberError(
-                f"cannot {action} {self.plan.name}: it is {self.state}, not {' or '.join(states)}"
-            )
-        return self.process
+        return in_state(self.process, self.state, states, action, self.plan.name)
 
     @property
     def pid(self) -> int:

@@ -34,6 +34,7 @@ from dbtester.agent.companion import CompanionProcess
 from dbtester.agent.disk_layer import NO_LAYER, DiskLayer
 from dbtester.agent.isolation import MemberIsolation
 from dbtester.agent.process_group import (
+    in_state,
     kill_group,
     log_tail,
     signal_group,
@@ -311,12 +312,8 @@ class Member:
 
     def _expect(self, action: str, states: tuple[str, ...]) -> subprocess.Popen[bytes]:
         """The member's process, when its state allows ``action``."""
-        if self.state not in states or self.process is None:
-            raise MemberError(
-                f"cannot {action} {self.kind.name} member {self.spec.index}: it is"
-                f" {self.state}, not {' or '.join(states)}"
-            )
-        return self.process
+        what = f"{self.kind.name} member {self.spec.index}"
+        return in_state(self.process, self.state, states, action, what)
 
     @property
     def pid(self) -> int:

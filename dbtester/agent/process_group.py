@@ -16,7 +16,14 @@ from pathlib import Path
 from dbtester.errors import MemberError
 from dbtester.util.procs import as_user, with_parent_death_signal
 
-__all__ = ["kill_group", "log_tail", "signal_group", "spawn_group", "terminate_group"]
+__all__ = [
+    "in_state",
+    "kill_group",
+    "log_tail",
+    "signal_group",
+    "spawn_group",
+    "terminate_group",
+]
 
 # What a database process inherits: enough to run, none of the agent's or the
 # controller's secrets (tokens, cloud credentials) that its logs could reveal.
@@ -53,6 +60,20 @@ def spawn_group(
             )
         except OSError as exc:
             raise MemberError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+def in_state(
+    process: subprocess.Popen[bytes] | None,
+    state: str,
+    states: tuple[str, ...],
+    action: str,
+    what: str,
+) -> subprocess.Popen[bytes]:
+    """``process`` (``what``, e.g. "etcd member 1"), when its ``state`` is one
+    of ``states``, which allow ``action``; MemberError saying so otherwise."""
+    if state not in states or process is None:
+        raise MemberError(f"cannot {action} {what}: it is {state}, not {' or '.join(states)}")
+    return process
 
 
 def signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

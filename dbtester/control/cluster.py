@@ -224,29 +224,41 @@ def _await_first(job: DatabaseJob, first: Peer, access: Access) -> None:
     """Until member 0 serves, or READY_TIMEOUT_S has passed (wait_serving
     then says which members do not serve)."""
     job.say(f"waiting for member 0 to serve before starting the others ({job.db.kind})")
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not job.kind.serving(first, access=access) and time.monotonic() < deadline:
-        time.sleep(0.25)
+    _not_serving(job, [first], access)
 
 
 def wait_serving(job: DatabaseJob, cluster: Cluster) -> None:
     """Returns once every member serves; DbtesterError when one exited or
     some still do not after READY_TIMEOUT_S."""
+    waiting = _not_serving(
+        job, cluster.peers, cluster.access, each_round=lambda: _check_members(job, cluster.clients)
+    )
+    if waiting:
+        names = ", ".join(p.name for p in waiting)
+        raise job.failed(
+            f"members {names} not serving after {READY_TIMEOUT_S:.0f} s (see server-*-database.log)"
+        )
+
+
+def _not_serving(
+    job: DatabaseJob,
+    peers: Sequence[Peer],
+    access: Access,
+    each_round: Callable[[], None] = lambda: None,
+) -> list[Peer]:
+    """Asks ``peers`` until every one serves or READY_TIMEOUT_S has passed,
+    calling ``each_round`` between rounds (it may raise); those that do not."""
     deadline = time.monotonic() + READY_TIMEOUT_S
-    waiting = list(cluster.peers)
-    kind = job.kind
+    waiting = list(peers)
     while waiting:
-        waiting = [p for p in waiting if not kind.serving(p, access=cluster.access)]
+        waiting = [p for p in waiting if not job.kind.serving(p, access=access)]
         if not waiting:
-            return
-        _check_members(job, cluster.clients)
+            break
+        each_round()
         if time.monotonic() > deadline:
-            names = ", ".join(p.name for p in waiting)
-            raise job.failed(
-                f"members {names} not serving after {READY_TIMEOUT_S:.0f} s"
-                " (see server-*-database.log)"
-            )
+            break
         time.sleep(0.25)
+    return waiting
 
 
 def _mine(job: DatabaseJob, member: Any) -> bool:
@@ -364,8 +376,7 @@ def _stopped_early(
     return ""
 
 
-#: the files every member has, and a companion server's (<name>.log, <name>-metrics.csv)
-_MEMBER_FILES = ("metrics.csv", "database.log", "agent.log")
+#: a companion server's files: <name>.log, <name>-metrics.csv
 _COMPANION_FILE = re.compile(r"([a-z][a-z0-9_]{0,31})(-metrics\.csv|\.log)")
 
 
@@ -379,7 +390,7 @@ def _fetch(job: DatabaseJob, client: AgentClient, index: int) -> str:
     }
     problem = ""
     try:
-        targets.update(_companion_files(job, client, index))
+        targets |= _companion_files(job, client, index, known=set(targets))
     except AgentError as exc:
         problem = f"listing the files on {client.address}: {exc}"
     for name, target in targets.items():
@@ -390,13 +401,16 @@ def _fetch(job: DatabaseJob, client: AgentClient, index: int) -> str:
     return problem
 
 
-def _companion_files(job: DatabaseJob, client: AgentClient, index: int) -> dict[str, Path]:
+def _companion_files(
+    job: DatabaseJob, client: AgentClient, index: int, known: set[str]
+) -> dict[str, Path]:
     """The member's companion server's files (kine's PostgreSQL), as the
-    agent lists them: <name>-metrics.csv and <name>.log."""
+    agent lists them: <name>-metrics.csv and <name>.log, apart from the
+    member's own (``known``)."""
     found = {}
     for name in client.list_files(job.agent_run_id, job.db.id, index):
         match = _COMPANION_FILE.fullmatch(name)
-        if match is None or name in _MEMBER_FILES:
+        if match is None or name in known:
             continue
         if match[2] == ".log":
             found[name] = job.out.companion_log(index, match[1])

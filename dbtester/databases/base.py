@@ -225,9 +225,9 @@ class Companion:
     data folder (measured, archived and removed with it); ``setup`` runs once
     before it on that empty folder (initdb), ``files`` are then written into
     it; it serves when ``ready`` (host, port) accepts connections.
-    ``unprivileged``: a server that refuses to run as root (the agent then
-    runs it as ``UNPRIVILEGED_USER``). It is sampled on its own, and faults
-    with ``member: <name>`` act on it."""
+    ``unprivileged``: a server that refuses to run as root (a root agent
+    then runs it as a user of its own, agent/companion.py). It is sampled on
+    its own, and faults with ``member: database`` act on it."""
 
     name: str
     argv: list[str]
