@@ -729,6 +729,7 @@ def _list_metrics_option(command: Callable[..., None]) -> Callable[..., None]:
         [
             "dbtester compare results/before results/after",
             "dbtester compare results/before results/after --threshold 10 --metric 'Latency p99'",
+            "dbtester compare results/before results/after --alpha 0.01",
             "dbtester compare results/before results/after --json",
             "dbtester compare --list-metrics",
         ],
@@ -753,6 +754,14 @@ def _list_metrics_option(command: Callable[..., None]) -> Callable[..., None]:
     help="A significant change for the worse larger than this many % is a regression.",
 )
 @click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="A change is significant where Welch's p-value is below this. A gate over k"
+    " metrics raises a false alarm on identical runs up to k times as often.",
+)
+@click.option(
     "--metric", "metrics", multiple=True, metavar="NAME", help=_METRIC_HELP.format("compare")
 )
 @click.option(
@@ -767,6 +776,7 @@ def compare_command(
     dir_a: Path | None,
     dir_b: Path | None,
     threshold: float,
+    alpha: float,
     metrics: tuple[str, ...],
     across_environments: bool,
     as_json: bool,
@@ -792,6 +802,7 @@ def compare_command(
         threshold_pct=threshold,
         metrics=metrics,
         across_environments=across_environments,
+        alpha=alpha,
     )
     if as_json:
         from dbtester.jsonout import compare_document

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbtester.analyze import Compared, DatabaseAnalysis, analyze, compare_databases
-from dbtester.analyze.stats import COMPARED_BY_DEFAULT, METRICS
+from dbtester.analyze.stats import ALPHA, COMPARED_BY_DEFAULT, METRICS
 from dbtester.errors import BadInputError, EnvironmentsDifferError
 from dbtester.report.comparison import describe_change
 from dbtester.report.table import format_cell
@@ -31,6 +31,8 @@ class Comparison:
     environments: tuple[str, ...] = ()
     #: databases whose version ran from different files in A and B (a rebuild)
     binaries: tuple[str, ...] = ()
+    #: the significance level each row is judged at
+    alpha: float = ALPHA
 
     def is_regression(self, item: Compared) -> bool:
         """Significantly worse in B by more than the threshold."""
@@ -64,6 +66,8 @@ class Comparison:
             if ids:
                 lines.append(f"only in {side}: {', '.join(ids)}")
         lines.extend(f"note: {why}" for why in self.binaries)
+        if self.alpha != ALPHA:
+            lines.append(f"a verdict where p < {self.alpha:g}, ~ where not (--alpha)")
         if any(len(a.trials) < 2 or len(b.trials) < 2 for a, b, _ in self.compared):
             lines.append(
                 "with one trial on a side a difference cannot be judged (?):"
@@ -99,10 +103,13 @@ def compare_directories(
     threshold_pct: float = 5.0,
     metrics: Sequence[str] = (),
     across_environments: bool = False,
+    alpha: float = ALPHA,
 ) -> Comparison:
     """Every database both directories hold (matched by id), B against A.
     EnvironmentsDifferError when they ran on different machines, unless
-    ``across_environments``: a gate must not judge a change of hardware."""
+    ``across_environments``: a gate must not judge a change of hardware.
+    Each row is significant where p < ``alpha``: a gate over k rows at 0.05
+    each raises a false alarm on identical runs up to k x 5% of the time."""
     # unnamed: a search's and a watch load's rows where both directories
     # have them, then the defaults
     rows = check_metrics(metrics)
@@ -119,7 +126,8 @@ def compare_directories(
     second = {db.id: db for db in analyze(results_b).databases}
     both = [i for i in first if i in second]
     compared = tuple(
-        (first[i], second[i], tuple(compare_databases(first[i], second[i], rows))) for i in both
+        (first[i], second[i], tuple(compare_databases(first[i], second[i], rows, alpha)))
+        for i in both
     )
     return Comparison(
         a,
@@ -130,6 +138,7 @@ def compare_directories(
         tuple(i for i in second if i not in first),
         tuple(differ),
         tuple(_binaries(results_a, results_b)),
+        alpha,
     )
 
 

@@ -167,6 +167,7 @@ def compare_document(comparison: Comparison) -> Document:
         "a": str(comparison.a),
         "b": str(comparison.b),
         "threshold_pct": threshold,
+        "alpha": comparison.alpha,
         "environments": list(comparison.environments),
         "binaries": list(comparison.binaries),
         "databases": databases,

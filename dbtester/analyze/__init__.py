@@ -14,6 +14,7 @@ from dbtester import __version__
 from dbtester.analyze.data import DatabaseData, prepare
 from dbtester.analyze.figures import ROWS, Figures, compute, table_rows
 from dbtester.analyze.stats import (
+    ALPHA,
     COMPARED_BY_DEFAULT,
     METRICS,
     Change,
@@ -185,15 +186,17 @@ def compare_databases(
     baseline: DatabaseAnalysis,
     other: DatabaseAnalysis,
     metrics: Sequence[str] = COMPARED_BY_DEFAULT,
+    alpha: float = ALPHA,
 ) -> list[Compared]:
     """``other`` against ``baseline`` on each metric both have values for
     (by default COMPARED_BY_DEFAULT: a search's rows, where both searched, a
-    watch load's, where both watched, and DEFAULT_METRICS)."""
+    watch load's, where both watched, and DEFAULT_METRICS), significant
+    where p < ``alpha``."""
     found = []
     for row in metrics:
         a, b = baseline.values(row), other.values(row)
         if a and b:
-            found.append(Compared(baseline.id, other.id, compare(METRICS[row], a, b)))
+            found.append(Compared(baseline.id, other.id, compare(METRICS[row], a, b, alpha)))
     return found
 
 

@@ -196,10 +196,12 @@ class Change:
     low_pct: float | None  # the 95% interval of B - A, as % of A's mean
     high_pct: float | None
     p_value: float | None  # None when either side has fewer than 2 trials
+    #: the significance level: a gate over many rows may ask for a stricter one
+    alpha: float = ALPHA
 
     @property
     def significant(self) -> bool:
-        return self.p_value is not None and self.p_value < ALPHA
+        return self.p_value is not None and self.p_value < self.alpha
 
     @property
     def verdict(self) -> str:
@@ -217,18 +219,21 @@ class Change:
         return self.significant and self.metric.worse(self.change_pct)
 
 
-def compare(metric: Metric, baseline: Sequence[float], other: Sequence[float]) -> Change:
-    """Welch's t-test of ``other``'s trials against ``baseline``'s on ``metric``."""
+def compare(
+    metric: Metric, baseline: Sequence[float], other: Sequence[float], alpha: float = ALPHA
+) -> Change:
+    """Welch's t-test of ``other``'s trials against ``baseline``'s on
+    ``metric``, significant where p < ``alpha``."""
     a, b = estimate(baseline), estimate(other)
     scale = 100.0 / abs(a.mean) if a.mean else math.nan
     change = (b.mean - a.mean) * scale if a.mean else math.nan
     if a.n < 2 or b.n < 2:
-        return Change(metric, a, b, change, None, None, None)
+        return Change(metric, a, b, change, None, None, None, alpha)
     if a.sd == 0 and b.sd == 0:
         # No spread at all (a count that never varies): any difference is real.
         p = 1.0 if a.mean == b.mean else 0.0
         diff = (b.mean - a.mean) * scale
-        return Change(metric, a, b, change, diff, diff, p)
+        return Change(metric, a, b, change, diff, diff, p, alpha)
     with warnings.catch_warnings():
         # scipy warns of precision loss when values are nearly identical
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -242,4 +247,5 @@ def compare(metric: Metric, baseline: Sequence[float], other: Sequence[float]) -
         float(interval.low) * scale,
         float(interval.high) * scale,
         float(result.pvalue),
+        alpha,
     )

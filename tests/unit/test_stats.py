@@ -39,6 +39,10 @@ def test_welch_against_a_hand_computation() -> None:
     assert change.low_pct == pytest.approx(100 * (10 - 4.612008) / 14, rel=1e-6)
     assert change.high_pct == pytest.approx(100 * (10 + 4.612008) / 14, rel=1e-6)
     assert change.significant and change.verdict == "faster" and not change.worse
+    # the same difference judged at a level below its p-value: no verdict
+    strict = compare(METRICS["Latency p99"], A, B, alpha=0.001)
+    assert (strict.significant, strict.verdict, strict.worse) == (False, "~", False)
+    assert compare(METRICS["Latency p99"], A, B, alpha=0.002).worse
 
 
 @pytest.mark.parametrize(

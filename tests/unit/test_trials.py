@@ -84,6 +84,14 @@ def test_compare_gates_on_a_regression(tmp_path: Path, run_cli: Any) -> None:
     assert "etcd-v3.6 AVG-THROUGHPUT" in result.err and "slower" in result.err
     # a threshold above the change lets it pass
     assert run_cli("compare", str(a), str(b), "--threshold", "40").code == 0
+    # and so does a significance level below the regressions' p-values, which is said
+    found = json.loads(run_cli("compare", str(a), str(b), "--json").out)
+    p = min(m["p_value"] for db in found["databases"] for m in db["metrics"] if m["regression"])
+    assert found["alpha"] == 0.05 and 0 < p < 0.05
+    result = run_cli("compare", str(a), str(b), "--alpha", f"{p / 2:.3g}")
+    assert result.code == 0, result.out + result.err
+    assert f"a verdict where p < {float(f'{p / 2:.3g}'):g}" in result.out
+    assert run_cli("compare", str(a), str(b), "--alpha", "1").code == 2
 
 
 def test_compare_bad_input_exits_2(tmp_path: Path, run_cli: Any) -> None:
