@@ -143,6 +143,7 @@ def main() -> None:
         began = time.perf_counter()
         rendered = render(root)  # what `dbtester analyze` does
         whole = time.perf_counter() - began
+        assert rendered.report is not None  # drawn: charts were asked for
         size = rendered.report.stat().st_size
         # the report alone, from the same analysis
         analysis = analyze(ResultsDir(root).load())

@@ -565,6 +565,11 @@ def _agent_logging(root: Path) -> None:
 
 # --------------------------------------------------------------------------- run, analyze
 
+_NO_CHARTS_HELP = (
+    "Skip the SVG charts and report.html: the table, README, result.json and Parquet"
+    " only (most of rendering's time; `dbtester analyze DIR` draws them later)."
+)
+
 
 @cli.command(
     epilog=_epilog(
@@ -573,6 +578,7 @@ def _agent_logging(root: Path) -> None:
             "dbtester run configs/quickstart.yaml --repeat 3 --out results/quickstart-3",
             "dbtester run configs/etcd-zookeeper-consul.yaml --only etcd-v3.5 --workers 2",
             "dbtester run configs/quickstart.yaml --repeat auto",
+            "dbtester run configs/quickstart.yaml --no-charts",
         ],
         {
             **_OK,
@@ -602,6 +608,7 @@ def _agent_logging(root: Path) -> None:
     help="Trials per database, interleaved, each on a fresh cluster; `auto`: until the"
     " differences are decided [the test case's `repeat`, else 1].",
 )
+@click.option("--no-charts", is_flag=True, help=_NO_CHARTS_HELP)
 def run(
     config: str,
     out: Path | None,
@@ -609,6 +616,7 @@ def run(
     local: bool,
     workers: int | None,
     repeat: int | Literal["auto"] | None,
+    no_charts: bool,
 ) -> None:
     """Run a test case: each database in turn, then the table, charts and README.
 
@@ -622,8 +630,19 @@ def run(
 
     loaded = _load(config)
     loaded = Loaded(select(loaded.case, only, local), loaded.source, loaded.legacy, loaded.warnings)
-    outcome = run_case(loaded, out or default_out(loaded.case), workers=workers, repeat=repeat)
     target = loaded.case.publish
+    if no_charts and target is not None:
+        raise BadInputError(
+            f"{config} publishes its results, and a published run carries its charts and"
+            " report.html: drop --no-charts"
+        )
+    outcome = run_case(
+        loaded,
+        out or default_out(loaded.case),
+        workers=workers,
+        repeat=repeat,
+        charts=not no_charts,
+    )
     if target is None:
         print_outcome(outcome)
         return
@@ -673,14 +692,16 @@ def print_outcome(outcome: RunOutcome) -> None:
     ),
 )
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
-def analyze_command(directory: Path) -> None:
+@click.option("--no-charts", is_flag=True, help=_NO_CHARTS_HELP)
+def analyze_command(directory: Path, no_charts: bool) -> None:
     """Re-render the table, charts, README and report.html of a results directory
     from its raw data."""
     from dbtester.render import render
 
-    rendered = render(directory)
+    rendered = render(directory, charts=not no_charts)
     _print_rendered(rendered.table, rendered.comparison, rendered.analysis.notes, rendered.headline)
-    click.echo(f"report: {rendered.report}", err=True)
+    if rendered.report is not None:
+        click.echo(f"report: {rendered.report}", err=True)
 
 
 def _print_rendered(

@@ -114,7 +114,9 @@ def run_step(
             )
     case = step_case(question, good, version)
     loaded = Loaded(case, question.loaded.source, question.loaded.legacy, ())
-    outcome = run_case(loaded, folder, workers=question.workers, reporter=reporter)
+    # A step is read for its figures: its charts, drawn for every step, would
+    # add seconds of CPU to each (`dbtester analyze` draws them on request).
+    outcome = run_case(loaded, folder, workers=question.workers, reporter=reporter, charts=False)
     good_id, version_id = question.database_id(good), question.database_id(version)
     failed = outcome.failed
     if good_id in failed:

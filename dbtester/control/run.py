@@ -40,7 +40,7 @@ class RunOutcome:
     table: str
     notes: tuple[str, ...] = ()  # what the table alone does not say
     comparison: str = ""  # each database against the first
-    report: Path | None = None  # report.html (None when the analysis failed)
+    report: Path | None = None  # report.html (None when not drawn or the analysis failed)
     headline: tuple[str, ...] = ()  # what differed (the README's opening summary)
 
     @property
@@ -197,9 +197,11 @@ def run_case(
     workers: int | None = None,
     reporter: Reporter | None = None,
     repeat: int | Literal["auto"] | None = None,
+    charts: bool = True,
 ) -> RunOutcome:
     """Run every database of the test case, ``repeat`` times (default: the
-    case's ``repeat``) interleaved, then render the results."""
+    case's ``repeat``) interleaved, then render the results (the charts and
+    report.html only with ``charts``)."""
     case = loaded.case
     reporter = reporter or Reporter()
     if repeat is not None:
@@ -244,7 +246,7 @@ def run_case(
     opening: tuple[str, ...] = ()
     report = None
     try:
-        rendered = render(out)
+        rendered = render(out, charts=charts)
         table, notes = rendered.table, tuple(rendered.analysis.notes)
         comparison, report = rendered.comparison, rendered.report
         opening = rendered.headline

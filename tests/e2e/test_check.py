@@ -63,7 +63,7 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
     )
     config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
-    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", "--no-charts", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     for db in summary["databases"]:

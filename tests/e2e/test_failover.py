@@ -41,7 +41,7 @@ def _run(tmp_path: Path, home: str, case: dict[str, Any]) -> tuple[Path, str]:
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "out"
-    result = dbtester(Path(home), "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(Path(home), "run", "--no-charts", str(config), "--out", str(out), timeout=600)
     said = result.stdout + result.stderr
     assert result.returncode == 0, said[-4000:]
     return out, said

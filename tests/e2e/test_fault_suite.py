@@ -256,7 +256,16 @@ def test_a_taken_port_fails_before_any_load(tmp_path: Path, installed_home) -> N
         squatter.listen(1)
         config = write_case(tmp_path / "case.yaml", ["blocked"], 1000, hosts=_hosts(agent))
         result = subprocess.run(
-            [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(tmp_path / "o")],
+            [
+                sys.executable,
+                "-m",
+                "dbtester",
+                "run",
+                "--no-charts",
+                str(config),
+                "--out",
+                str(tmp_path / "o"),
+            ],
             capture_output=True,
             text=True,
             env={**os.environ, "DBTESTER_HOME": home, "DBTESTER_AGENT_TOKEN": token},
@@ -302,7 +311,7 @@ def test_an_unusable_dbtester_home_is_a_clear_error(tmp_path: Path, run_cli, mon
     blocker.write_text("")
     monkeypatch.setenv("DBTESTER_HOME", str(blocker))
     config = write_case(tmp_path / "case.yaml", ["x"], 10)
-    result = run_cli("run", str(config), "--out", str(tmp_path / "out"))
+    result = run_cli("run", "--no-charts", str(config), "--out", str(tmp_path / "out"))
     assert result.code in (1, 2), result.err
     assert str(blocker) in result.err and "Traceback" not in result.err
 
@@ -316,7 +325,7 @@ def test_bad_input_reaches_no_agent(tmp_path: Path, run_cli, monkeypatch, text, 
     config = tmp_path / "case.yaml"
     config.write_text(text)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    result = run_cli("run", str(config), "--out", str(tmp_path / "out"))
+    result = run_cli("run", "--no-charts", str(config), "--out", str(tmp_path / "out"))
     assert result.code == 2, result.err
     assert f"{config}:{where}:" in result.err and "Traceback" not in result.err
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
@@ -362,7 +371,16 @@ def test_secrets_stay_out_of_logs_results_and_published_files(
             "AWS_SECRET_ACCESS_KEY": secret,
         }
         result = subprocess.run(
-            [sys.executable, "-m", "dbtester", "run", str(config), "--out", str(tmp_path / "out")],
+            [
+                sys.executable,
+                "-m",
+                "dbtester",
+                "run",
+                "--no-charts",
+                str(config),
+                "--out",
+                str(tmp_path / "out"),
+            ],
             capture_output=True,
             text=True,
             env=env,

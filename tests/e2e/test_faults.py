@@ -95,7 +95,9 @@ def test_endpoints_run_against_an_existing_cluster(tmp_path: Path, installed_hom
         config = write_case(
             tmp_path / "case.yaml", ["existing"], 2000, endpoints=[peers[0].address("client")]
         )
-        result = run_cli("run", str(config), "--out", str(tmp_path / "out"), "--workers", "1")
+        result = run_cli(
+            "run", "--no-charts", str(config), "--out", str(tmp_path / "out"), "--workers", "1"
+        )
     assert result.code == 0, result.err
     lines = {
         line.split("|")[1].strip(): line.split("|")[2].strip()
@@ -111,6 +113,6 @@ def test_endpoints_run_against_an_existing_cluster(tmp_path: Path, installed_hom
 
 def test_unknown_only_id_is_bad_input(tmp_path: Path, run_cli) -> None:
     config = write_case(tmp_path / "case.yaml", ["a"], 10)
-    result = run_cli("run", str(config), "--only", "b")
+    result = run_cli("run", "--no-charts", str(config), "--only", "b")
     assert result.code == 2
     assert "unknown database id(s) b" in result.err and "has: a" in result.err

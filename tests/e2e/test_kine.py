@@ -27,7 +27,12 @@ LOAD = {"requests": 2000, "rate": 500, "clients": 20, "connections": 4}
 def _run(tmp_path: Path, home: str, case: dict[str, Any]) -> Path:
     out = tmp_path / "results"
     result = dbtester(
-        Path(home), "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+        Path(home),
+        "run",
+        "--no-charts",
+        str(write_case(tmp_path / "case.yaml", case)),
+        "--out",
+        str(out),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return out
@@ -95,7 +100,12 @@ def test_kine_members_share_one_postgres_killed_under_load(
     )
     out = tmp_path / "results"
     result = dbtester(
-        Path(home), "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+        Path(home),
+        "run",
+        "--no-charts",
+        str(write_case(tmp_path / "case.yaml", case)),
+        "--out",
+        str(out),
     )
     figures = _figures(out)["pg"]
     # kine acknowledges a few writes in flight at the kill that it never

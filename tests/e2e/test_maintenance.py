@@ -40,7 +40,7 @@ def _run(
     )
     config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
-    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", "--no-charts", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "not counted, not verified" in result.stderr or "prefill_keys" not in workload
     return out
@@ -196,7 +196,7 @@ def test_a_rolling_upgrade_under_load_loses_nothing_and_stays_linearizable(
     )
     config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
-    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", "--no-charts", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     records, figures = _records(out, "etcd")
     assert [(r["action"], r["member"], r["detail"]) for r in records] == [

@@ -50,7 +50,7 @@ def test_mixed_loads_and_watchers_on_nats(tmp_path: Path, installed_home: Any) -
     )
     out = tmp_path / "results"
     config = write_case(tmp_path / "case.yaml", case)
-    result = dbtester(Path(home), "run", str(config), "--out", str(out))
+    result = dbtester(Path(home), "run", "--no-charts", str(config), "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     figures = {db["id"]: db["figures"] for db in summary["databases"]}
@@ -91,7 +91,12 @@ def test_the_stream_leader_is_handed_to_the_member_asked_for(
     )
     out = tmp_path / "results"
     result = dbtester(
-        Path(home), "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+        Path(home),
+        "run",
+        "--no-charts",
+        str(write_case(tmp_path / "case.yaml", case)),
+        "--out",
+        str(out),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (move,) = json.loads((out / "nats" / "run.json").read_text())["faults"]

@@ -34,7 +34,7 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     )
     config = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "out"
-    result = dbtester(home, "run", str(config), "--out", str(out), timeout=600)
+    result = dbtester(home, "run", "--no-charts", str(config), "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
 
     record = json.loads((out / "etcd" / "run.json").read_text())

@@ -149,7 +149,7 @@ def test_a_mixed_search_keeps_every_probes_inserts(
     config = tmp_path / "case.yaml"
     config.write_text(yaml.safe_dump(case))
     out = tmp_path / "results"
-    result = dbtester(home, "run", str(config), "--out", str(out), timeout=300)
+    result = dbtester(home, "run", "--no-charts", str(config), "--out", str(out), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((out / "etcd" / "run.json").read_text())
     search = record["search"]

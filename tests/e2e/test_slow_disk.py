@@ -68,7 +68,9 @@ def test_a_slow_disk_slows_each_kind_and_restoring_it_brings_it_back(
         faults=FAULTS,
     )
     out = tmp_path / "results"
-    result = dbtester(home, "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out))
+    result = dbtester(
+        home, "run", "--no-charts", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     for db in summary["databases"]:

@@ -83,7 +83,9 @@ def test_members_started_with_tls_and_a_user_are_loaded_verified_faulted_and_che
         ],
     )
     out = tmp_path / "results"
-    result = dbtester(home, "run", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out))
+    result = dbtester(
+        home, "run", "--no-charts", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     for db in summary["databases"]:
@@ -157,7 +159,12 @@ def _run(home: str, folder: Path, databases: list[dict[str, Any]]) -> dict[str, 
     case = make_case(title="e2e tls endpoints", workload={"requests": 300}, databases=own)
     out = folder / "results"
     result = dbtester(
-        Path(home), "run", str(write_case(folder / "case.yaml", case)), "--out", str(out)
+        Path(home),
+        "run",
+        "--no-charts",
+        str(write_case(folder / "case.yaml", case)),
+        "--out",
+        str(out),
     )
     assert result.returncode == 1, result.stderr[-3000:]
     errors = {}
@@ -215,7 +222,12 @@ def test_zookeeper_on_its_secure_port_with_a_digest_user(
     )
     out = tmp_path / "started"
     result = dbtester(
-        Path(home), "run", str(write_case(tmp_path / "started.yaml", case)), "--out", str(out)
+        Path(home),
+        "run",
+        "--no-charts",
+        str(write_case(tmp_path / "started.yaml", case)),
+        "--out",
+        str(out),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run = json.loads((out / "zk" / "run.json").read_text())

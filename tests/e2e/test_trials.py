@@ -50,7 +50,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, installed_home) -> tuple[Path,
     config = root / "case.yaml"
     config.write_text(yaml.safe_dump(_case()))
     out = root / "results"
-    result = dbtester(home, "run", str(config), "--out", str(out), timeout=1200)
+    result = dbtester(home, "run", "--no-charts", str(config), "--out", str(out), timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     # interleaved: a1 b1 big1 a2 b2 big2 ...
     starts = [line for line in result.stderr.splitlines() if line.startswith("== ")]

@@ -39,7 +39,7 @@ def test_a_plain_difference_is_decided_early(tmp_path: Path, run_cli) -> None:
         top = {"max_trials": 6, "stopping_metrics": ["AVG-THROUGHPUT"]}
         case.write_text(yaml.safe_dump(_case(a.endpoint, b.endpoint, **top)))
         out = tmp_path / "out"
-        result = run_cli("run", str(case), "--out", str(out))
+        result = run_cli("run", "--no-charts", str(case), "--out", str(out))
     assert result.code == 0, result.err[-2000:]
     summary = json.loads((out / "result.json").read_text())
     sequential = summary["sequential"]
@@ -72,7 +72,7 @@ def test_the_time_budget_ends_the_trials(tmp_path: Path, run_cli) -> None:
         path = tmp_path / "case.yaml"
         path.write_text(yaml.safe_dump(case))
         out = tmp_path / "out"
-        result = run_cli("run", str(path), "--out", str(out))
+        result = run_cli("run", "--no-charts", str(path), "--out", str(out))
     assert result.code == 0, result.err[-2000:]
     sequential = json.loads((out / "result.json").read_text())["sequential"]
     # The budget is read on the run's clock after each round; a busy machine

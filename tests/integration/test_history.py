@@ -118,7 +118,7 @@ def real_run(installed_home, tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_case(root / "case.yaml", case)
     out = root / "results"
     env = {**cloud_env({}, root), "DBTESTER_HOME": home}
-    result = _dbtester(env, "run", str(root / "case.yaml"), "--out", str(out))
+    result = _dbtester(env, "run", "--no-charts", str(root / "case.yaml"), "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert list((out / "parquet" / "figures").glob("database=etcd/date=*/*.parquet"))
     return out

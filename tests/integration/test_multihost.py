@@ -165,7 +165,7 @@ def _run_case(lab: Lab, case: dict[str, Any], name: str) -> Path:
     config = lab.root / f"{name}.yaml"
     config.write_text(yaml.safe_dump(case, sort_keys=False))
     out = lab.root / f"{name}-results"
-    run = lab.dbtester("run", str(config), "--out", str(out))
+    run = lab.dbtester("run", "--no-charts", str(config), "--out", str(out))
     assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
     return out
 
@@ -486,7 +486,9 @@ def _a_load_host_killed(lab: Lab, case: dict[str, Any]) -> None:
     killer = threading.Thread(target=kill_once_loading)
     killer.start()
     try:
-        run = lab.dbtester("run", str(config), "--out", str(lab.root / "spread-kill-results"))
+        run = lab.dbtester(
+            "run", "--no-charts", str(config), "--out", str(lab.root / "spread-kill-results")
+        )
         ended = time.monotonic()
     finally:
         over.set()

@@ -95,7 +95,7 @@ def test_two_load_hosts_share_the_load_and_merge_exactly(
     config, out = tmp_path / "case.yaml", tmp_path / "out"
     with EtcdStandIn() as etcd:
         _case(config, etcd.endpoint, two_agents)
-        result = run_cli("run", str(config), "--out", str(out))
+        result = run_cli("run", "--no-charts", str(config), "--out", str(out))
         assert result.code == 0, result.err[-3000:]
     record = json.loads((out / "a" / "run.json").read_text())
     hosts = record["load_hosts"]
@@ -207,7 +207,7 @@ def test_a_load_host_that_dies_fails_the_run_naming_it(
         _case(config, etcd.endpoint, two_agents, requests=20000, rate=1000)
         killer = threading.Thread(target=kill_when_loading)
         killer.start()
-        result = run_cli("run", str(config), "--out", str(out))
+        result = run_cli("run", "--no-charts", str(config), "--out", str(out))
         ended = time.monotonic()
         killer.join()
         victim.process.send_signal(signal.SIGCONT)
@@ -244,7 +244,16 @@ def test_ctrl_c_keeps_what_the_load_hosts_recorded(
         _case(config, etcd.endpoint, two_agents, requests=20000, rate=1000)
         with log.open("wb") as err:
             run = subprocess.Popen(
-                [sys.executable, "-c", _AS_FROM_A_TERMINAL, "run", str(config), "--out", str(out)],
+                [
+                    sys.executable,
+                    "-c",
+                    _AS_FROM_A_TERMINAL,
+                    "run",
+                    "--no-charts",
+                    str(config),
+                    "--out",
+                    str(out),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 env={**os.environ, "DBTESTER_AGENT_TOKEN": TOKEN},
@@ -301,7 +310,7 @@ def test_a_load_host_short_of_cpu_is_named(
             # loops, it sometimes did not).
             with EtcdStandIn() as etcd, busy_loops(crowded, 1):
                 _case(config, etcd.endpoint, agents, requests=12001, rate=4000, clients=64)
-                result = run_cli("run", str(config), "--out", str(out))
+                result = run_cli("run", "--no-charts", str(config), "--out", str(out))
         finally:
             for agent in agents:
                 stop_agent(agent)

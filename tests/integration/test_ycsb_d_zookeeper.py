@@ -156,7 +156,7 @@ def _run(
     path = write_case(tmp_path / "case.yaml", case)
     out = tmp_path / "results"
     result = subprocess.run(
-        [sys.executable, "-m", "dbtester", "run", str(path), "--out", str(out)],
+        [sys.executable, "-m", "dbtester", "run", "--no-charts", str(path), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -143,12 +143,22 @@ AS_FROM_A_TERMINAL = (
 def start_run(
     home: str, config: Path, out: Path, log: Path, **env_extra: str
 ) -> subprocess.Popen[bytes]:
-    """``dbtester run CONFIG --out OUT`` as from a terminal, in a session of
-    its own, its stderr into ``log``."""
+    """``dbtester run --no-charts CONFIG --out OUT`` as from a terminal, in a
+    session of its own, its stderr into ``log`` (no test that starts a run
+    this way looks at charts: drawing them is most of a run's rendering)."""
     env = {**os.environ, "DBTESTER_HOME": home, **env_extra}
     with log.open("wb") as err:
         return subprocess.Popen(
-            [sys.executable, "-c", AS_FROM_A_TERMINAL, "run", str(config), "--out", str(out)],
+            [
+                sys.executable,
+                "-c",
+                AS_FROM_A_TERMINAL,
+                "run",
+                "--no-charts",
+                str(config),
+                "--out",
+                str(out),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=env,

@@ -298,7 +298,8 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         config.write_text(CASE.replace("TARGET", str(target)))
         out = tmp_path / "out"
 
-        def run_case(loaded, out_dir, *, workers=None, repeat=None):
+        def run_case(loaded, out_dir, *, workers=None, repeat=None, charts=True):
+            assert charts  # a published run draws its charts
             make_results(out_dir)
             records = tuple(
                 DatabaseRecord(
@@ -324,6 +325,14 @@ def test_run_publishes_a_passed_run(fake_run, run_cli) -> None:
     assert result.out == "the table\n"
     assert tree_hashes(target) == tree_hashes(out)
     assert f"README: {target}/README.md" in result.err
+
+
+def test_a_run_to_publish_without_charts_is_refused_before_it_starts(fake_run, run_cli) -> None:
+    config, out, target = fake_run({})
+    result = run_cli("run", str(config), "--out", str(out), "--no-charts")
+    assert result.code == 2, result.err
+    assert "a published run carries its charts and report.html: drop --no-charts" in result.err
+    assert not out.exists() and not target.exists()
 
 
 def test_run_does_not_publish_a_failed_run(fake_run, run_cli) -> None:

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dbtester.analyze import analyze
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import Figures, Series, compute, step_row, table_rows, unstepped
 from dbtester.analyze.steps import SCALING_SERIES, add_steps, client_steps
 from dbtester.publish.readme import published_readme
-from dbtester.render import render
 from dbtester.report.charts import CHARTS, HEATMAP, drawn, render_charts
 from dbtester.report.table import format_value
 from dbtester.results import DatabaseRecord, LoadWindow, Records, ResultsDir
@@ -56,17 +56,18 @@ def test_analyze_writes_a_self_contained_report(run_cli: Any, v1: Path) -> None:
     assert "default-src 'none'" in page
     assert "Bokeh" in page and len(page) < 5_000_000
     # every chart the SVGs have, in the same order, and each in the plots' data
-    charts = [c.name for c in drawn(render(v1).analysis.figures)]
+    analysis = analyze(ResultsDir(v1).load())
+    charts = [c.name for c in drawn(analysis.figures)]
     assert _sections(page) == charts and len(charts) == 20
     for name in charts:
         if name != HEATMAP.name:
             assert f'"name":"{name}"' in page
     # the heatmap: a plot of its own for each database
-    assert len(render(v1).analysis.labels) == 2
+    assert len(analysis.labels) == 2
     for index in range(2):
         assert f'"name":"heatmap-database-{index}"' in page
     # every note, labelled as in the README, after the summary
-    notes = render(v1).analysis.notes
+    notes = analysis.notes
     assert notes
     listed = page.split('<ul class="notes">', 1)[1].split("</ul>", 1)[0]
     assert listed == "".join(f"<li><strong>Note</strong>: {html.escape(n)}</li>" for n in notes)
@@ -94,6 +95,27 @@ def test_analyze_writes_a_self_contained_report(run_cli: Any, v1: Path) -> None:
     assert "[report.html](report.html)" in readme
     published = published_readme(readme, "https://storage.googleapis.com/b/p")
     assert "(https://storage.googleapis.com/b/p/report.html)" in published
+
+
+def test_without_charts_the_figures_are_written_and_nothing_drawn(run_cli: Any, v1: Path) -> None:
+    for drawn_before in (v1 / "charts", v1 / "report.html"):
+        if drawn_before.is_dir():
+            shutil.rmtree(drawn_before)
+        drawn_before.unlink(missing_ok=True)
+    result = run_cli("analyze", str(v1), "--no-charts")
+    assert result.code == 0, result.err
+    assert not (v1 / "charts").exists() and not (v1 / "report.html").exists()
+    assert "report:" not in result.err
+    # the table and the summary as with charts; the README links nothing undrawn
+    table = (v1 / "summary.txt").read_text()
+    assert result.out.startswith(table) and "AVG-THROUGHPUT" in table
+    assert ResultsDir(v1).read_summary() is not None
+    readme = (v1 / "README.md").read_text()
+    assert table.strip() in readme
+    assert ".svg" not in readme and "report.html" not in readme
+    # drawn later, on request
+    assert run_cli("analyze", str(v1)).code == 0
+    assert (v1 / "report.html").is_file() and "report.html" in (v1 / "README.md").read_text()
 
 
 def test_what_the_test_case_says_is_escaped(run_cli: Any, v1: Path) -> None:
