@@ -172,7 +172,7 @@ def test_compare_withholds_its_verdict_when_the_servers_differ(
     a = make_trials(tmp_path / "a", same)
     b = make_trials(tmp_path / "b", same)
     for root in (a, b):
-        assert run_cli("analyze", str(root)).code == 0
+        assert run_cli("analyze", "--no-charts", str(root)).code == 0
     _set_servers(a, IDS[1], "AMD EPYC 7B13")
     _set_servers(b, IDS[1], "Intel(R) Xeon(R) Platinum 8375C")
     result = run_cli("compare", str(a), str(b))
@@ -192,7 +192,7 @@ def test_compare_names_a_version_built_twice(tmp_path: Path, run_cli: Any) -> No
     a = make_trials(tmp_path / "a", same)
     b = make_trials(tmp_path / "b", same)
     for root in (a, b):
-        assert run_cli("analyze", str(root)).code == 0
+        assert run_cli("analyze", "--no-charts", str(root)).code == 0
     _set_servers(a, IDS[1], "AMD EPYC 7B13", "a" * 64)
     _set_servers(b, IDS[1], "AMD EPYC 7B13", "b" * 64)
     result = run_cli("compare", str(a), str(b))
@@ -217,7 +217,7 @@ def test_a_database_on_other_machines_is_named_in_the_run(tmp_path: Path, run_cl
     run = make_trials(tmp_path / "run", {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]})
     _set_members(run, IDS[0], "AMD EPYC 7B13")
     _set_members(run, IDS[1], "Intel(R) Xeon(R) Platinum 8375C")
-    assert run_cli("analyze", str(run)).code == 0
+    assert run_cli("analyze", "--no-charts", str(run)).code == 0
     readme = (run / "README.md").read_text()
     assert "its members ran on other machines than" in readme
     assert "servers cpu_model 'AMD EPYC 7B13' against 'Intel(R) Xeon(R)" in readme
@@ -227,7 +227,7 @@ def test_a_database_on_other_machines_is_named_in_the_run(tmp_path: Path, run_cl
     assert all(db["binaries"] == ["c" * 64] for db in summary["databases"])
     # on the same machines, nothing is said
     _set_members(run, IDS[1], "AMD EPYC 7B13")
-    assert run_cli("analyze", str(run)).code == 0
+    assert run_cli("analyze", "--no-charts", str(run)).code == 0
     assert "other machines" not in (run / "README.md").read_text()
 
 
@@ -270,7 +270,7 @@ def test_host_speed_rows_chart_and_the_slow_trial_named(tmp_path: Path, run_cli:
 def test_steal_time_is_named(tmp_path: Path, run_cli: Any) -> None:
     run = make_trials(tmp_path / "run", {IDS[0]: [1.0]})
     _probe(run / IDS[0] / "trial-1", [1_000_000], steal_ms=500)
-    assert run_cli("analyze", str(run)).code == 0
+    assert run_cli("analyze", "--no-charts", str(run)).code == 0
     assert "the hypervisor took" in (run / "README.md").read_text()
 
 
@@ -298,15 +298,15 @@ def test_the_readme_and_report_open_with_what_differed(run_cli: Any, slower: Pat
 
 def test_the_summary_without_verdicts_says_why(tmp_path: Path, run_cli: Any) -> None:
     once = make_trials(tmp_path / "once", {IDS[0]: [1.0], IDS[1]: [1.3]})
-    assert run_cli("analyze", str(once)).code == 0
+    assert run_cli("analyze", "--no-charts", str(once)).code == 0
     assert "- One trial each: the table's differences against etcd v3.5.17 cannot be judged" in (
         (once / "README.md").read_text()
     )
     alone = make_trials(tmp_path / "alone", {IDS[0]: [1.0, 1.1, 0.9]})
-    assert run_cli("analyze", str(alone)).code == 0
+    assert run_cli("analyze", "--no-charts", str(alone)).code == 0
     assert "- One database: nothing to compare" in (alone / "README.md").read_text()
     same = make_trials(tmp_path / "same", {IDS[0]: [1.0, 1.02, 0.98], IDS[1]: [1.0, 1.01, 0.99]})
-    assert run_cli("analyze", str(same)).code == 0
+    assert run_cli("analyze", "--no-charts", str(same)).code == 0
     assert "etcd v3.6.8 against etcd v3.5.17: no difference found; no verdict on" in (
         (same / "README.md").read_text()
     )
