@@ -376,7 +376,6 @@ def test_secrets_stay_out_of_logs_results_and_published_files(
                 "-m",
                 "dbtester",
                 "run",
-                "--no-charts",
                 str(config),
                 "--out",
                 str(tmp_path / "out"),

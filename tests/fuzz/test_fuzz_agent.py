@@ -211,15 +211,16 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
 
 
 def _stop(agent: Agent) -> None:
-    """The agent by its PID (SIGTERM: it stops its members), then strace, then
-    anything left in the members' process groups."""
+    """strace (detached first: a traced agent sat out the whole 30 s of
+    SIGTERM's grace without handling it), then the agent by its PID (SIGTERM:
+    it stops its members), then anything left in the members' process groups."""
     leftovers = []
     if agent.process.poll() is None:
         leftovers = [p.pid for p in psutil.Process(agent.process.pid).children(recursive=True)]
-    terminate(agent.process)
     if agent.tracer is not None and agent.tracer.poll() is None:
         agent.tracer.terminate()
         agent.tracer.wait(10)
+    terminate(agent.process)
     kill_groups(leftovers)
 
 
