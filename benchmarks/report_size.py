@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbtester.analyze import analyze
 from dbtester.render import render
-from dbtester.report import render_html_report
+from dbtester.report.interactive import render_html_report
 from dbtester.results import (
     CLIENT_COLUMNS,
     SERVER_COLUMNS,

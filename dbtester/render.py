@@ -14,10 +14,8 @@ from dbtester.analyze import Analysis, analyze
 from dbtester.report import (
     drawn,
     headline,
-    render_charts,
     render_comparisons,
     render_csv,
-    render_html_report,
     render_readme,
     render_table,
 )
@@ -50,6 +48,10 @@ def render(directory: Path, *, charts: bool = True) -> Rendered:
     comparison = render_comparisons(analysis)
     layout = store.layout
     if charts:
+        # imported here: matplotlib and Bokeh take about a second to load,
+        # which a run without charts does not pay
+        from dbtester.report.charts import render_charts
+
         render_charts(layout.chart, labels, figures)
     started = analysis.results.summary or RunSummary(
         run_id="", source="", started_unix=0.0, environment=Environment()
@@ -75,6 +77,8 @@ def render(directory: Path, *, charts: bool = True) -> Rendered:
     store.write_rendered(table, render_csv(labels, figures), readme, comparison)
     report = None
     if charts:
+        from dbtester.report.interactive import render_html_report
+
         page = render_html_report(
             analysis, summary, test_case=store.read_case_text(), comparison=comparison
         )

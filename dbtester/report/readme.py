@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dbtester.report.charts import STANDARD, Chart
+from dbtester.report.catalog import STANDARD, Chart
 
 __all__ = ["render_readme"]
 

@@ -582,8 +582,12 @@ def test_fuzz_analyze_command(
     cost seconds an example, so here they are not drawn: the seed corpus
     (test_seed_corpus) draws them for every hostile case in it, and
     tests/unit/test_report_html.py tests the report on hostile figures."""
-    import dbtester.render
+    import dbtester.report.charts
+    import dbtester.report.interactive
 
-    monkeypatch.setattr(dbtester.render, "render_charts", lambda *args, **kwargs: None)
-    monkeypatch.setattr(dbtester.render, "render_html_report", lambda *args, **kwargs: "")
+    # render() imports these when it draws: patch them where they live
+    monkeypatch.setattr(dbtester.report.charts, "render_charts", lambda *args, **kwargs: None)
+    monkeypatch.setattr(
+        dbtester.report.interactive, "render_html_report", lambda *args, **kwargs: ""
+    )
     fuzz("dbtester analyze", st.data(), analyze_cli_example(tmp_path, run_cli), budget(0.5))
