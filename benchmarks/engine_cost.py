@@ -10,6 +10,11 @@ cross-database table is seen to compare databases, not clients.
 
     python benchmarks/engine_cost.py [--requests 20000] [--rounds 3] [--kinds etcd zookeeper consul]
     python benchmarks/engine_cost.py --memory 3000000   # peak RSS of a 3M-request read run
+    python benchmarks/engine_cost.py --kubernetes [--requests 20000]   # etcd: put, range, each verb
+
+With --kubernetes, on etcd only: the same put and range beside each verb of
+type: kubernetes alone (get, list, create, update, delete; 2 KB objects;
+lists of 1,000 objects, two pages of 500), interleaved round by round.
 
 Run it alone on the machine: client and server share the cores.
 """
@@ -28,7 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.fresh import Figure, FreshServer, workload
 from dbtester.databases.base import LoadSettings
 from dbtester.load import LoadOptions, run_load, seed_key
+from dbtester.load.runner import load_keys
 from dbtester.results import DatabaseLayout
+from dbtester.workloads import workload_of
 
 KEY_SIZE, VALUE_SIZE, CLIENTS, CONNECTIONS = 256, 1024, 100, 10
 VERSIONS = {"etcd": "3.5.17", "zookeeper": "3.8.0", "consul": "1.22.0"}
@@ -85,6 +92,68 @@ def cost(kinds: list[str], requests: int, rounds: int) -> None:
             print(f"{op:5} {kind:9}: {rate:9,.0f} req/s  {us:6.1f} us CPU/request{versus}")
 
 
+#: type: kubernetes: each verb alone, on etcd
+VERBS = ("get", "list", "create", "update", "delete")
+OBJECT_SIZE, LISTED = 2048, 1000
+
+
+def measure_verb(verb: str, requests: int, out: Path) -> Figure:
+    """One verb of Kubernetes' traffic alone against a fresh etcd: creates
+    and deletes over twice `requests` objects (the count never reaches its
+    bounds), lists over LISTED objects."""
+    server = FreshServer("etcd", VERSIONS["etcd"], CONNECTIONS)
+    shares = {f"{v}_proportion": float(v == verb) for v in VERBS}
+    objects = LISTED if verb == "list" else 2 * requests
+    load = workload_of(
+        type="kubernetes",
+        requests=requests,
+        objects=objects,
+        object_size=OBJECT_SIZE,
+        clients=CLIENTS,
+        connections=CONNECTIONS,
+        **shares,
+    )
+    try:
+        settings = LoadSettings((server.endpoint,), {}, 256, OBJECT_SIZE, "linearizable", 10.0)
+        load_keys("etcd", settings, load, LoadOptions(progress=None))
+        result = run_load("etcd", settings, load, DatabaseLayout(out), LoadOptions(progress=None))
+    finally:
+        server.stop()
+    if result.errors:
+        raise SystemExit(f"etcd {verb}: errors {result.records.counts()}")
+    records = result.records
+    span = int((records.due_ns + records.latency_ns).max() - records.due_ns.min())
+    return Figure("etcd", verb, requests, span / 1e9, result.cpu_seconds)
+
+
+def kubernetes(requests: int, rounds: int) -> None:
+    """Put and range beside each verb, interleaved; medians per operation."""
+    figures: list[Figure] = []
+    ops = ("write", "read", *VERBS)
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(rounds):
+            order = ops[round_ % len(ops) :] + ops[: round_ % len(ops)]
+            for op in order:
+                out = Path(scratch) / f"{round_}-{op}"
+                if op in VERBS:
+                    figure = measure_verb(op, requests, out)
+                else:
+                    figure, _ = measure("etcd", op, requests, out)
+                figures.append(figure)
+                print(
+                    f"round {round_ + 1} {op:6} {figure.rate:9,.0f} req/s"
+                    f"  {figure.us_per_request:6.1f} us CPU/request",
+                    flush=True,
+                )
+    print()
+    put = statistics.median(f.us_per_request for f in figures if f.op == "write")
+    for op in ops:
+        mine = [f for f in figures if f.op == op]
+        us = statistics.median(f.us_per_request for f in mine)
+        rate = statistics.median(f.rate for f in mine)
+        print(f"{op:6}: {rate:9,.0f} req/s  {us:6.1f} us CPU/request, {us / put:.2f}x put's")
+
+
 def memory(requests: int) -> None:
     """A read run of ``requests`` against one etcd: this process's peak RSS."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -103,8 +172,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kinds", nargs="+", default=list(VERSIONS), choices=list(VERSIONS))
     parser.add_argument("--memory", type=int, default=0, metavar="REQUESTS")
+    parser.add_argument("--kubernetes", action="store_true", help="etcd: put, range and each verb")
     args = parser.parse_args()
-    if args.memory:
+    if args.kubernetes:
+        kubernetes(args.requests, args.rounds)
+    elif args.memory:
         memory(args.memory)
     else:
         cost(args.kinds, args.requests, args.rounds)

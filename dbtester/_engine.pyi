@@ -44,6 +44,28 @@ class CheckPlan(TypedDict):
     clients: int  # checked clients, each on a connection of its own
     keys: int  # the keys they read and write ("c0", "c1", ...)
 
+class KubernetesMixPlan(TypedDict):
+    # shares of the requests, adding up to 1
+    get: float
+    list: float
+    create: float
+    update: float
+    delete: float
+
+class KubernetesPlan(TypedDict):
+    # object n is <prefix>ns-<n % namespaces>/obj-<n, 10 digits>, its value
+    # value_size bytes; run: the shares of mix over the objects a first
+    # (unmeasured) list finds, their number held between count / 2 and
+    # count * 3 / 2; load: request r creates object first + r; read:
+    # every request gets object first
+    phase: Literal["run", "load", "read"]
+    prefix: str  # "/registry/<resource>/"
+    count: int
+    namespaces: int
+    page_size: int  # objects per page of a list
+    first: int
+    mix: KubernetesMixPlan
+
 class TlsPlan(TypedDict):
     # PEM text, checked when the plan is; errors name the key, never its text
     ca: str  # one or more CA certificates the servers' must chain to
@@ -78,6 +100,8 @@ class Plan(TypedDict):
     # {"user", "password"} (etcd: Authenticate, its token on every call;
     # zookeeper: digest auth), consul {"token"} (X-Consul-Token)
     auth: NotRequired[dict[str, str] | None]
+    # Kubernetes' objects and traffic (type: kubernetes) instead of keys and mix
+    objects: NotRequired[KubernetesPlan | None]
 
 class WatchResult(TypedDict):
     watcher: npt.NDArray[np.uint16]
@@ -113,7 +137,9 @@ class Result(TypedDict):
     service_ns: npt.NDArray[np.int64]
     code: npt.NDArray[np.uint8]
     step: npt.NDArray[np.uint16]
-    op: npt.NDArray[np.uint8]  # 0 read, 1 update, 2 insert, 3 read-modify-write
+    # 0 read, 1 update, 2 insert, 3 read-modify-write, 4 get, 5 list, 6 create,
+    # 7 delete (OPERATIONS)
+    op: npt.NDArray[np.uint8]
     # 1: an open-loop request that found every client busy at its due time and
     # waited for one (the open loop's queue); 0: sent as soon as it was due, so
     # latency_ns - service_ns is its send lag (due time to the engine sending)
@@ -122,6 +148,8 @@ class Result(TypedDict):
     stopped: str
     watch: NotRequired[WatchResult]  # plans with watchers only
     check: NotRequired[CheckResult]  # plans with checked clients only
+    # what the workload counted beside the records (type: kubernetes; else empty)
+    counters: dict[str, int]
 
 @final
 class Load:
@@ -132,3 +160,5 @@ class Load:
     def result(self) -> Result: ...
 
 def start(plan: Plan) -> Load: ...
+
+OPERATIONS: tuple[str, ...]

@@ -221,7 +221,7 @@ def describe_workload(w: Workload, search: Search | None = None) -> str:
     """One line on what the load does (with ``search``: per probe)."""
     requests = "rate x hold_s" if search is not None else f"{w.requests:,}"
     what = w.describe(requests)
-    sizes = f"key {w.key_size:,} B, value {w.value_size:,} B"
+    sizes = w.describe_sizes()
     if w.client_steps:
         clients = f"clients in steps {', '.join(map(str, w.client_steps))}"
     else:

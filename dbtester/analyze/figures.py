@@ -26,16 +26,19 @@ from dbtester.analyze.faults import (
 )
 from dbtester.analyze.heatmap import Heatmap, latency_heatmap
 from dbtester.analyze.stats import SEARCH_METRICS
-from dbtester.results import OPERATIONS, FaultSummary, Records, WatchEvents
+from dbtester.results import NOT_ERRORS, OPERATIONS, FaultSummary, Records, WatchEvents
 from dbtester.workloads import TYPES
+from dbtester.workloads.kubernetes import COUNTER_ROWS, LIST_RATE_ROWS
 from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS, STALE_ROW
 from dbtester.workloads.watch import WATCH_PERCENTILES, WatchWorkload
 
 __all__ = [
     "CHECK_ROWS",
     "CONFLICT_ROW",
+    "COUNTER_ROWS",
     "CV_ROW",
     "HOST_ROWS",
+    "LIST_RATE_ROWS",
     "OPERATION_ROWS",
     "PERCENTILES",
     "ROWS",
@@ -246,7 +249,14 @@ ROW_GROUPS = (
     "By clients",
     "Checks",
 )
-_CHECKS = ("KEYS-VERIFIED", "CLIENT-ERROR-COUNT", CONFLICT_ROW, STALE_ROW, *CHECK_ROWS)
+_CHECKS = (
+    "KEYS-VERIFIED",
+    "CLIENT-ERROR-COUNT",
+    CONFLICT_ROW,
+    STALE_ROW,
+    *CHECK_ROWS,
+    *COUNTER_ROWS,
+)
 
 
 def row_group(row: str) -> str:
@@ -290,7 +300,8 @@ def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
         for row in OPERATION_ROWS
         if operation_row(op, row) in have
     ]
-    return rows + [row for row in (CONFLICT_ROW, STALE_ROW) if row in have]
+    counted = (CONFLICT_ROW, STALE_ROW, *COUNTER_ROWS, *LIST_RATE_ROWS)
+    return rows + [row for row in counted if row in have]
 
 
 @dataclass
@@ -622,12 +633,15 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     )
     _latency_by_key(records.latency_ns, done_s, ok, figures)
     _operation_rows(data, records, figures)
+    _counter_rows(data, records, figures)
     _schedule_lag(data, records, figures)
     _client_metrics(data, figures)
     # A failure is timed by when the request was sent: a timeout completes only
     # request_timeout_s later, long after the trouble began. Not by when it was
     # due: in open loop a request may wait for a free client long past that.
-    sent_s = records.sent_ns()[~ok & ~allowed] / 1e9 - data.load_start - first_due
+    conflict = records.codes.index("conflict") if "conflict" in records.codes else -1
+    failed = ~ok & ~allowed & (records.code != conflict)  # a lost race is no failure
+    sent_s = records.sent_ns()[failed] / 1e9 - data.load_start - first_due
     _failure_note(data, figures, sent_s, per_second, bool(allowed.any()))
 
 
@@ -687,6 +701,24 @@ def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> N
             v[operation_row(op, "Latency p99.9")] = float(p999)
 
 
+def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> None:
+    """What the load counted beside its requests (Kubernetes' traffic's
+    conflicts, retries, skipped verbs, list pages), and what its lists
+    delivered per second of the load."""
+    load = data.record.load
+    counters = load.counters if load is not None else {}
+    if not counters:
+        return
+    v = figures.values
+    for row, name in COUNTER_ROWS.items():
+        if name in counters:
+            v[row] = counters[name]
+    span = records.span_s(data.load_start)
+    for row, (name, scale) in LIST_RATE_ROWS.items():
+        if name in counters and span > 0:
+            v[row] = counters[name] * scale / span
+
+
 def _latency_per_second(records: Records, mask: npt.NDArray[np.bool_], load_start: float) -> Series:
     """Average latency (ms) of the ``mask``ed requests, per second of completion."""
     first_due = records.due_ns.min() / 1e9 - load_start
@@ -710,7 +742,7 @@ def _failure_note(
     reads the workload's consistency allows did not fail (``stale_allowed``)."""
     if len(failed_at) == 0 or data.records is None:
         return
-    skip = {"ok", STALE_READ} if stale_allowed else {"ok"}
+    skip = {*NOT_ERRORS, STALE_READ} if stale_allowed else set(NOT_ERRORS)
     kinds = {k: n for k, n in data.records.counts().items() if k not in skip}
     listed = ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
     first = float(max(failed_at.min(), 0.0))

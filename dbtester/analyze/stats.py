@@ -32,6 +32,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from dbtester.results.requests import OPERATIONS
+from dbtester.workloads.kubernetes import COUNTER_ROWS, LIST_RATE_ROWS
 
 __all__ = [
     "ALPHA",
@@ -116,6 +117,9 @@ METRICS: Mapping[str, Metric] = {
         ),
         _resource("CONFLICT-COUNT"),
         _resource("STALE-READS"),  # ZooKeeper (analyze.figures.STALE_ROW)
+        # type: kubernetes (workloads.kubernetes.COUNTER_ROWS, LIST_RATE_ROWS)
+        *(_resource(row) for row in COUNTER_ROWS),
+        *(_speed(row, "higher") for row in LIST_RATE_ROWS),
         # type: watch (analyze.figures.WATCH_ROWS)
         *(_speed(f"WATCH-LATENCY p{p}", "lower") for p in ("50", "90", "99", "99.9")),
         _speed("WATCH-LATENCY-MAX", "lower"),

@@ -201,6 +201,7 @@ def _window(load: LoadResult | None) -> LoadWindow | None:
         engine_cpu_seconds=load.engine_cpu_seconds,
         aborted=load.aborted,
         counts=load.records.counts(),
+        counters=dict(load.counters),
     )
 
 

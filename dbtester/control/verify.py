@@ -16,7 +16,7 @@ from dbtester.control.cluster import Cluster
 from dbtester.control.job import DatabaseJob
 from dbtester.control.measure import Measured, Seeded, Warmed
 from dbtester.errors import DbtesterError
-from dbtester.results import CorrectnessRecord, FaultRecord, Verification, account
+from dbtester.results import CorrectnessRecord, FaultRecord, Verification
 
 __all__ = [
     "COUNT_RETRY_PAUSE_S",
@@ -67,7 +67,7 @@ def count(
         job.say(problem)
         return Counted(problem=problem)
     writes = _key_writes(job, seeded, warmed, measured)
-    v = account(writes, found, same_key=job.db.workload.one_key)
+    v = job.db.workload.account_keys(writes, found, measured.load.counters)
     job.say(
         f"{v.found:,} keys found; {v.attempted:,} writes attempted,"
         f" {v.acknowledged:,} acknowledged, {v.failed:,} refused,"
@@ -116,7 +116,9 @@ def _count_keys(job: DatabaseJob, cluster: Cluster) -> int:
     kind = job.kind
     while True:
         try:
-            return kind.count_keys(replace(settings, endpoints=endpoints))
+            return kind.count_keys(
+                replace(settings, endpoints=endpoints), job.db.workload.key_prefix
+            )
         except PermissionError:
             raise  # refused: asking again is refused again
         except Exception:

@@ -22,12 +22,14 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from dbtester.install import Installed, Source, SourceUnavailable, ensure_installed
+from dbtester.util.keys import PREFIX
 from dbtester.util.net import join_host_port, tcp_open
 from dbtester.util.paths import from_the_case
 from dbtester.util.progress import Reporter
 
 __all__ = [
     "COMPANION_DATA",
+    "KUBERNETES_NEEDS",
     "PLAIN",
     "Access",
     "AuthKeys",
@@ -51,6 +53,12 @@ __all__ = [
     "transfer_ends",
     "version_numbers",
 ]
+
+#: why a kind without etcd's API cannot run ``type: kubernetes`` (its ``cannot``)
+KUBERNETES_NEEDS = (
+    "Kubernetes' storage needs etcd's API: revisions, transactions on an object's"
+    " mod_revision and lists pinned at a revision"
+)
 
 
 class Options(BaseModel):
@@ -381,7 +389,7 @@ class DatabaseKind(ABC):
     #: a mixed load's reads that get it, of keys known written, were stale
     not_found: ClassVar[str] = ""
     #: what a load may ask that this kind cannot do (Workload.needs' names:
-    #: ``serializable``, ``read_modify_write``), each with the reason
+    #: ``serializable``, ``read_modify_write``, ``kubernetes``), each with the reason
     cannot: ClassVar[Mapping[str, str]] = {}
     #: the most members a database of this kind may have (None: MAX_MEMBERS),
     #: and why; the default member count follows it
@@ -489,9 +497,17 @@ class DatabaseKind(ABC):
         Raises DbtesterError when a batch fails."""
 
     @abstractmethod
-    def count_keys(self, settings: LoadSettings) -> int:
-        """How many keys the load generator's prefix holds (verification);
-        PermissionError when the database refuses the user (not retried)."""
+    def count_keys(self, settings: LoadSettings, prefix: bytes = PREFIX) -> int:
+        """How many keys start with ``prefix``: the load generator's keys by
+        default, Kubernetes' objects (``/registry/<resource>/``) on the kinds
+        that have them (verification); PermissionError when the database
+        refuses the user (not retried)."""
+
+    def _only_load_keys(self, prefix: bytes) -> None:
+        """A kind that counts only the load generator's keys refuses another
+        prefix (validate refuses the workloads that would ask)."""
+        if prefix != PREFIX:
+            raise NotImplementedError(f"{self.name} counts only the load's keys, not {prefix!r}")
 
     @abstractmethod
     def leader(

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from dbtester.databases import consul_events
 from dbtester.databases.base import (
+    KUBERNETES_NEEDS,
     PLAIN,
     Access,
     AuthKeys,
@@ -72,6 +73,7 @@ class Consul(DatabaseKind):
     flags_model = ConsulFlags
     client_model = ConsulClient
     protocol: ClassVar[str] = "consul"
+    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a blocking query on the keys' prefix holding a connection of"
@@ -151,7 +153,8 @@ class Consul(DatabaseKind):
         argv = [str(installed.path("consul")), "agent", f"-config-file={path}"]
         return LaunchPlan(argv, {path: json.dumps(config, indent=2) + "\n", **files})
 
-    def count_keys(self, settings: LoadSettings) -> int:
+    def count_keys(self, settings: LoadSettings, prefix: bytes = PREFIX) -> int:
+        self._only_load_keys(prefix)
         # the load's keys only ("k" and a number), not the checked clients'
         path = f"/v1/kv/{ROOT}/{PREFIX.decode()}?keys"
         timeout = max(settings.timeout_s, 120)

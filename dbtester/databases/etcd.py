@@ -34,6 +34,7 @@ from dbtester.install import (
     SourceUnavailable,
     go_proxy_versions,
 )
+from dbtester.util.keys import PREFIX
 
 __all__ = ["Etcd", "EtcdClient", "EtcdFlags"]
 
@@ -244,10 +245,10 @@ class Etcd(DatabaseKind):
                 warnings.append((key, f"'{key}' is not an etcd flag dbtester knows; dropped"))
         return flags, warnings
 
-    def count_keys(self, settings: LoadSettings) -> int:
+    def count_keys(self, settings: LoadSettings, prefix: bytes = PREFIX) -> int:
         from dbtester.databases.etcd_client import count_keys
 
-        return count_keys(settings, "etcd")
+        return count_keys(settings, "etcd", prefix)
 
 
 def _tls_flags(folder: Path) -> list[str]:

@@ -129,10 +129,10 @@ class _Token(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor
         return continuation(self._with_token(details), request)
 
 
-def count_keys(settings: LoadSettings, kind: str) -> int:
-    """How many keys the load's prefix holds (one count-only range);
+def count_keys(settings: LoadSettings, kind: str, prefix: bytes = PREFIX) -> int:
+    """How many keys ``prefix`` holds (one count-only range);
     PermissionError when ``kind``'s server refuses the user."""
-    request = pb.RangeRequest(key=PREFIX, range_end=_prefix_end(PREFIX), count_only=True)
+    request = pb.RangeRequest(key=prefix, range_end=_prefix_end(prefix), count_only=True)
     with channel(settings.endpoints[0], settings.access) as open_channel:
         try:
             return int(

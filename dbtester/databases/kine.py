@@ -38,6 +38,7 @@ from dbtester.databases.base import (
 from dbtester.databases.etcd import EtcdClient
 from dbtester.errors import MemberError
 from dbtester.install import GoBuild, Installed, Source, SourceUnavailable, go_proxy_versions
+from dbtester.util.keys import PREFIX
 
 __all__ = ["Kine", "KineFlags"]
 
@@ -184,10 +185,10 @@ class Kine(DatabaseKind):
         """Its one member, while it serves."""
         return 0 if self.serving(peers[0], timeout, access) else None
 
-    def count_keys(self, settings: LoadSettings) -> int:
+    def count_keys(self, settings: LoadSettings, prefix: bytes = PREFIX) -> int:
         from dbtester.databases.etcd_client import count_keys
 
-        return count_keys(settings, "kine")
+        return count_keys(settings, "kine", prefix)
 
     def prefill(
         self, settings: LoadSettings, count: int, value_size: int, advance: Callable[[int], None]

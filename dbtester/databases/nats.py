@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import Field, field_validator
 
 from dbtester.databases.base import (
+    KUBERNETES_NEEDS,
     PLAIN,
     Access,
     DatabaseKind,
@@ -119,6 +120,7 @@ class Nats(DatabaseKind):
     client_model = NatsClient
     protocol: ClassVar[str] = "nats"
     not_found: ClassVar[str] = "key-not-found"
+    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a KV watch of the load's keys (an ordered JetStream consumer"
@@ -238,7 +240,8 @@ class Nats(DatabaseKind):
             return names.get(leader) if isinstance(leader, str) else None
         return None
 
-    def count_keys(self, settings: LoadSettings) -> int:
+    def count_keys(self, settings: LoadSettings, prefix: bytes = PREFIX) -> int:
+        self._only_load_keys(prefix)
         return _run(settings, lambda js: _count(js, f"{PREFIX.decode()}.>"))
 
     def prefill(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from pydantic import Field, model_validator
 
 from dbtester.databases.base import (
+    KUBERNETES_NEEDS,
     PLAIN,
     Access,
     DatabaseKind,
@@ -37,7 +38,7 @@ from dbtester.install import (
     SourceUnavailable,
     maven_versions,
 )
-from dbtester.util.keys import checked_keys, prefill_batches, prefill_key
+from dbtester.util.keys import PREFIX, checked_keys, prefill_batches, prefill_key
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -90,6 +91,7 @@ class ZooKeeper(DatabaseKind):
     client_model = ZooKeeperClient
     protocol: ClassVar[str] = "zookeeper"
     not_found: ClassVar[str] = "NoNode"
+    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a persistent recursive watch (addWatch) on the keys' parent,"
@@ -284,7 +286,8 @@ class ZooKeeper(DatabaseKind):
             zk.stop()
             zk.close()
 
-    def count_keys(self, settings: LoadSettings) -> int:
+    def count_keys(self, settings: LoadSettings, prefix: bytes = PREFIX) -> int:
+        self._only_load_keys(prefix)
         zk = _client(settings.endpoints, settings.timeout_s, settings.access)
         try:
             if not zk.exists(ROOT):

@@ -91,6 +91,7 @@ def plan(
         "write_id_base": write_id_base,
         "watch": workload.plan_watch(),
         "check": _check(workload),
+        "objects": workload.plan_kubernetes(),
     }
     if settings.access.tls is not None:
         built["tls"] = _tls(settings.access.tls)
@@ -144,6 +145,9 @@ def single_operation(
     )
     built["mix"] = only(operation)
     built["check"] = None  # only the measured load has checked clients
+    objects = built.get("objects")
+    if objects is not None:  # its objects: create them from `key` on, or get that one
+        objects["phase"], objects["first"] = ("load" if inserts else "read"), key
     keys = built["keys"]
     keys["choose"] = "same"
     if not inserts:

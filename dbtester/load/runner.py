@@ -13,8 +13,8 @@ import contextlib
 import resource
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TextIO
 
 import psutil
@@ -83,6 +83,9 @@ class LoadResult:
     watch: WatchEvents | None = None
     #: what the checked clients did (with ``check:`` only)
     check: CheckedOperations | None = None
+    #: what the workload counted beside the records, by name (type:
+    #: kubernetes: conflicts, retries, list pages; empty for the others)
+    counters: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> int:
@@ -186,7 +189,7 @@ def run_load(
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
-        records, watch, check = _collect(load, out)
+        records, watch, check, counters = _collect(load, out)
     ended = time.time()
     # The load's time runs from its first request, not from its connecting
     # (a ZooKeeper session or TLS handshakes can take a second on a busy host).
@@ -195,7 +198,9 @@ def run_load(
     bar.finish(load_summary(records, started, options.label))
     cpu = cpu_seconds() - cpu_before
     wait, run = sched.wait_seconds, sched.run_seconds
-    return LoadResult(records, started, ended, cpu, aborted, threads, wait, run, watch, check)
+    return LoadResult(
+        records, started, ended, cpu, aborted, threads, wait, run, watch, check, counters
+    )
 
 
 def warm_up(
@@ -262,7 +267,7 @@ def _unmeasured(
     try:
         aborted = _watch(load, limit, bar, options.health)
     finally:
-        records, _, _ = _collect(load, None)
+        records, _, _, _ = _collect(load, None)
     bar.finish(load_summary(records, started, name) + ", not counted")
     cpu = cpu_seconds() - cpu_before
     return LoadResult(records, started, time.time(), cpu, aborted, load_plan["threads"])
@@ -356,9 +361,10 @@ def drain(load: Load) -> None:
 
 def _collect(
     load: Load, out: DatabaseLayout | None
-) -> tuple[Records, WatchEvents | None, CheckedOperations | None]:
+) -> tuple[Records, WatchEvents | None, CheckedOperations | None, dict[str, int]]:
     """The engine's records, its watchers' events and its checked clients'
-    operations, saved to ``out`` (unless it is None); a failed engine's error."""
+    operations, saved to ``out`` (unless it is None), and the workload's
+    counters; a failed engine's error."""
     if not load.wait(0):
         load.stop()
         drain(load)
@@ -375,7 +381,8 @@ def _collect(
             watch.save(out.watch_events)
         if check is not None:
             check.save(out.check_history)
-    return records, watch, check
+    counters = {str(name): int(count) for name, count in result.get("counters", {}).items()}
+    return records, watch, check, counters
 
 
 class EarlyStop:

@@ -188,6 +188,10 @@ class LoadWindow(_Record):
     cpu_wait_seconds: float | None = None
     engine_cpu_seconds: float | None = None
     counts: dict[str, int] = Field(default_factory=dict)  # outcome -> requests
+    #: what the workload counted beside the requests, by name (type:
+    #: kubernetes' conflicts, retries, list pages and the objects its end
+    #: must find; results schema 15)
+    counters: dict[str, int] = Field(default_factory=dict)
 
 
 class LoadHostRecord(_Record):

@@ -30,7 +30,17 @@ OK = "ok"
 #: another writer ("conflict") is the database doing its job
 NOT_ERRORS = frozenset({OK, "conflict"})
 #: the ``op`` column's values, by number (the engine's order)
-OPERATIONS = ("read", "update", "insert", "read-modify-write")
+OPERATIONS = (
+    "read",
+    "update",
+    "insert",
+    "read-modify-write",
+    # type: kubernetes (its update is "update")
+    "get",
+    "list",
+    "create",
+    "delete",
+)
 #: ``op`` of records saved before operations were recorded (schema < 6)
 UNKNOWN_OP = 255
 #: ``queued`` of records saved before it was recorded

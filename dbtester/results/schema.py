@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -135,6 +135,15 @@ HISTORY: tuple[str, ...] = (
         "what the analysis took then (ZooKeeper's ``NoNode``; other kinds none), so it "
         "re-renders the same."
     ),
+    (
+        "Kubernetes' traffic. The ``op`` array's codes go on: 4 get, 5 list, 6 create, 7 delete "
+        "(a ``type: kubernetes`` load; its update is 1). ``run.json``'s ``load`` (and "
+        "``warmup``) has ``counters``: what the workload counted beside the requests, by name "
+        "(update and delete conflicts and retries, skipped creates and deletes, list pages, "
+        "objects and bytes, and ``objects_low``/``objects_high``, the objects the end must "
+        "find); empty for the other types. Only a key was added: a version 14 directory "
+        "upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -208,6 +217,10 @@ def _v13_to_v14(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 14}
 
 
+def _v14_to_v15(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 15}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -223,6 +236,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     11: _v11_to_v12,
     12: _v12_to_v13,
     13: _v13_to_v14,
+    14: _v14_to_v15,
 }
 
 

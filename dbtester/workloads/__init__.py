@@ -15,6 +15,7 @@ from pydantic import Field, TypeAdapter
 
 from dbtester.workloads.base import Workload
 from dbtester.workloads.check import Check
+from dbtester.workloads.kubernetes import KubernetesWorkload
 from dbtester.workloads.mixed import MIN_MIXED_VALUE_SIZE, MixedWorkload
 from dbtester.workloads.read import ReadWorkload
 from dbtester.workloads.watch import WatchWorkload
@@ -32,7 +33,8 @@ __all__ = [
 
 #: every workload type by its ``type`` tag, in the order the docs list them
 TYPES: dict[str, type[Workload]] = {
-    cls.type_name(): cls for cls in (WriteWorkload, ReadWorkload, MixedWorkload, WatchWorkload)
+    cls.type_name(): cls
+    for cls in (WriteWorkload, ReadWorkload, MixedWorkload, WatchWorkload, KubernetesWorkload)
 }
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ the tagged union of them. Code outside a type's module never compares the
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
@@ -24,10 +25,12 @@ from pydantic import (
     model_validator,
 )
 
+from dbtester.results import Verification, account
+from dbtester.util.keys import PREFIX
 from dbtester.workloads.check import Check
 
 if TYPE_CHECKING:
-    from dbtester._engine import KeysPlan, MixPlan, WatchPlan
+    from dbtester._engine import KeysPlan, KubernetesPlan, MixPlan, WatchPlan
     from dbtester.results import Records
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "KeyValueError",
     "Seeding",
     "Workload",
+    "one_key",
     "only",
 ]
 
@@ -48,6 +52,20 @@ MAX_RANDOM_ORDER = 1 << 28
 Consistency = Literal["linearizable", "serializable"]
 #: what a load needs written before it: nothing, its one key, or a load phase
 Seeding = Literal["nothing", "one-key", "load-phase"]
+
+
+def one_key(number: int) -> KeysPlan:
+    """The plan's keys of a load that uses key ``number`` alone."""
+    return {
+        "existing": 1,
+        "first": number,
+        "choose": "same",
+        "inserts": "sequential",
+        "insert_space": 0,
+        "zipfian_constant": 0.99,
+        "hot_set_fraction": 0.2,
+        "hot_operation_fraction": 0.8,
+    }
 
 
 def only(operation: str) -> MixPlan:
@@ -91,8 +109,8 @@ class Workload(BaseModel):
     SUMMARY: ClassVar[str] = ""
 
     type: str = Field(
-        description="The workload type: write, read, mixed or watch; each type's own keys"
-        " are listed under it"
+        description="The workload type: write, read, mixed, watch or kubernetes; each type's"
+        " own keys are listed under it"
     )
     requests: int = Field(
         gt=0, le=MAX_REQUESTS, description="Measured requests per trial, shared across client steps"
@@ -243,6 +261,11 @@ class Workload(BaseModel):
         return "linearizable"
 
     @property
+    def key_prefix(self) -> bytes:
+        """What every key it writes starts with: what verification counts."""
+        return PREFIX
+
+    @property
     def readiness_key(self) -> int:
         """The key whose read says every endpoint serves what was seeded: the
         one written last (members apply writes in order)."""
@@ -260,6 +283,10 @@ class Workload(BaseModel):
     def describe(self, requests: str) -> str:
         """What the requests do, for ``validate``: ``requests`` is how many."""
         raise NotImplementedError
+
+    def describe_sizes(self) -> str:
+        """Its keys' and values' sizes, for ``validate``."""
+        return f"key {self.key_size:,} B, value {self.value_size:,} B"
 
     def spread_problem(self, hosts: int) -> str | None:
         """Why this load cannot be shared among ``hosts`` load hosts (None: it can)."""
@@ -289,6 +316,11 @@ class Workload(BaseModel):
         """The plan's ``watch``: its watchers (None: none)."""
         return None
 
+    def plan_kubernetes(self) -> KubernetesPlan | None:
+        """The plan's ``kubernetes``: Kubernetes' objects instead of keys (None:
+        a key-value load)."""
+        return None
+
     def existing_keys(self, warm_inserts: int) -> int | None:
         """How many keys a measured load finds before it (None: the default of
         its plan), given the keys a warm-up inserted."""
@@ -314,6 +346,14 @@ class Workload(BaseModel):
         """The requests of a measured load or warm-up that may create keys,
         for counting them against the keys found."""
         return records
+
+    def account_keys(
+        self, counts: Mapping[str, int], found: int, counters: Mapping[str, int]
+    ) -> Verification:
+        """``found`` keys against what the loads' key writes ended with
+        (``counts``: outcome -> requests) and what the measured load counted
+        beside its requests (``counters``)."""
+        return account(counts, found, same_key=self.one_key)
 
     # --------------------------------------------------------------- written
 

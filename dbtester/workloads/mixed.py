@@ -16,7 +16,17 @@ from dbtester.workloads.base import MAX_RANDOM_ORDER, Consistency, Seeding, Work
 if TYPE_CHECKING:
     from dbtester._engine import KeysPlan, MixPlan
 
-__all__ = ["CONFLICT_ROW", "MIN_MIXED_VALUE_SIZE", "OPERATION_ROWS", "STALE_ROW", "MixedWorkload"]
+__all__ = [
+    "CONFLICT_ROW",
+    "MIN_MIXED_VALUE_SIZE",
+    "MIXED_OPERATIONS",
+    "OPERATION_ROWS",
+    "STALE_ROW",
+    "MixedWorkload",
+]
+
+#: the operations of a mixed load, as the records name them
+MIXED_OPERATIONS = OPERATIONS[:4]
 
 #: a mixed workload's values name their key and write: 32 bytes of tag
 MIN_MIXED_VALUE_SIZE = 32
@@ -39,7 +49,7 @@ class MixedWorkload(Workload):
     # its reads go to the load phase's keys or to acknowledged inserts
     STALE_IF_MISSING: ClassVar[bool] = True
     ROWS: ClassVar[tuple[str, ...]] = (
-        *(f"{op.upper()}-{row}" for op in OPERATIONS for row in OPERATION_ROWS),
+        *(f"{op.upper()}-{row}" for op in MIXED_OPERATIONS for row in OPERATION_ROWS),
         CONFLICT_ROW,
         STALE_ROW,
     )
@@ -127,7 +137,7 @@ class MixedWorkload(Workload):
         """Each operation's share, under the records' names."""
         return dict(
             zip(
-                OPERATIONS,
+                MIXED_OPERATIONS,
                 (
                     self.read_proportion,
                     self.update_proportion,

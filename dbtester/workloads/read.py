@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
-from dbtester.workloads.base import Consistency, Seeding, Workload, only
+from dbtester.workloads.base import Consistency, Seeding, Workload, one_key, only
 
 if TYPE_CHECKING:
     from dbtester._engine import KeysPlan, MixPlan
@@ -38,16 +38,7 @@ class ReadWorkload(Workload):
         return f"read one key {requests} times ({self.consistency})"
 
     def plan_keys(self, first_key: int, existing: int | None) -> KeysPlan:
-        return {
-            "existing": 1,
-            "first": first_key,
-            "choose": "same",
-            "inserts": "sequential",
-            "insert_space": 0,
-            "zipfian_constant": 0.99,
-            "hot_set_fraction": 0.2,
-            "hot_operation_fraction": 0.8,
-        }
+        return one_key(first_key)
 
     def plan_mix(self) -> MixPlan:
         return only("read")

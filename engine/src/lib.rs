@@ -24,7 +24,6 @@ use crate::driver::check::Operation as CheckedOperation;
 use crate::driver::engine::{Engine, Taken};
 use crate::plan::Value;
 use crate::records::Records;
-use crate::workload::OpKind;
 use crate::workload::watch::Watched;
 
 // h2 and hyper make many small allocations per request; with mimalloc instead
@@ -119,6 +118,11 @@ impl Load {
                     dict.bind(py)
                         .set_item("check", check_dict(py, &operations)?)?;
                 }
+                let counters = PyDict::new(py);
+                for (name, count) in &finished.counters {
+                    counters.set_item(name, count)?;
+                }
+                dict.bind(py).set_item("counters", counters)?;
                 *cached = Some(dict.clone_ref(py));
                 Ok(dict)
             }
@@ -330,7 +334,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The records' `op` column indexes this: each operation's name by code.
     m.add(
         "OPERATIONS",
-        PyTuple::new(m.py(), OpKind::ALL.map(OpKind::name))?,
+        PyTuple::new(m.py(), workload::operation_names())?,
     )?;
     Ok(())
 }

@@ -357,6 +357,36 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         "11:12",
         ("unknown key 'user'", "allowed here: token_env, token_file"),
     ),
+    (
+        "kubernetes traffic on ZooKeeper",
+        GOOD.replace("type: write", "type: kubernetes")
+        .replace("kind: etcd", "kind: zookeeper")
+        .replace("3.5.17", "3.8.4"),
+        "3:9",
+        ("zookeeper cannot", "Kubernetes' storage needs etcd's API"),
+    ),
+    (
+        "kubernetes traffic on Consul",
+        GOOD.replace("type: write", "type: kubernetes")
+        .replace("kind: etcd", "kind: consul")
+        .replace("3.5.17", "1.22.0"),
+        "3:9",
+        ("consul cannot", "revisions, transactions on an object's mod_revision"),
+    ),
+    (
+        "a value size for kubernetes objects",
+        GOOD.replace("type: write", "type: kubernetes").replace(
+            "  clients: 10", "  value_size: 300\n  clients: 10"
+        ),
+        "5:15",
+        ("value_size is not used by type: kubernetes", "object_size"),
+    ),
+    (
+        "kubernetes shares that miss 1",
+        GOOD.replace("type: write", "type: kubernetes\n  update_proportion: 0.5"),
+        "3:3",
+        ("must add up to 1", "0.15 + 0.05 + 0.08 + 0.5 + 0.12 = 0.9"),
+    ),
     ("top is a list", "- a\n- b\n", "1:1", ("expected a mapping of keys at the top",)),
     ("top is a scalar", "hello\n", "1:1", ("expected a mapping",)),
     ("duplicate key", GOOD + "title: again\n", "11:1", ("duplicate key 'title'",)),

@@ -94,7 +94,7 @@ def test_account_counts_what_the_load_wrote(
     or may not have been applied): 90..96 keys are right, anything else fails."""
     job = _job(tmp_path)
     measured = _measured(["ok"] * 90 + ["FAILED_PRECONDITION"] * 4 + ["UNAVAILABLE"] * 6)
-    monkeypatch.setattr(type(job.kind), "count_keys", lambda self, settings: found)
+    monkeypatch.setattr(type(job.kind), "count_keys", lambda self, settings, prefix: found)
     v = _count(job, measured).verification
     assert v is not None
     assert (v.attempted, v.acknowledged, v.failed, v.unknown) == (100, 90, 4, 6)
@@ -112,7 +112,7 @@ def test_the_warm_up_and_the_load_phase_count_too(
     job = _job(tmp_path)
     loaded = _measured(["ok"] * 20).load
     warmup = _measured(["ok"] * 20 + ["UNAVAILABLE"] * 5).load
-    monkeypatch.setattr(type(job.kind), "count_keys", lambda self, settings: 125)
+    monkeypatch.setattr(type(job.kind), "count_keys", lambda self, settings, prefix: 125)
     counted = count(job, CLUSTER, Seeded(loaded), Warmed(warmup), _measured(["ok"] * 80))
     v = counted.verification
     assert v is not None
@@ -130,7 +130,7 @@ def test_account_survives_a_cluster_that_cannot_be_counted(
 ) -> None:
     job = _job(tmp_path)
 
-    def refuse(self: object, settings: object) -> int:
+    def refuse(self: object, settings: object, prefix: bytes) -> int:
         raise ConnectionError("connection refused")
 
     monkeypatch.setattr(type(job.kind), "count_keys", refuse)
@@ -153,7 +153,7 @@ def test_counting_is_retried_while_the_cluster_elects(
     leader_changed = RuntimeError("etcdserver: leader changed")
     answers: list[int | Exception] = [leader_changed, leader_changed, 10]
 
-    def count_keys(self: object, settings: object) -> int:
+    def count_keys(self: object, settings: object, prefix: bytes) -> int:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -175,7 +175,7 @@ def test_a_count_refused_for_its_user_is_not_asked_again(
     job = _job(tmp_path)
     asked: list[object] = []
 
-    def refused(self: object, settings: object) -> int:
+    def refused(self: object, settings: object, prefix: bytes) -> int:
         asked.append(settings)
         raise PermissionError("HTTP 403")
 

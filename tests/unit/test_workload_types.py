@@ -138,8 +138,13 @@ def test_the_rows_a_type_declares_are_the_ones_analysis_computes() -> None:
     from dbtester.results import OPERATIONS
 
     assert figures.WATCH_ROWS == TYPES["watch"].ROWS
-    per_operation = [
-        figures.operation_row(o, r) for o in OPERATIONS for r in figures.OPERATION_ROWS
-    ]
-    assert (*per_operation, figures.CONFLICT_ROW, figures.STALE_ROW) == TYPES["mixed"].ROWS
+
+    def per_operation(ops: tuple[str, ...]) -> list[str]:
+        return [figures.operation_row(o, r) for o in ops for r in figures.OPERATION_ROWS]
+
+    mixed = per_operation(OPERATIONS[:4])
+    assert (*mixed, figures.CONFLICT_ROW, figures.STALE_ROW) == TYPES["mixed"].ROWS
+    verbs = per_operation(("get", "list", "create", "update", "delete"))
+    counted = (*figures.COUNTER_ROWS, *figures.LIST_RATE_ROWS)
+    assert (*verbs, figures.CONFLICT_ROW, *counted) == TYPES["kubernetes"].ROWS
     assert all(not cls.ROWS for name, cls in TYPES.items() if name in ("write", "read"))

@@ -126,6 +126,8 @@ pub struct Finished {
     pub watch: Option<Box<Watched>>,
     /// Every checked client's operations (runs with checked clients only).
     pub check: Option<Vec<CheckedOperation>>,
+    /// What the workload counted beside the records, by name.
+    pub counters: Vec<(&'static str, u64)>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -192,6 +194,7 @@ impl Engine {
                         records: recorded.records,
                         watch: recorded.watch.map(Box::new),
                         check: recorded.check,
+                        counters: recorded.counters,
                         stopped: thread_control.stopped(),
                     })),
                     Err(error) => State::Failed(error),

@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod engine;
+pub mod kubernetes;
 pub mod pacing;
 pub mod timer;
 
@@ -45,6 +46,13 @@ impl Select for Launch {
     fn select<P: Protocol>(self, options: P::Options) -> Self::Output {
         let Launch(plan) = self;
         workload::check(&plan).map_err(StartError::Invalid)?;
+        if plan.kubernetes.is_some() && !P::OBJECTS {
+            return Err(StartError::Invalid(PlanError(format!(
+                "plan[\"objects\"] needs revisions and transactions on objects, which \
+                 protocol {:?} does not have",
+                P::NAME
+            ))));
+        }
         let total = plan.total_requests();
         let records = Records::with_capacity(total).map_err(|_| {
             StartError::Memory(format!("cannot reserve records for {total} requests"))

@@ -13,13 +13,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::driver::check::{Checking, Operation as CheckedOperation};
 use crate::driver::engine::Control;
+use crate::driver::kubernetes;
 use crate::driver::timer::{Timer, wait_spinning, wait_until};
 use crate::outcome::{EngineError, Outcome};
-use crate::plan::{Plan, Step, WatchPlan};
+use crate::plan::{KubernetesPhase, Plan, Step, WatchPlan};
 use crate::protocols::{Protocol, Request};
 use crate::records::{Clock, Record, Records, between};
+use crate::workload::Workload;
+use crate::workload::kubernetes::Objects;
 use crate::workload::watch::{SentTimes, WatchLog, Watched};
-use crate::workload::{OpKind, Workload};
 
 /// After a stop, how long requests in flight get to finish before they are
 /// recorded as cancelled.
@@ -32,6 +34,9 @@ pub struct Recorded {
     pub watch: Option<Watched>,
     /// With `plan.check`: every checked client's operations.
     pub check: Option<Vec<CheckedOperation>>,
+    /// What the workload counted beside the records, by name (Kubernetes'
+    /// traffic: conflicts, retries, list pages; empty for others).
+    pub counters: Vec<(&'static str, u64)>,
 }
 
 /// Runs every step of `plan` (its watchers in place first, with
@@ -94,6 +99,12 @@ pub async fn run<P: Protocol>(
         None => None,
     };
     grace.abort();
+    let counters = shared
+        .workload
+        .objects()
+        .filter(|objects| objects.phase() == KubernetesPhase::Run)
+        .map(Objects::counters)
+        .unwrap_or_default();
     drop(shared);
     let records = std::mem::take(&mut *lock(&records));
     let watch = watch.and_then(Arc::into_inner).map(|log| {
@@ -110,6 +121,7 @@ pub async fn run<P: Protocol>(
         records,
         watch,
         check,
+        counters,
     })
 }
 
@@ -188,6 +200,16 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
             proto.close().await;
             break;
         }
+        if index == 0
+            && let Some(objects) = shared.workload.objects()
+            && objects.phase() == KubernetesPhase::Run
+        {
+            // Unmeasured, before the first request is due.
+            if let Err(error) = kubernetes::fill(&proto, objects).await {
+                proto.close().await;
+                return Err(error);
+            }
+        }
         if index == 0 {
             shared.control.begin(shared.clock.unix_ns(Instant::now()));
         }
@@ -231,6 +253,11 @@ impl<P: Protocol> StepRun<P> {
     async fn issue(&self, client: usize, j: u64, due: Instant, queued: bool, key: &mut Vec<u8>) {
         let workload = &self.shared.workload;
         let r = self.base + j;
+        if let Some(objects) = workload.objects() {
+            return self
+                .issue_object(objects, client, r, due, queued, key)
+                .await;
+        }
         let op = workload.draw(r);
         workload.key_into(op.key, key);
         let request = Request::new(op.kind, key, workload.value(&op, r), op.key, workload)
@@ -258,7 +285,50 @@ impl<P: Protocol> StepRun<P> {
             watch.acknowledged(op.key);
         }
         workload.finished(&op);
-        self.record(due, sent, end, &outcome, op.kind, queued);
+        self.record(due, sent, end, &outcome, op.kind as u8, queued);
+    }
+
+    /// Request `r` of Kubernetes' traffic, timed and recorded as `issue`'s.
+    async fn issue_object(
+        &self,
+        objects: &Objects,
+        client: usize,
+        r: u64,
+        due: Instant,
+        queued: bool,
+        key: &mut Vec<u8>,
+    ) {
+        let task = objects.draw(r);
+        let sent = Instant::now();
+        let outcome = {
+            let call = tokio::time::timeout(
+                self.shared.plan.timeout,
+                kubernetes::perform(
+                    &self.proto,
+                    client % self.connections,
+                    objects,
+                    &task,
+                    self.shared.workload.fixed(),
+                    key,
+                ),
+            );
+            tokio::select! {
+                biased;
+                reply = call => reply.unwrap_or(Outcome::Timeout),
+                () = self.shared.cancel.cancelled() => Outcome::Cancelled,
+            }
+        };
+        if outcome.is_error() {
+            objects.failed(&task);
+        }
+        self.record(
+            due,
+            sent,
+            Instant::now(),
+            &outcome,
+            task.verb.code(),
+            queued,
+        );
     }
 
     fn record(
@@ -267,7 +337,7 @@ impl<P: Protocol> StepRun<P> {
         sent: Instant,
         end: Instant,
         outcome: &Outcome,
-        op: OpKind,
+        op: u8,
         queued: bool,
     ) {
         {
@@ -283,7 +353,7 @@ impl<P: Protocol> StepRun<P> {
                 service_ns: between(sent, end),
                 code,
                 step: self.step,
-                op: op as u8,
+                op,
                 queued: u8::from(queued),
             });
         }
@@ -422,6 +492,7 @@ mod tests {
     use crate::plan::{InsertOrder, PlanError, Step};
     use crate::protocols::Given;
     use crate::workload::Mix;
+    use crate::workload::OpKind;
 
     /// What a fake step saw, filed under the plan's seed (tests run in parallel).
     #[derive(Debug, Default, Clone)]

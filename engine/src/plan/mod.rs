@@ -126,6 +126,41 @@ pub struct Plan {
     /// connection is open: several load hosts start one schedule together.
     /// 0: as soon as the connections are open.
     pub start_unix_ns: i64,
+    /// Kubernetes' objects and traffic (`type: kubernetes`; the plan's
+    /// `objects`); None: the key-value load `keys` and `mix` describe.
+    pub kubernetes: Option<KubernetesPlan>,
+}
+
+/// What a Kubernetes load's requests do with the objects they find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubernetesPhase {
+    /// The measured load: the shares of `mix`, over the objects a first
+    /// (unmeasured) list finds.
+    Run,
+    /// The load phase: request r creates object `first + r`.
+    Load,
+    /// Every request gets object `first` (the readiness check).
+    Read,
+}
+
+/// Objects as kube-apiserver lays them out in etcd: object n is
+/// `<prefix>ns-<n % namespaces>/obj-<n>`, its value `value_size` bytes.
+/// The shares (`mix`: get, list, create, update, delete) are resolved by
+/// `workload::kubernetes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubernetesPlan {
+    pub phase: KubernetesPhase,
+    /// "/registry/<resource>/": what a list ranges over.
+    pub prefix: String,
+    /// How many objects the load phase made: the run holds their number
+    /// between half and one and a half times it.
+    pub count: u64,
+    pub namespaces: u64,
+    /// Objects per page of a list (client-go's pager asks 500).
+    pub page_size: u64,
+    /// The first object number a load phase creates or a read gets.
+    pub first: u64,
+    pub mix: Vec<(String, f64)>,
 }
 
 /// Checked clients: `clients` of them, each on a connection of its own and
@@ -198,7 +233,19 @@ const TOP_KEYS: &[&str] = &[
     "start_unix_ns",
     "tls",
     "auth",
+    "objects",
 ];
+const KUBERNETES_KEYS: &[&str] = &[
+    "phase",
+    "prefix",
+    "count",
+    "namespaces",
+    "page_size",
+    "first",
+    "mix",
+];
+/// Objects and namespaces: far beyond a cluster's, small enough for a table.
+const MAX_OBJECTS: i64 = 1 << 32;
 const WATCH_KEYS: &[&str] = &["watchers", "connections", "drain_s"];
 const CHECK_KEYS: &[&str] = &["clients", "keys"];
 /// Checked clients and keys: a client's id and a key's number fit 16 bits.
@@ -264,6 +311,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
     let write_id_base = top.int("write_id_base", 0, i64::MAX)? as u64;
     let watch = parse_watch(&top)?;
     let check = parse_check(&top)?;
+    let kubernetes = parse_kubernetes(&top)?;
     let start_unix_ns = match top.get("start_unix_ns") {
         None | Some(Value::None) => 0,
         Some(_) => top.int("start_unix_ns", 0, i64::MAX)?,
@@ -289,8 +337,49 @@ pub fn parse(value: &Value) -> Result<Plan> {
         watch,
         check,
         start_unix_ns,
+        kubernetes,
     };
     Ok(plan)
+}
+
+/// `objects`: absent or None for a key-value load, else Kubernetes' objects.
+fn parse_kubernetes(top: &Fields<'_>) -> Result<Option<KubernetesPlan>> {
+    match top.get("objects") {
+        None | Some(Value::None) => return Ok(None),
+        Some(_) => {}
+    }
+    let k = top.dict("objects", KUBERNETES_KEYS, None)?;
+    let prefix = k.string("prefix", "a key prefix ending in \"/\"")?;
+    if !prefix.ends_with('/') || prefix.len() < 2 {
+        return Err(PlanError(format!(
+            "{} must end in \"/\" (a list ranges over it), got {prefix:?}",
+            k.name("prefix")
+        )));
+    }
+    let entries = k.entries("mix", "a dict of shares")?;
+    let names: Vec<&str> = entries.iter().map(|(key, _)| key.as_str()).collect();
+    let shares = Fields::new(k.name("mix"), k.required("mix", "a dict")?, &names)?;
+    let mix = names
+        .iter()
+        .map(|key| Ok(((*key).to_owned(), shares.fraction(key)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(KubernetesPlan {
+        phase: k.choice(
+            "phase",
+            &[
+                ("run", KubernetesPhase::Run),
+                ("load", KubernetesPhase::Load),
+                ("read", KubernetesPhase::Read),
+            ],
+            None,
+        )?,
+        prefix,
+        count: k.int("count", 1, MAX_OBJECTS)? as u64,
+        namespaces: k.int("namespaces", 1, MAX_OBJECTS)? as u64,
+        page_size: k.int("page_size", 1, MAX_OBJECTS)? as u64,
+        first: k.int("first", 0, MAX_OBJECTS)? as u64,
+        mix,
+    }))
 }
 
 /// `auth`: absent or None for none, else a dict the protocol reads (its

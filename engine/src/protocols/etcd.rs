@@ -26,9 +26,11 @@ use prost::Message;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod kube;
+
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step};
-use crate::protocols::{Given, Protocol, Request, within};
+use crate::protocols::{Given, Page, Protocol, Request, Seen, Written, within};
 use crate::transport::failover::{dial_bound, ordered, ordered_from};
 use crate::transport::grpc::{
     BoxError, Caller, Code, Conn, Credential, Failure, Login, Stream, frame,
@@ -380,6 +382,57 @@ impl Protocol for Etcd {
 
     async fn endpoint(&self, conn: usize) -> Option<Endpoint> {
         Some(self.targets[conn].conn.endpoint())
+    }
+
+    const OBJECTS: bool = true;
+
+    async fn get_object(&self, conn: usize, key: &[u8]) -> Result<Seen, Outcome> {
+        self.get_one(conn, key).await
+    }
+
+    async fn create_object(
+        &self,
+        conn: usize,
+        key: &[u8],
+        value: Bytes,
+    ) -> Result<Written, Outcome> {
+        self.txn(conn, kube::conditional(key, 0, kube::put(key, value)))
+            .await
+    }
+
+    async fn update_object(
+        &self,
+        conn: usize,
+        key: &[u8],
+        value: Bytes,
+        expected: i64,
+    ) -> Result<Written, Outcome> {
+        self.txn(
+            conn,
+            kube::conditional(key, expected, kube::put(key, value)),
+        )
+        .await
+    }
+
+    async fn delete_object(
+        &self,
+        conn: usize,
+        key: &[u8],
+        expected: i64,
+    ) -> Result<Written, Outcome> {
+        self.txn(conn, kube::conditional(key, expected, kube::delete(key)))
+            .await
+    }
+
+    async fn list_page(
+        &self,
+        conn: usize,
+        from: &[u8],
+        end: &[u8],
+        limit: u64,
+        revision: i64,
+    ) -> Result<Page, Outcome> {
+        self.page(conn, from, end, limit, revision).await
     }
 
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {

@@ -160,6 +160,39 @@ impl<'a> Request<'a> {
     }
 }
 
+/// What a read of one object found: the revision the database answered at
+/// and the object's mod_revision (None: it is not there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub revision: i64,
+    pub object: Option<i64>,
+}
+
+/// What a write conditioned on an object's mod_revision did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// Applied at this revision.
+    Done(i64),
+    /// Not applied: the object was not as expected; here is what it is.
+    Changed(Seen),
+}
+
+/// One page of a list: the database's revision when it answered (for a page
+/// read at a past revision, not that one), each object's key and
+/// mod_revision, whether more follow, and the reply's size in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub revision: i64,
+    pub objects: Vec<(Bytes, i64)>,
+    pub more: bool,
+    pub bytes: usize,
+}
+
+/// The refusal of a protocol without Kubernetes' storage operations.
+async fn no_objects<T>() -> Result<T, Outcome> {
+    Err(Outcome::Named("unsupported"))
+}
+
 /// One step's connections to a database. Generic (not boxed) so each
 /// protocol's request path compiles down to direct calls.
 pub trait Protocol: Sized + Send + Sync + 'static {
@@ -216,6 +249,68 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     fn endpoint(&self, conn: usize) -> impl Future<Output = Option<Endpoint>> + Send {
         let _ = conn;
         async { None }
+    }
+
+    /// Whether it has the storage operations kube-apiserver uses (the
+    /// `*_object` and `list_page` methods): revisions and transactions.
+    const OBJECTS: bool = false;
+
+    /// Reads one object (linearizable).
+    fn get_object(
+        &self,
+        conn: usize,
+        key: &[u8],
+    ) -> impl Future<Output = Result<Seen, Outcome>> + Send {
+        let _ = (conn, key);
+        no_objects()
+    }
+
+    /// Creates an object if it is not there (its mod_revision is 0).
+    fn create_object(
+        &self,
+        conn: usize,
+        key: &[u8],
+        value: Bytes,
+    ) -> impl Future<Output = Result<Written, Outcome>> + Send {
+        let _ = (conn, key, value);
+        no_objects()
+    }
+
+    /// Replaces an object if its mod_revision is still `expected`, else reads it.
+    fn update_object(
+        &self,
+        conn: usize,
+        key: &[u8],
+        value: Bytes,
+        expected: i64,
+    ) -> impl Future<Output = Result<Written, Outcome>> + Send {
+        let _ = (conn, key, value, expected);
+        no_objects()
+    }
+
+    /// Deletes an object if its mod_revision is still `expected`, else reads it.
+    fn delete_object(
+        &self,
+        conn: usize,
+        key: &[u8],
+        expected: i64,
+    ) -> impl Future<Output = Result<Written, Outcome>> + Send {
+        let _ = (conn, key, expected);
+        no_objects()
+    }
+
+    /// Up to `limit` objects from `from` (inclusive) to `end` (exclusive),
+    /// at `revision` (0: the latest).
+    fn list_page(
+        &self,
+        conn: usize,
+        from: &[u8],
+        end: &[u8],
+        limit: u64,
+        revision: i64,
+    ) -> impl Future<Output = Result<Page, Outcome>> + Send {
+        let _ = (conn, from, end, limit, revision);
+        no_objects()
     }
 
     /// Puts `plan.watch`'s watchers on the keys the run writes, each

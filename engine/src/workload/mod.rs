@@ -6,6 +6,7 @@
 
 pub mod distribution;
 pub mod keys;
+pub mod kubernetes;
 pub mod mix;
 pub mod values;
 pub mod watch;
@@ -21,7 +22,18 @@ pub use mix::{Mix, OpKind};
 use crate::plan::{InsertOrder, Plan, PlanError, ValueForm};
 use distribution::{Acked, Chooser};
 use keys::{Keys, SplitMix64};
+use kubernetes::{Objects, Verb};
 use values::Written;
+
+/// Every operation's name by its code: the records' `op` column indexes it.
+pub fn operation_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = OpKind::ALL.map(OpKind::name).to_vec();
+    for (code, name) in Verb::NAMED {
+        debug_assert_eq!(usize::from(code), names.len());
+        names.push(name);
+    }
+    names
+}
 
 /// A random order (of inserts, or of zipfian ranks) is kept as u32 key
 /// numbers (4 bytes per key), built before the first request: at most 1 GB.
@@ -49,6 +61,20 @@ pub enum Unfit {
 /// tag, and watchers only over a run of distinct new keys.
 pub fn check(plan: &Plan) -> Result<Spec, PlanError> {
     let mix = mix::from_plan(&plan.mix)?;
+    if let Some(objects) = &plan.kubernetes {
+        // Its objects are named by their own numbers: the key-value plan's
+        // keys are not used.
+        kubernetes::Shares::from_plan(&objects.mix)?;
+        if plan.watch.is_some() {
+            return Err(PlanError(
+                "plan[\"watch\"] needs a key-value write run, not plan[\"objects\"]".into(),
+            ));
+        }
+        return Ok(Spec {
+            mix,
+            choose: Choose::from_plan(&plan.keys)?,
+        });
+    }
     let choose = Choose::from_plan(&plan.keys)?;
     let keys = &plan.keys;
     let total = plan.total_requests();
@@ -140,6 +166,8 @@ pub struct Workload {
     inserts: AtomicU64,
     acked: Acked,
     written: Option<Written>,
+    /// Kubernetes' traffic, which chooses its own objects.
+    objects: Option<Objects>,
 }
 
 impl Workload {
@@ -168,7 +196,22 @@ impl Workload {
             inserts: AtomicU64::new(0),
             acked: Acked::default(),
             written,
+            objects: match &plan.kubernetes {
+                Some(objects) => Some(Objects::new(objects, plan.seed).map_err(Unfit::Plan)?),
+                None => None,
+            },
         })
+    }
+
+    /// The fixed value (what Kubernetes' traffic writes: every object is
+    /// the plan's `value_size` bytes).
+    pub fn fixed(&self) -> Bytes {
+        self.fixed.clone()
+    }
+
+    /// Kubernetes' objects, when the run is its traffic.
+    pub fn objects(&self) -> Option<&Objects> {
+        self.objects.as_ref()
     }
 
     /// Request `r`'s operation and key. The draws are request r's own

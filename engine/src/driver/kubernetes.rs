@@ -1,0 +1,152 @@
+//! Kubernetes' traffic sent through a protocol: each verb as kube-apiserver
+//! sends it to etcd (its `storage/etcd3`), the table of objects told what
+//! every reply showed. An update or delete whose compare fails is sent again
+//! with the object's mod_revision from the failure's read, as the
+//! apiserver's GuaranteedUpdate and its conditional delete do; the request
+//! is timed from its first send to its last reply. A write whose object
+//! another client deleted first ends `conflict` (the apiserver's NotFound):
+//! the database doing its job, not an error.
+
+use bytes::Bytes;
+
+use crate::outcome::{EngineError, Outcome};
+use crate::protocols::{Protocol, Seen, Written};
+use crate::workload::kubernetes::{Objects, Task, Verb};
+
+/// Sends `task` over connection `conn`.
+pub async fn perform<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    objects: &Objects,
+    task: &Task,
+    value: Bytes,
+    key: &mut Vec<u8>,
+) -> Outcome {
+    if task.verb == Verb::List {
+        return match list(proto, conn, objects, task, true).await {
+            Ok(()) => Outcome::Ok,
+            Err(outcome) => outcome,
+        };
+    }
+    objects.key_into(task.object, key);
+    let result = match task.verb {
+        Verb::Get => proto.get_object(conn, key).await.map(|seen| {
+            objects.saw(task, seen.revision, seen.object);
+            Outcome::Ok
+        }),
+        Verb::Create => create(proto, conn, objects, task, value, key).await,
+        _ => until_written(proto, conn, objects, task, value, key).await,
+    };
+    result.unwrap_or_else(|outcome| outcome)
+}
+
+async fn create<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    objects: &Objects,
+    task: &Task,
+    value: Bytes,
+    key: &[u8],
+) -> Result<Outcome, Outcome> {
+    match proto.create_object(conn, key, value).await? {
+        Written::Done(revision) => {
+            objects.saw(task, revision, Some(revision));
+            Ok(Outcome::Ok)
+        }
+        // A name no create used before: someone else made it.
+        Written::Changed(seen) => {
+            objects.saw(task, seen.revision, seen.object);
+            Ok(Outcome::Named("already-exists"))
+        }
+    }
+}
+
+/// An update or delete, sent again after each failed compare with what the
+/// failure read, until it is applied or the object is gone.
+async fn until_written<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    objects: &Objects,
+    task: &Task,
+    value: Bytes,
+    key: &[u8],
+) -> Result<Outcome, Outcome> {
+    let mut expected = task.expected;
+    loop {
+        let written = if task.verb == Verb::Delete {
+            proto.delete_object(conn, key, expected).await?
+        } else {
+            proto
+                .update_object(conn, key, value.clone(), expected)
+                .await?
+        };
+        match written {
+            Written::Done(revision) => {
+                let now = (task.verb != Verb::Delete).then_some(revision);
+                objects.saw(task, revision, now);
+                return Ok(Outcome::Ok);
+            }
+            Written::Changed(Seen { revision, object }) => {
+                objects.conflict(task.verb);
+                objects.saw(task, revision, object);
+                let Some(current) = object else {
+                    return Ok(Outcome::Conflict);
+                };
+                objects.retry(task.verb);
+                expected = current;
+            }
+        }
+    }
+}
+
+/// Every page of the resource, each after the first at the first one's
+/// revision (as client-go's pager continues a list). A page read at a past
+/// revision carries the current one in its header: what every page shows
+/// is as of the first's.
+/// `counted`: its pages count in the run's list figures.
+async fn list<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    objects: &Objects,
+    task: &Task,
+    counted: bool,
+) -> Result<(), Outcome> {
+    let (mut from, end) = objects.range();
+    let mut at = 0;
+    loop {
+        let page = proto
+            .list_page(conn, &from, &end, objects.page_size(), at)
+            .await?;
+        if at == 0 {
+            at = page.revision;
+        }
+        if counted {
+            objects.page(page.objects.len(), page.bytes);
+        }
+        for (key, mod_revision) in &page.objects {
+            objects.listed(task, key, at, *mod_revision);
+        }
+        match page.objects.last() {
+            Some((last, _)) if page.more => {
+                from.clear();
+                from.extend_from_slice(last);
+                from.push(0); // the key right after the last one
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// The table's first sight of the objects: one list before the measured
+/// requests, unmeasured (the apiserver lists every resource as it starts).
+pub async fn fill<P: Protocol>(proto: &P, objects: &Objects) -> Result<(), EngineError> {
+    let task = objects.draw_list();
+    list(proto, 0, objects, &task, false)
+        .await
+        .map_err(|outcome| {
+            EngineError(format!(
+                "the first list of the objects failed: {}",
+                outcome.name()
+            ))
+        })
+}

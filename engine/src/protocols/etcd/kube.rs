@@ -1,0 +1,295 @@
+//! kube-apiserver's storage calls (its `storage/etcd3`), as the Kubernetes
+//! traffic sends them: a linearizable get, creates, updates and deletes as
+//! Txns compared on the object's mod_revision (a failed compare reads the
+//! object instead, so the reply says what it is now), and a list's pages
+//! (a Range with a limit, every page after the first at the first one's
+//! revision). Replies are decoded with prost into the few fields read; an
+//! object's value is skipped, not copied. Field numbers from etcd's rpc.proto.
+
+use bytes::Bytes;
+use prost::Message;
+
+use super::{COMPARE_EQUAL, Compare, Etcd, PutRequest, TARGET_MOD, failure_outcome};
+use crate::outcome::Outcome;
+use crate::protocols::{Page, Seen, Written};
+use crate::transport::grpc::frame;
+
+/// A Range as a get or a list's page asks it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectRange {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub range_end: Bytes,
+    #[prost(int64, tag = "3")]
+    pub limit: i64,
+    #[prost(int64, tag = "4")]
+    pub revision: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectDelete {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectOp {
+    #[prost(message, optional, tag = "1")]
+    pub request_range: Option<ObjectRange>,
+    #[prost(message, optional, tag = "2")]
+    pub request_put: Option<PutRequest>,
+    #[prost(message, optional, tag = "3")]
+    pub request_delete_range: Option<ObjectDelete>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectTxn {
+    #[prost(message, repeated, tag = "1")]
+    pub compare: Vec<Compare>,
+    #[prost(message, repeated, tag = "2")]
+    pub success: Vec<ObjectOp>,
+    #[prost(message, repeated, tag = "3")]
+    pub failure: Vec<ObjectOp>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Header {
+    #[prost(int64, tag = "3")]
+    pub revision: i64,
+}
+
+/// A KeyValue without its value (skipped by the decoder).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Listed {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(int64, tag = "3")]
+    pub mod_revision: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RangeReply {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<Header>,
+    #[prost(message, repeated, tag = "2")]
+    pub kvs: Vec<Listed>,
+    #[prost(bool, tag = "3")]
+    pub more: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReplyOp {
+    #[prost(message, optional, tag = "1")]
+    pub response_range: Option<RangeReply>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnReply {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<Header>,
+    #[prost(bool, tag = "2")]
+    pub succeeded: bool,
+    #[prost(message, repeated, tag = "3")]
+    pub responses: Vec<ReplyOp>,
+}
+
+fn revision(header: Option<&Header>) -> i64 {
+    header.map_or(0, |h| h.revision)
+}
+
+/// What a Range of one key says of it.
+fn seen(reply: &RangeReply) -> Seen {
+    Seen {
+        revision: revision(reply.header.as_ref()),
+        object: reply.kvs.first().map(|kv| kv.mod_revision),
+    }
+}
+
+/// A Txn's outcome: applied at the header's revision, or the object as the
+/// failure branch's Range found it.
+fn written(reply: &TxnReply) -> Written {
+    let at = revision(reply.header.as_ref());
+    if reply.succeeded {
+        return Written::Done(at);
+    }
+    let object = reply
+        .responses
+        .first()
+        .and_then(|op| op.response_range.as_ref())
+        .and_then(|range| range.kvs.first())
+        .map(|kv| kv.mod_revision);
+    Written::Changed(Seen {
+        revision: at,
+        object,
+    })
+}
+
+fn get(key: Bytes) -> ObjectOp {
+    ObjectOp {
+        request_range: Some(ObjectRange {
+            key,
+            ..ObjectRange::default()
+        }),
+        ..ObjectOp::default()
+    }
+}
+
+/// `then` if `key`'s mod_revision is `expected` (0: the key is not there),
+/// else a read of it.
+pub fn conditional(key: &[u8], expected: i64, then: ObjectOp) -> ObjectTxn {
+    let key = Bytes::copy_from_slice(key);
+    ObjectTxn {
+        compare: vec![Compare {
+            result: COMPARE_EQUAL,
+            target: TARGET_MOD,
+            key: key.clone(),
+            mod_revision: expected,
+        }],
+        success: vec![then],
+        failure: vec![get(key)],
+    }
+}
+
+pub fn put(key: &[u8], value: Bytes) -> ObjectOp {
+    ObjectOp {
+        request_put: Some(PutRequest {
+            key: Bytes::copy_from_slice(key),
+            value,
+        }),
+        ..ObjectOp::default()
+    }
+}
+
+pub fn delete(key: &[u8]) -> ObjectOp {
+    ObjectOp {
+        request_delete_range: Some(ObjectDelete {
+            key: Bytes::copy_from_slice(key),
+        }),
+        ..ObjectOp::default()
+    }
+}
+
+impl Etcd {
+    pub(super) async fn get_one(&self, conn: usize, key: &[u8]) -> Result<Seen, Outcome> {
+        let target = &self.targets[conn];
+        let range = frame(&ObjectRange {
+            key: Bytes::copy_from_slice(key),
+            ..ObjectRange::default()
+        });
+        let decode = |reply: &[u8]| RangeReply::decode(reply).ok().map(|r| seen(&r));
+        target
+            .conn
+            .unary(&target.range, range, decode)
+            .await
+            .map_err(|failure| failure_outcome(&failure))
+    }
+
+    pub(super) async fn txn(&self, conn: usize, txn: ObjectTxn) -> Result<Written, Outcome> {
+        let target = &self.targets[conn];
+        let decode = |reply: &[u8]| TxnReply::decode(reply).ok().map(|r| written(&r));
+        target
+            .conn
+            .unary(&target.txn, frame(&txn), decode)
+            .await
+            .map_err(|failure| failure_outcome(&failure))
+    }
+
+    pub(super) async fn page(
+        &self,
+        conn: usize,
+        from: &[u8],
+        end: &[u8],
+        limit: u64,
+        revision: i64,
+    ) -> Result<Page, Outcome> {
+        let target = &self.targets[conn];
+        let range = frame(&ObjectRange {
+            key: Bytes::copy_from_slice(from),
+            range_end: Bytes::copy_from_slice(end),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+            revision,
+        });
+        let decode = |reply: &[u8]| {
+            RangeReply::decode(reply).ok().map(|r| Page {
+                revision: revision_of(&r),
+                objects: r
+                    .kvs
+                    .into_iter()
+                    .map(|kv| (kv.key, kv.mod_revision))
+                    .collect(),
+                more: r.more,
+                bytes: reply.len(),
+            })
+        };
+        target
+            .conn
+            .unary(&target.range, range, decode)
+            .await
+            .map_err(|failure| failure_outcome(&failure))
+    }
+}
+
+fn revision_of(reply: &RangeReply) -> i64 {
+    revision(reply.header.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conditional_write_uses_etcds_field_numbers() {
+        let txn = conditional(b"/registry/pods/a", 7, delete(b"/registry/pods/a"));
+        let bytes = txn.encode_to_vec();
+        // compare(1){target MOD(2:2), key(3), mod_revision(6): 7}
+        assert!(bytes.starts_with(b"\x0a\x16\x10\x02\x1a\x10/registry/pods/a\x30\x07"));
+        // success(2){request_delete_range(3){key}}, failure(3){request_range(1){key}}
+        assert!(bytes.windows(4).any(|w| w == b"\x12\x14\x1a\x12"));
+        assert!(bytes.windows(4).any(|w| w == b"\x1a\x14\x0a\x12"));
+    }
+
+    #[test]
+    fn replies_say_what_was_done_or_what_is_there() {
+        let kv = |key: &[u8], rev| Listed {
+            key: Bytes::copy_from_slice(key),
+            mod_revision: rev,
+        };
+        let header = Some(Header { revision: 40 });
+        let done = TxnReply {
+            header: header.clone(),
+            succeeded: true,
+            responses: vec![],
+        };
+        assert_eq!(written(&done), Written::Done(40));
+        let changed = TxnReply {
+            header: header.clone(),
+            succeeded: false,
+            responses: vec![ReplyOp {
+                response_range: Some(RangeReply {
+                    header: header.clone(),
+                    kvs: vec![kv(b"k", 33)],
+                    more: false,
+                }),
+            }],
+        };
+        let seen_now = Seen {
+            revision: 40,
+            object: Some(33),
+        };
+        assert_eq!(written(&changed), Written::Changed(seen_now));
+        let gone = TxnReply {
+            responses: vec![ReplyOp {
+                response_range: Some(RangeReply::default()),
+            }],
+            ..changed
+        };
+        assert_eq!(
+            written(&gone),
+            Written::Changed(Seen {
+                revision: 40,
+                object: None
+            })
+        );
+    }
+}

@@ -1,0 +1,617 @@
+//! Kubernetes' traffic as kube-apiserver sends it to etcd: objects under
+//! `/registry/<resource>/<namespace>/<name>`, read one at a time (get) or a
+//! page at a time (list), written only by transactions on the object's
+//! mod_revision (create: none yet; update and delete: the one last seen).
+//!
+//! This module holds what the traffic needs to know, not how it is sent
+//! (`driver::kubernetes` sends it through the protocol): the shares of the
+//! five verbs, the objects' names, and the table of objects the client has
+//! seen, with the mod_revision each was last seen at, as the apiserver's
+//! watch cache supplies the `expected` revision of its writes. The table
+//! also holds the object count between half and one and a half times the
+//! objects the load phase made (as etcd's robustness traffic does), and
+//! says at the end how many objects the database must hold.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::plan::{KubernetesPhase, KubernetesPlan, PlanError, quoted};
+use crate::workload::OpKind;
+use crate::workload::keys::SplitMix64;
+
+/// What one request of the traffic does. The numbers are the records' `op`
+/// column, shared with `OpKind` (an update is `OpKind::Update`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    Get,
+    List,
+    Create,
+    Update,
+    Delete,
+}
+
+impl Verb {
+    /// In the order of the plan's shares.
+    pub const ALL: [Verb; 5] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Create,
+        Verb::Update,
+        Verb::Delete,
+    ];
+    /// The codes after `OpKind`'s that the traffic adds, and their names.
+    pub const NAMED: [(u8, &'static str); 4] =
+        [(4, "get"), (5, "list"), (6, "create"), (7, "delete")];
+
+    /// Its key in the plan's `mix` and its name in the records.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Delete => "delete",
+        }
+    }
+
+    /// The records' `op` code.
+    pub const fn code(self) -> u8 {
+        match self {
+            Verb::Get => 4,
+            Verb::List => 5,
+            Verb::Create => 6,
+            Verb::Update => OpKind::Update as u8,
+            Verb::Delete => 7,
+        }
+    }
+
+    /// Whether it changes an object (its failure leaves the object's
+    /// existence unknown).
+    pub const fn writes(self) -> bool {
+        matches!(self, Verb::Create | Verb::Update | Verb::Delete)
+    }
+}
+
+/// The verbs' shares, adding up to 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shares {
+    ends: [f64; 5],
+}
+
+/// How far the shares may add up from 1.
+const SUM_TOLERANCE: f64 = 1e-9;
+
+impl Shares {
+    /// The plan's `kubernetes.mix`: every verb's share by its name, adding up to 1.
+    pub fn from_plan(mix: &[(String, f64)]) -> Result<Shares, PlanError> {
+        let names = Verb::ALL.map(Verb::name);
+        if let Some((unknown, _)) = mix.iter().find(|(k, _)| !names.contains(&k.as_str())) {
+            return Err(PlanError(format!(
+                "plan[\"objects\"][\"mix\"] has an unknown key {unknown:?}; allowed keys: {}",
+                quoted(&names)
+            )));
+        }
+        let mut ends = [0.0; 5];
+        let mut end = 0.0;
+        for (verb, slot) in Verb::ALL.into_iter().zip(&mut ends) {
+            let Some((_, share)) = mix.iter().find(|(k, _)| k == verb.name()) else {
+                return Err(PlanError(format!(
+                    "plan[\"objects\"][\"mix\"] is missing {:?}",
+                    verb.name()
+                )));
+            };
+            end += share;
+            *slot = end;
+        }
+        if (end - 1.0).abs() > SUM_TOLERANCE {
+            return Err(PlanError(format!(
+                "plan[\"objects\"][\"mix\"]'s shares must add up to 1, got {end}"
+            )));
+        }
+        Ok(Shares { ends })
+    }
+
+    /// The verb for `u`, uniform in [0, 1).
+    fn draw(&self, u: f64) -> Verb {
+        let mut last = Verb::Update;
+        let mut start = 0.0;
+        for (verb, end) in Verb::ALL.into_iter().zip(self.ends) {
+            if end > start {
+                if u < end {
+                    return verb;
+                }
+                last = verb;
+            }
+            start = end;
+        }
+        last // u within rounding of 1
+    }
+}
+
+/// One request's work: the verb, the object's number, and the mod_revision
+/// its write expects (the one last seen).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Task {
+    pub verb: Verb,
+    pub object: u64,
+    pub expected: i64,
+    /// When it was drawn, on the table's clock: what it sees later than
+    /// a failure before then can settle that failure's doubt.
+    tick: u64,
+}
+
+/// What the client knows of one object.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// Its mod_revision when last seen; 0: absent.
+    mod_revision: i64,
+    /// The revision it was last seen at (a reply's header): an older
+    /// reply arriving later changes nothing.
+    seen_at: i64,
+    /// Its index in `present` (present objects only).
+    at: usize,
+    /// A write of it failed at this tick, outcome unknown: until something
+    /// drawn after that sees it, it may or may not exist.
+    doubt: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    slots: HashMap<u64, Slot>,
+    /// The numbers of the objects known to exist, to draw from.
+    present: Vec<u64>,
+    /// The next number a create names (names are never reused, as
+    /// generated names are not).
+    next: u64,
+}
+
+/// Counts kept beside the records (the table's rows).
+#[derive(Debug, Default)]
+struct Counts {
+    update_conflicts: AtomicU64,
+    update_retries: AtomicU64,
+    delete_conflicts: AtomicU64,
+    delete_retries: AtomicU64,
+    create_skipped: AtomicU64,
+    delete_skipped: AtomicU64,
+    list_pages: AtomicU64,
+    list_objects: AtomicU64,
+    list_bytes: AtomicU64,
+}
+
+/// The traffic's objects and what the client has seen of them.
+#[derive(Debug)]
+pub struct Objects {
+    plan: KubernetesPlan,
+    shares: Shares,
+    seed: u64,
+    table: Mutex<Table>,
+    ticks: AtomicU64,
+    counts: Counts,
+}
+
+/// The objects a run's end may find: at least `low`, at most `high`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    pub low: u64,
+    pub high: u64,
+}
+
+impl Objects {
+    pub fn new(plan: &KubernetesPlan, seed: u64) -> Result<Objects, PlanError> {
+        Ok(Objects {
+            shares: Shares::from_plan(&plan.mix)?,
+            plan: plan.clone(),
+            seed,
+            table: Mutex::new(Table {
+                next: plan.first + plan.count,
+                ..Table::default()
+            }),
+            ticks: AtomicU64::new(1),
+            counts: Counts::default(),
+        })
+    }
+
+    pub fn phase(&self) -> KubernetesPhase {
+        self.plan.phase
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.plan.page_size
+    }
+
+    /// What a list ranges over: the prefix, and the key after every key
+    /// that starts with it.
+    pub fn range(&self) -> (Vec<u8>, Vec<u8>) {
+        let from = self.plan.prefix.as_bytes().to_vec();
+        let mut end = from.clone();
+        if let Some(last) = end.last_mut() {
+            *last += 1; // the prefix ends in '/', so this never overflows
+        }
+        (from, end)
+    }
+
+    /// Object `n`'s key, written into `out`: its namespace is `n` modulo
+    /// the namespaces, so a namespace's objects are spread over the numbers.
+    pub fn key_into(&self, n: u64, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(self.plan.prefix.as_bytes());
+        let _ = write!(out, "ns-{}/obj-{n:010}", n % self.plan.namespaces);
+    }
+
+    /// The number of the object at `key`, if it is one of this traffic's.
+    pub fn number_of(&self, key: &[u8]) -> Option<u64> {
+        let rest = key.strip_prefix(self.plan.prefix.as_bytes())?;
+        let at = rest.windows(5).rposition(|w| w == b"/obj-")?;
+        let digits = &rest[at + 5..];
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(digits).ok()?.parse().ok()
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn tick(&self) -> u64 {
+        self.ticks.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Request `r`'s task. The verb is request r's own draw (seeded by the
+    /// plan's seed and r); the object depends on what the table holds then.
+    /// A create with the count at one and a half times `objects`, or a
+    /// delete with it at half, becomes an update (counted as skipped); a
+    /// verb that needs an object when there is none becomes a create.
+    pub fn draw(&self, r: u64) -> Task {
+        let tick = self.tick();
+        let task = |verb, object, expected| Task {
+            verb,
+            object,
+            expected,
+            tick,
+        };
+        match self.plan.phase {
+            KubernetesPhase::Load => return task(Verb::Create, self.plan.first + r, 0),
+            KubernetesPhase::Read => return task(Verb::Get, self.plan.first, 0),
+            KubernetesPhase::Run => {}
+        }
+        let mut rng = SplitMix64::for_request(self.seed, r);
+        let mut verb = self.shares.draw(rng.unit());
+        let mut table = self.table();
+        let live = table.present.len() as u64;
+        if verb == Verb::Create && 2 * live >= 3 * self.plan.count {
+            self.counts.create_skipped.fetch_add(1, Ordering::Relaxed);
+            verb = Verb::Update;
+        } else if verb == Verb::Delete && 2 * live <= self.plan.count {
+            self.counts.delete_skipped.fetch_add(1, Ordering::Relaxed);
+            verb = Verb::Update;
+        }
+        if verb == Verb::List {
+            return task(verb, 0, 0);
+        }
+        if verb == Verb::Create || table.present.is_empty() {
+            let object = table.next;
+            table.next += 1;
+            return task(Verb::Create, object, 0);
+        }
+        let index = rng.below(live) as usize;
+        let object = table.present[index];
+        let expected = table.slots.get(&object).map_or(0, |s| s.mod_revision);
+        task(verb, object, expected)
+    }
+
+    /// A list that is no request of the run (the table's first sight).
+    pub fn draw_list(&self) -> Task {
+        Task {
+            verb: Verb::List,
+            object: 0,
+            expected: 0,
+            tick: self.tick(),
+        }
+    }
+
+    /// `task`'s object was seen at `revision`: with mod_revision
+    /// `mod_revision`, or absent (None). A sight older than the last one
+    /// changes nothing; one drawn after a failed write settles its doubt.
+    pub fn saw(&self, task: &Task, revision: i64, mod_revision: Option<i64>) {
+        self.saw_object(task.object, task.tick, revision, mod_revision);
+    }
+
+    /// As `saw`, for an object a list found.
+    pub fn listed(&self, task: &Task, key: &[u8], revision: i64, mod_revision: i64) {
+        if let Some(object) = self.number_of(key) {
+            self.saw_object(object, task.tick, revision, Some(mod_revision));
+        }
+    }
+
+    fn saw_object(&self, object: u64, tick: u64, revision: i64, mod_revision: Option<i64>) {
+        let mut table = self.table();
+        let table = &mut *table;
+        let slot = table.slots.entry(object).or_insert(Slot {
+            mod_revision: 0,
+            seen_at: 0,
+            at: 0,
+            doubt: None,
+        });
+        if slot.doubt.is_some_and(|failed| tick > failed) {
+            slot.doubt = None;
+        }
+        if revision < slot.seen_at {
+            return;
+        }
+        slot.seen_at = revision;
+        let was = slot.mod_revision > 0;
+        let now = mod_revision.unwrap_or(0);
+        slot.mod_revision = now;
+        if now > 0 && !was {
+            slot.at = table.present.len();
+            table.present.push(object);
+        } else if now == 0 && was {
+            let at = slot.at;
+            table.present.swap_remove(at);
+            if let Some(&moved) = table.present.get(at)
+                && let Some(other) = table.slots.get_mut(&moved)
+            {
+                other.at = at;
+            }
+        }
+        if object >= table.next {
+            table.next = object + 1;
+        }
+    }
+
+    /// `task` ended without a known outcome (a timeout, a lost connection):
+    /// a write may or may not have been applied.
+    pub fn failed(&self, task: &Task) {
+        if !task.verb.writes() {
+            return;
+        }
+        let tick = self.tick();
+        let mut table = self.table();
+        let slot = table.slots.entry(task.object).or_insert(Slot {
+            mod_revision: 0,
+            seen_at: 0,
+            at: 0,
+            doubt: None,
+        });
+        slot.doubt = Some(tick);
+    }
+
+    /// A compare failed: the object had changed since it was last seen.
+    pub fn conflict(&self, verb: Verb) {
+        let counter = match verb {
+            Verb::Delete => &self.counts.delete_conflicts,
+            _ => &self.counts.update_conflicts,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A write sent again after its compare failed (as GuaranteedUpdate does).
+    pub fn retry(&self, verb: Verb) {
+        let counter = match verb {
+            Verb::Delete => &self.counts.delete_retries,
+            _ => &self.counts.update_retries,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A list's page arrived with `objects` objects in `bytes` bytes.
+    pub fn page(&self, objects: usize, bytes: usize) {
+        self.counts.list_pages.fetch_add(1, Ordering::Relaxed);
+        self.counts
+            .list_objects
+            .fetch_add(objects as u64, Ordering::Relaxed);
+        self.counts
+            .list_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// How many objects the database must hold now: those known to exist,
+    /// give or take those whose last write's outcome is unknown.
+    pub fn expected(&self) -> Expected {
+        let table = self.table();
+        let present = table.present.len() as u64;
+        let (mut maybe_gone, mut maybe_there) = (0, 0);
+        for slot in table.slots.values().filter(|s| s.doubt.is_some()) {
+            if slot.mod_revision > 0 {
+                maybe_gone += 1;
+            } else {
+                maybe_there += 1;
+            }
+        }
+        Expected {
+            low: present - maybe_gone,
+            high: present + maybe_there,
+        }
+    }
+
+    /// The counts for the records: conflicts, retries, skipped verbs, list
+    /// pages, objects and bytes, and the objects the end must find.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counts;
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let expected = self.expected();
+        vec![
+            ("update_conflicts", read(&c.update_conflicts)),
+            ("update_retries", read(&c.update_retries)),
+            ("delete_conflicts", read(&c.delete_conflicts)),
+            ("delete_retries", read(&c.delete_retries)),
+            ("create_skipped", read(&c.create_skipped)),
+            ("delete_skipped", read(&c.delete_skipped)),
+            ("list_pages", read(&c.list_pages)),
+            ("list_objects", read(&c.list_objects)),
+            ("list_bytes", read(&c.list_bytes)),
+            ("objects_low", expected.low),
+            ("objects_high", expected.high),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(phase: KubernetesPhase, objects: u64, shares: [f64; 5]) -> KubernetesPlan {
+        KubernetesPlan {
+            phase,
+            prefix: "/registry/pods/".into(),
+            count: objects,
+            namespaces: 3,
+            page_size: 500,
+            first: 0,
+            mix: Verb::ALL
+                .into_iter()
+                .zip(shares)
+                .map(|(verb, share)| (verb.name().to_owned(), share))
+                .collect(),
+        }
+    }
+
+    /// A table that found `n` objects (numbers 0..n) at revision n.
+    fn found(objects: &Objects, n: u64) {
+        let task = objects.draw_list();
+        for object in 0..n {
+            objects.saw_object(object, task.tick, n as i64, Some(object as i64 + 1));
+        }
+    }
+
+    #[test]
+    fn names_are_the_apiservers_and_read_back() {
+        let objects = Objects::new(&plan(KubernetesPhase::Run, 10, [0.2; 5]), 1).unwrap();
+        let mut key = Vec::new();
+        objects.key_into(42, &mut key);
+        assert_eq!(key, b"/registry/pods/ns-0/obj-0000000042");
+        assert_eq!(objects.number_of(&key), Some(42));
+        assert_eq!(objects.number_of(b"/registry/pods/ns-0/other"), None);
+        assert_eq!(objects.number_of(b"/registry/nodes/ns-0/obj-1"), None);
+        let (from, end) = objects.range();
+        assert_eq!(
+            (from.as_slice(), end.as_slice()),
+            (&b"/registry/pods/"[..], &b"/registry/pods0"[..])
+        );
+    }
+
+    #[test]
+    fn the_shares_are_named_and_add_up_to_one() {
+        let mix = |pairs: &[(&str, f64)]| -> Vec<(String, f64)> {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+        };
+        let good = [
+            ("get", 0.2),
+            ("list", 0.0),
+            ("create", 0.1),
+            ("update", 0.6),
+            ("delete", 0.1),
+        ];
+        assert!(Shares::from_plan(&mix(&good)).is_ok());
+        let error = Shares::from_plan(&mix(&good[..4])).unwrap_err().0;
+        assert!(error.contains("is missing \"delete\""), "{error}");
+        let mut odd = good.to_vec();
+        odd.push(("watch", 0.0));
+        assert!(
+            Shares::from_plan(&mix(&odd))
+                .unwrap_err()
+                .0
+                .contains("unknown key \"watch\"")
+        );
+        let mut short = good.to_vec();
+        short[3].1 = 0.5;
+        assert!(
+            Shares::from_plan(&mix(&short))
+                .unwrap_err()
+                .0
+                .contains("add up to 1")
+        );
+        let shares = Shares::from_plan(&mix(&good)).unwrap();
+        assert_eq!(shares.draw(0.0), Verb::Get);
+        assert_eq!(shares.draw(0.25), Verb::Create);
+        assert_eq!(shares.draw(0.999_999_999_999), Verb::Delete);
+    }
+
+    #[test]
+    fn the_count_stays_between_half_and_one_and_a_half_times() {
+        // Only creates: past 15 objects every create is skipped.
+        let objects = Objects::new(
+            &plan(KubernetesPhase::Run, 10, [0.0, 0.0, 1.0, 0.0, 0.0]),
+            7,
+        )
+        .unwrap();
+        found(&objects, 15);
+        let task = objects.draw(1);
+        assert_eq!(task.verb, Verb::Update);
+        assert!(task.object < 15 && task.expected == task.object as i64 + 1);
+        // Only deletes: at 5 objects every delete is skipped.
+        let objects = Objects::new(
+            &plan(KubernetesPhase::Run, 10, [0.0, 0.0, 0.0, 0.0, 1.0]),
+            7,
+        )
+        .unwrap();
+        found(&objects, 5);
+        assert_eq!(objects.draw(1).verb, Verb::Update);
+        found(&objects, 6);
+        assert_eq!(objects.draw(2).verb, Verb::Delete);
+        let counters: HashMap<_, _> = objects.counters().into_iter().collect();
+        assert_eq!(counters["delete_skipped"], 1);
+    }
+
+    #[test]
+    fn creates_name_new_objects_and_the_table_follows_what_it_sees() {
+        let objects =
+            Objects::new(&plan(KubernetesPhase::Run, 4, [0.0, 0.0, 1.0, 0.0, 0.0]), 3).unwrap();
+        found(&objects, 4);
+        let create = objects.draw(1);
+        assert_eq!((create.verb, create.object), (Verb::Create, 4));
+        objects.saw(&create, 10, Some(10));
+        assert_eq!(objects.expected(), Expected { low: 5, high: 5 });
+        // A delete seen at 12, then a get's older reply (at 11): still gone.
+        objects.saw(&create, 12, None);
+        objects.saw(&create, 11, Some(10));
+        assert_eq!(objects.expected(), Expected { low: 4, high: 4 });
+        // Every present object can still be drawn after the swap-remove.
+        let seen: std::collections::HashSet<u64> = (0..200)
+            .map(|r| Objects::draw(&objects, r))
+            .filter(|t| t.verb != Verb::Create)
+            .map(|t| t.object)
+            .collect();
+        assert!(seen.is_subset(&(0..4).collect()));
+    }
+
+    #[test]
+    fn a_failed_write_is_doubt_until_something_later_sees_the_object() {
+        let objects =
+            Objects::new(&plan(KubernetesPhase::Run, 4, [0.0, 0.0, 1.0, 0.0, 0.0]), 3).unwrap();
+        found(&objects, 4);
+        let create = objects.draw(1);
+        objects.failed(&create);
+        assert_eq!(objects.expected(), Expected { low: 4, high: 5 });
+        // Something drawn before the failure settles nothing.
+        objects.saw(&create, 20, None);
+        assert_eq!(objects.expected(), Expected { low: 4, high: 5 });
+        let later = Task {
+            tick: objects.tick(),
+            ..create
+        };
+        objects.saw(&later, 21, Some(19));
+        assert_eq!(objects.expected(), Expected { low: 5, high: 5 });
+    }
+
+    #[test]
+    fn the_load_phase_creates_numbers_in_order_and_a_read_gets_first() {
+        let mut p = plan(KubernetesPhase::Load, 4, [0.2; 5]);
+        p.first = 7;
+        let objects = Objects::new(&p, 3).unwrap();
+        assert_eq!(
+            (objects.draw(2).verb, objects.draw(2).object),
+            (Verb::Create, 9)
+        );
+        p.phase = KubernetesPhase::Read;
+        let objects = Objects::new(&p, 3).unwrap();
+        assert_eq!(
+            (objects.draw(5).verb, objects.draw(5).object),
+            (Verb::Get, 7)
+        );
+    }
+}

@@ -1,0 +1,153 @@
+"""`type: kubernetes` on a real 3-member etcd: kube-apiserver's gets,
+paginated lists and optimistic creates, updates and deletes, end to end
+through `dbtester run` (its load phase, the first list, every verb's rows,
+the objects verified), and the conflicts the engine counts held against
+what etcd itself applied."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dbtester.databases import KINDS
+from dbtester.load.runner import LoadOptions, load_keys, run_load
+from dbtester.results import OPERATIONS, DatabaseLayout, Records
+from dbtester.workloads import workload_of
+from dbtester.workloads.kubernetes import VERBS
+from tests.support.cluster import VERSIONS, cluster, dbtester, settings_for
+from tests.support.poll import poll_until
+
+pytestmark = pytest.mark.integration
+
+OBJECTS, REQUESTS, PAGE = 200, 2000, 40
+QUIET = LoadOptions(progress=None)
+
+
+def test_every_verb_runs_and_the_objects_are_verified(tmp_path: Path, installed_home) -> None:
+    home = Path(installed_home("etcd", VERSIONS["etcd"]))
+    case = {
+        "title": "kubernetes traffic",
+        "workload": {
+            "type": "kubernetes",
+            "requests": REQUESTS,
+            "objects": OBJECTS,
+            "object_size": 512,
+            "namespaces": 4,
+            "page_size": PAGE,
+            "clients": 16,
+            "connections": 4,
+            "get_proportion": 0.2,
+            "list_proportion": 0.05,
+            "create_proportion": 0.15,
+            "update_proportion": 0.45,
+            "delete_proportion": 0.15,
+        },
+        "databases": [
+            {"id": "etcd", "kind": "etcd", "version": VERSIONS["etcd"], "members": 3},
+        ],
+    }
+    path = tmp_path / "case.yaml"
+    path.write_text(yaml.safe_dump(case))
+    out = tmp_path / "results"
+    result = dbtester(home, "run", str(path), "--out", str(out), "--no-charts")
+    assert result.returncode == 0, result.stderr[-3000:]
+    db = json.loads((out / "result.json").read_text())["databases"][0]
+    figures = db["figures"]
+    # The objects at the end are what the acknowledged writes imply.
+    assert db["passed"] and figures["KEYS-VERIFIED"].endswith("OK"), figures["KEYS-VERIFIED"]
+    assert figures["CLIENT-ERROR-COUNT"] == 0
+    for verb in VERBS:
+        assert figures[f"{verb.upper()}-THROUGHPUT"] > 0, verb
+        assert figures[f"{verb.upper()}-Latency p99"] > 0, verb
+    records = Records.load(out / "etcd" / "client-latency.npz")
+    ops = [OPERATIONS[i] for i in records.ops]
+    assert set(ops) == set(VERBS)
+    # A draw's share, within 5 points (a 2,000-request run's draw is within
+    # about 2; skipped creates and deletes become updates, at most a few)
+    assert abs(ops.count("get") / REQUESTS - 0.2) < 0.05
+    assert abs(ops.count("list") / REQUESTS - 0.05) < 0.05
+    run = json.loads((out / "etcd" / "run.json").read_text())
+    counters = run["load"]["counters"]
+    # Every list is at least as many pages as the fewest objects allow (half
+    # of OBJECTS), each page at most PAGE objects.
+    lists = ops.count("list")
+    assert counters["list_pages"] >= lists * math.ceil(OBJECTS / 2 / PAGE)
+    assert counters["list_objects"] <= counters["list_pages"] * PAGE
+    assert counters["update_retries"] <= counters["update_conflicts"]
+    assert figures["LIST-PAGES"] == counters["list_pages"]
+    # The count stayed within its bounds, and etcd holds what the table says.
+    found = run["verification"]["found"]
+    assert OBJECTS // 2 <= found <= OBJECTS * 3 // 2
+    assert run["verification"]["expected_min"] <= found <= run["verification"]["expected_max"]
+    assert any("load phase wrote 200 keys" in note for note in run["notes"]), run["notes"]
+
+
+def _metric(endpoint: str, name: str) -> float:
+    """A counter of etcd's /metrics (on its client port), summed over labels."""
+    with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    values = re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.MULTILINE)
+    assert values, f"{name} is not among etcd's metrics"
+    return sum(float(v) for v in values)
+
+
+def test_update_conflicts_are_the_failed_compares_etcd_applied(
+    tmp_path: Path, installed_home
+) -> None:
+    """20 clients updating 10 objects: many updates find the object changed
+    since they last saw it, and are sent again with what the failure read.
+    Every transaction with a put is a Raft proposal whether its compare held
+    or not, and only one that held puts: on a member, proposals applied less
+    puts made over the load are the failed compares, which is what
+    UPDATE-CONFLICTS counts."""
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 3, tmp_path, home) as (peers, _):
+        settings = settings_for(peers, client={"balancer": "round_robin"}, value_size=128)
+        workload = workload_of(
+            type="kubernetes",
+            requests=1000,
+            objects=10,
+            object_size=128,
+            clients=20,
+            connections=4,
+            get_proportion=0.0,
+            list_proportion=0.0,
+            create_proportion=0.0,
+            update_proportion=1.0,
+            delete_proportion=0.0,
+        )
+        load_keys("etcd", settings, workload, QUIET)
+        endpoint = settings.endpoints[0]
+        before = [
+            _metric(endpoint, m)
+            for m in ("etcd_server_proposals_applied_total", "etcd_mvcc_put_total")
+        ]
+        result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), QUIET)
+        assert result.records.counts() == {"ok": 1000}
+        conflicts = result.counters["update_conflicts"]
+        assert conflicts > 0, "20 clients over 10 objects never conflicted"
+        assert result.counters["update_retries"] == conflicts  # nothing deleted them
+
+        def applied() -> tuple[float, float]:
+            proposals, puts = (
+                _metric(endpoint, m) - b
+                for m, b in zip(
+                    ("etcd_server_proposals_applied_total", "etcd_mvcc_put_total"),
+                    before,
+                    strict=True,
+                )
+            )
+            return proposals, puts
+
+        # the member may apply the last entries a moment after the leader answered
+        poll_until(lambda: applied()[1] >= 1000, 10, interval_s=0.1, message="puts not applied")
+        proposals, puts = applied()
+        assert puts == 1000
+        assert proposals - puts == conflicts
+        assert KINDS["etcd"].count_keys(settings, workload.key_prefix) == 10

@@ -1,0 +1,122 @@
+"""`type: kubernetes` as pure logic: its plan parts, its keys written back,
+its objects accounted for, and its counters turned into table rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dbtester.analyze.data import DatabaseData
+from dbtester.analyze.figures import compute, table_rows
+from dbtester.databases.base import LoadSettings
+from dbtester.load import native
+from dbtester.results import OPERATIONS, DatabaseRecord, LoadWindow, Records
+from dbtester.workloads import Workload, workload_of
+from dbtester.workloads.kubernetes import account_objects
+
+START = 1_800_000_000.0
+
+
+def _workload(**keys: object) -> Workload:
+    return workload_of(type="kubernetes", requests=100, clients=4, connections=2, **keys)
+
+
+def test_the_plan_names_objects_and_shares_and_a_phase_each_run() -> None:
+    w = _workload(objects=300, object_size=700, page_size=50)
+    settings = LoadSettings(
+        endpoints=("127.0.0.1:2379",),
+        client={},
+        key_size=w.key_size,
+        value_size=w.value_size,
+        consistency="linearizable",
+        timeout_s=5.0,
+    )
+    plan = native.plan("etcd", settings, w)
+    objects = plan["objects"]
+    assert objects is not None
+    assert (objects["phase"], objects["count"], objects["page_size"]) == ("run", 300, 50)
+    assert objects["prefix"] == "/registry/pods/"
+    mix = objects["mix"]
+    assert mix["get"] + mix["list"] + mix["create"] + mix["update"] + mix[
+        "delete"
+    ] == pytest.approx(1)
+    assert plan["value_size"] == 700  # its values are its objects
+    loaded = native.load_phase("etcd", settings, w)
+    assert loaded["objects"] is not None
+    assert (loaded["objects"]["phase"], loaded["objects"]["first"]) == ("load", 0)
+    assert loaded["steps"][0]["requests"] == 300
+    read = native.single_operation("etcd", settings, w, "read", key=299)
+    assert read["objects"] is not None
+    assert (read["objects"]["phase"], read["objects"]["first"]) == ("read", 299)
+
+
+def test_its_keys_write_back_to_the_same_workload() -> None:
+    w = _workload(object_size=700)
+    raw = w.as_raw()
+    assert "value_size" not in raw and "key_size" not in raw
+    assert workload_of(**raw) == w
+
+
+@pytest.mark.parametrize(
+    ("found", "lost", "unexpected"), [(95, 0, 0), (98, 0, 0), (94, 1, 0), (99, 0, 1)]
+)
+def test_objects_found_are_held_to_the_tables_bounds(
+    found: int, lost: int, unexpected: int
+) -> None:
+    """95 objects known to exist, 3 more whose last write's outcome is unknown."""
+    counters = {"objects_low": 95, "objects_high": 98}
+    v = account_objects({"ok": 500, "conflict": 7, "timeout": 3}, found, counters)
+    assert (v.attempted, v.acknowledged, v.unknown) == (510, 507, 3)
+    assert (v.expected_min, v.expected_max) == (95, 98)
+    assert (v.lost, v.unexpected, v.ok) == (lost, unexpected, lost == unexpected == 0)
+
+
+def test_the_counters_are_rows_and_list_rates_are_per_second_of_load() -> None:
+    """100 requests over 10 s, 20 of them lists that read 5 MB in 400 pages."""
+    n = 100
+    verbs = ["get", "list", "create", "update", "delete"]
+    ops = np.array([OPERATIONS.index(verbs[i % 5]) for i in range(n)], np.uint8)
+    due = (START * 1e9 + np.arange(n) * 1e8).astype(np.int64)
+    latency = np.full(n, 1_000_000, np.int64)
+    records = Records(
+        due, latency, latency, np.zeros(n, np.uint8), np.zeros(n, np.uint16), ["ok"], ops
+    )
+    counters = {
+        "update_conflicts": 7,
+        "update_retries": 6,
+        "delete_conflicts": 2,
+        "delete_retries": 1,
+        "create_skipped": 0,
+        "delete_skipped": 3,
+        "list_pages": 400,
+        "list_objects": 20_000,
+        "list_bytes": 5_000_000,
+    }
+    record = DatabaseRecord(
+        run_id="run",
+        database={
+            "id": "etcd",
+            "kind": "etcd",
+            "version": "3.5.17",
+            "workload": {"type": "kubernetes"},
+        },
+        started_unix=START,
+        load=LoadWindow(
+            started_unix=START, ended_unix=START + 10, workers=1, cpu_seconds=1.0, counters=counters
+        ),
+    )
+    figures = compute(DatabaseData("etcd", "etcd", record, records, None, []))
+    v = figures.values
+    assert (v["UPDATE-CONFLICTS"], v["UPDATE-RETRIES"], v["DELETE-SKIPPED"]) == (7, 6, 3)
+    assert v["LIST-PAGES"] == 400
+    span = records.span_s(START)
+    assert v["LIST-OBJECTS-PER-S"] == pytest.approx(20_000 / span)
+    assert v["LIST-MB-PER-S"] == pytest.approx(5 / span)
+    for verb in verbs:
+        assert v[f"{verb.upper()}-THROUGHPUT"] == pytest.approx(20 / span)
+    rows = table_rows([figures])
+    assert (
+        rows.index("DELETE-Latency p99.9")
+        < rows.index("UPDATE-CONFLICTS")
+        < rows.index("LIST-MB-PER-S")
+    )
