@@ -65,6 +65,9 @@ class KubernetesPlan(TypedDict):
     page_size: int  # objects per page of a list
     first: int
     mix: KubernetesMixPlan
+    # kube-apiserver's compactor beside a run: claim, then compact to the
+    # revision seen one interval before (0: never)
+    compaction_interval_s: float
 
 class TlsPlan(TypedDict):
     # PEM text, checked when the plan is; errors name the key, never its text

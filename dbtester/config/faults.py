@@ -25,12 +25,12 @@ run (``DatabaseKind.events``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dbtester.util.durations import parse_duration
 from dbtester.util.net import is_loopback
 
 #: a version as a test case writes it (the databases' version key shares it)
@@ -81,23 +81,6 @@ _OWNED = {
 UNDONE = {undo: action for action, undo in UNDO.items()}
 #: a day: past any load dbtester runs
 MAX_AT_S = 86_400.0
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0}
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)\s*$")
-
-
-def parse_duration(value: object) -> object:
-    """``10s`` / ``1.5s`` / ``500ms`` / ``2m`` -> seconds; numbers pass (they are
-    seconds); anything else is left for the model to refuse."""
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match is None:
-            raise ValueError(
-                f"{value!r} is not a duration: write seconds (10, 1.5) or 10s, 500ms, 2m"
-            )
-        return float(match.group(1)) * _UNITS[match.group(2)]
-    if isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
 
 
 class Fault(BaseModel):

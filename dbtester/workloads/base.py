@@ -195,6 +195,8 @@ class Workload(BaseModel):
 
     @classmethod
     def _wrong_check(cls, check: Check) -> str:
+        if not cls.CHECK_MODELS:
+            return f"type: {cls.type_name()} takes no check: yet"
         return (
             f"check's model: {check.model} judges a watch load's watchers, and this is"
             f" type: {cls.type_name()}: use model: {' or '.join(cls.CHECK_MODELS)}"
@@ -261,8 +263,7 @@ class Workload(BaseModel):
         return "linearizable"
 
     @property
-    def key_prefix(self) -> bytes:
-        """What every key it writes starts with: what verification counts."""
+    def key_prefix(self) -> bytes:  # what every key it writes starts with, for counting
         return PREFIX
 
     @property
@@ -350,9 +351,8 @@ class Workload(BaseModel):
     def account_keys(
         self, counts: Mapping[str, int], found: int, counters: Mapping[str, int]
     ) -> Verification:
-        """``found`` keys against what the loads' key writes ended with
-        (``counts``: outcome -> requests) and what the measured load counted
-        beside its requests (``counters``)."""
+        """``found`` keys against the key writes' outcomes (``counts``) and the
+        measured load's ``counters``."""
         return account(counts, found, same_key=self.one_key)
 
     # --------------------------------------------------------------- written

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dbtester.results import OPERATIONS, Records, Verification
+from dbtester.util.durations import parse_duration
 from dbtester.workloads.base import KeyValueError, Seeding, Workload, one_key, only
 from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS
 
@@ -43,6 +44,8 @@ COUNTER_ROWS: Mapping[str, str] = {
     "CREATE-SKIPPED": "create_skipped",
     "DELETE-SKIPPED": "delete_skipped",
     "LIST-PAGES": "list_pages",
+    "LIST-RESTARTS": "list_restarts",
+    "COMPACTIONS": "compactions",
 }
 #: what lists delivered per second of the load: objects, and MB (10^6 bytes
 #: of replies), from the counters ``list_objects`` and ``list_bytes``
@@ -130,6 +133,17 @@ class KubernetesWorkload(Workload):
         " else get, and again); the five shares add up to 1",
     )
 
+    compaction_interval: float = Field(
+        300.0,
+        ge=0,
+        le=86_400,
+        description="How often to compact as kube-apiserver does (its default: 5m): claim the"
+        " compaction on compact_rev_key's version, then compact to the revision seen one"
+        " interval before; 0: never",
+    )
+
+    _interval = field_validator("compaction_interval", mode="before")(parse_duration)
+
     @model_validator(mode="before")
     @classmethod
     def _sized_by_object_size(cls, data: Any) -> Any:
@@ -183,9 +197,14 @@ class KubernetesWorkload(Workload):
 
     def describe(self, requests: str) -> str:
         mix = ", ".join(f"{share:.0%} {verb}" for verb, share in self._shares().items() if share)
+        every = (
+            f"; compaction every {self.compaction_interval:g} s"
+            if self.compaction_interval
+            else "; no compaction"
+        )
         return (
             f"create {self.objects:,} objects in {self.namespaces:,} namespaces, then"
-            f" {requests} requests ({mix}; lists of {self.page_size:,} a page)"
+            f" {requests} requests ({mix}; lists of {self.page_size:,} a page{every})"
         )
 
     def describe_sizes(self) -> str:
@@ -220,6 +239,7 @@ class KubernetesWorkload(Workload):
                 "update": shares["update"],
                 "delete": shares["delete"],
             },
+            "compaction_interval_s": self.compaction_interval,
         }
 
     def load_phase(self) -> Workload:

@@ -151,3 +151,49 @@ def test_update_conflicts_are_the_failed_compares_etcd_applied(
         assert puts == 1000
         assert proposals - puts == conflicts
         assert KINDS["etcd"].count_keys(settings, workload.key_prefix) == 10
+
+
+def test_the_apiservers_compactor_compacts_and_lists_survive_it(
+    tmp_path: Path, installed_home
+) -> None:
+    """Compaction every second under lists of 30 pages: etcd's compact key
+    holds the claims, history before the last compaction is gone, and no
+    list failed (one whose pinned revision was compacted away is made again
+    whole, as client-go's pager does)."""
+    import grpc
+
+    from dbtester.databases.base import PLAIN
+    from dbtester.databases.etcd_client import channel
+    from dbtester.proto import etcd_pb2, etcd_pb2_grpc
+
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 3, tmp_path, home) as (peers, _):
+        settings = settings_for(peers, client={"balancer": "round_robin"}, value_size=256)
+        workload = workload_of(
+            type="kubernetes",
+            requests=1500,
+            rate=300.0,
+            objects=300,
+            object_size=256,
+            page_size=10,
+            clients=20,
+            connections=4,
+            get_proportion=0.0,
+            list_proportion=0.3,
+            create_proportion=0.0,
+            update_proportion=0.7,
+            delete_proportion=0.0,
+            compaction_interval="1s",
+        )
+        load_keys("etcd", settings, workload, QUIET)
+        result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), QUIET)
+        assert result.records.counts() == {"ok": 1500}
+        compactions = result.counters["compactions"]
+        assert compactions >= 2, result.counters  # 5 s of load, the first claim compacts nothing
+        with channel(settings.endpoints[0], PLAIN) as open_channel:
+            kv = etcd_pb2_grpc.KVStub(open_channel)
+            claims = kv.Range(etcd_pb2.RangeRequest(key=b"compact_rev_key"), timeout=10).kvs
+            assert claims and claims[0].version == compactions + 1, (claims, compactions)
+            with pytest.raises(grpc.RpcError) as compacted:
+                kv.Range(etcd_pb2.RangeRequest(key=b"/registry/", revision=2), timeout=10)
+            assert compacted.value.code() == grpc.StatusCode.OUT_OF_RANGE

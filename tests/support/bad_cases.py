@@ -387,6 +387,12 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         "3:3",
         ("must add up to 1", "0.15 + 0.05 + 0.08 + 0.5 + 0.12 = 0.9"),
     ),
+    (
+        "a linearizability check of kubernetes traffic",
+        GOOD.replace("type: write", "type: kubernetes\n  check: {model: linearizability}"),
+        "4:10",
+        ("type: kubernetes takes no check: yet",),
+    ),
     ("top is a list", "- a\n- b\n", "1:1", ("expected a mapping of keys at the top",)),
     ("top is a scalar", "hello\n", "1:1", ("expected a mapping",)),
     ("duplicate key", GOOD + "title: again\n", "11:1", ("duplicate key 'title'",)),

@@ -7,11 +7,19 @@
 //! another client deleted first ends `conflict` (the apiserver's NotFound):
 //! the database doing its job, not an error.
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome};
 use crate::protocols::{Protocol, Seen, Written};
+use crate::workload::Workload;
 use crate::workload::kubernetes::{Objects, Task, Verb};
+
+/// etcd's outcome for a read at a revision compacted away.
+const COMPACTED: &str = "OUT_OF_RANGE";
 
 /// Sends `task` over connection `conn`.
 pub async fn perform<P: Protocol>(
@@ -102,7 +110,10 @@ async fn until_written<P: Protocol>(
 /// Every page of the resource, each after the first at the first one's
 /// revision (as client-go's pager continues a list). A page read at a past
 /// revision carries the current one in its header: what every page shows
-/// is as of the first's.
+/// is as of the first's. When that revision is compacted away before the
+/// last page (etcd: OUT_OF_RANGE), the list is made again whole, in one
+/// Range at the latest revision, as client-go's pager falls back to a full
+/// list when its continue token expired.
 /// `counted`: its pages count in the run's list figures.
 async fn list<P: Protocol>(
     proto: &P,
@@ -112,11 +123,16 @@ async fn list<P: Protocol>(
     counted: bool,
 ) -> Result<(), Outcome> {
     let (mut from, end) = objects.range();
-    let mut at = 0;
+    let (mut at, mut limit) = (0, objects.page_size());
     loop {
-        let page = proto
-            .list_page(conn, &from, &end, objects.page_size(), at)
-            .await?;
+        let page = match proto.list_page(conn, &from, &end, limit, at).await {
+            Err(Outcome::Named(COMPACTED)) if at != 0 => {
+                objects.list_restarted();
+                (from, at, limit) = (objects.range().0, 0, 0);
+                continue;
+            }
+            page => page?,
+        };
         if at == 0 {
             at = page.revision;
         }
@@ -149,4 +165,40 @@ pub async fn fill<P: Protocol>(proto: &P, objects: &Objects) -> Result<(), Engin
                 outcome.name()
             ))
         })
+}
+
+/// kube-apiserver's compactor, on a connection of its own: every
+/// `interval`, it claims the compaction on the compact key's version and,
+/// when it wins the claim, compacts to the revision its previous claim saw
+/// (none the first time), so that one interval of history stays. A failed
+/// step is tried again the next interval, as the apiserver does.
+pub async fn compactor<P: Protocol>(
+    proto: P,
+    workload: Arc<Workload>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    let Some(objects) = workload.objects() else {
+        return;
+    };
+    let (mut version, mut seen) = (0, 0);
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let Ok(claim) = proto.claim_compaction(0, version, seen).await else {
+            continue;
+        };
+        let to = seen;
+        (version, seen) = (claim.version, claim.revision);
+        if claim.claimed && to > 0 {
+            let started = Instant::now();
+            if proto.compact(0, to).await.is_ok() {
+                objects.compacted(started.elapsed());
+            }
+        }
+    }
+    proto.close().await;
 }

@@ -79,6 +79,26 @@ pub async fn run<P: Protocol>(
         ),
         None => None,
     };
+    // kube-apiserver's compactor runs beside the measured steps.
+    let stop_compacting = CancellationToken::new();
+    let compactor = match workload.objects().and_then(Objects::compaction) {
+        Some(interval) if workload.objects().map(Objects::phase) == Some(KubernetesPhase::Run) => {
+            let one = Step {
+                clients: 1,
+                connections: 1,
+                requests: 0,
+                rate: 0.0,
+            };
+            let proto = P::open(&plan, options.clone(), &one).await?;
+            Some(tokio::spawn(kubernetes::compactor(
+                proto,
+                workload.clone(),
+                interval,
+                stop_compacting.clone(),
+            )))
+        }
+        _ => None,
+    };
     let shared = Shared {
         plan,
         control,
@@ -98,6 +118,10 @@ pub async fn run<P: Protocol>(
         Some(checking) => Some(checking.finish().await),
         None => None,
     };
+    stop_compacting.cancel();
+    if let Some(compactor) = compactor {
+        let _ = compactor.await;
+    }
     grace.abort();
     let counters = shared
         .workload

@@ -161,6 +161,8 @@ pub struct KubernetesPlan {
     /// The first object number a load phase creates or a read gets.
     pub first: u64,
     pub mix: Vec<(String, f64)>,
+    /// How often the run compacts as kube-apiserver does (None: never).
+    pub compaction: Option<Duration>,
 }
 
 /// Checked clients: `clients` of them, each on a connection of its own and
@@ -243,6 +245,7 @@ const KUBERNETES_KEYS: &[&str] = &[
     "page_size",
     "first",
     "mix",
+    "compaction_interval_s",
 ];
 /// Objects and namespaces: far beyond a cluster's, small enough for a table.
 const MAX_OBJECTS: i64 = 1 << 32;
@@ -379,6 +382,10 @@ fn parse_kubernetes(top: &Fields<'_>) -> Result<Option<KubernetesPlan>> {
         page_size: k.int("page_size", 1, MAX_OBJECTS)? as u64,
         first: k.int("first", 0, MAX_OBJECTS)? as u64,
         mix,
+        compaction: match k.float("compaction_interval_s", 0.0, false, MAX_TIMEOUT_S)? {
+            0.0 => None,
+            seconds => Some(Duration::from_secs_f64(seconds)),
+        },
     }))
 }
 

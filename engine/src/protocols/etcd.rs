@@ -30,7 +30,7 @@ mod kube;
 
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step};
-use crate::protocols::{Given, Page, Protocol, Request, Seen, Written, within};
+use crate::protocols::{Claim, Given, Page, Protocol, Request, Seen, Written, within};
 use crate::transport::failover::{dial_bound, ordered, ordered_from};
 use crate::transport::grpc::{
     BoxError, Caller, Code, Conn, Credential, Failure, Login, Stream, frame,
@@ -422,6 +422,19 @@ impl Protocol for Etcd {
     ) -> Result<Written, Outcome> {
         self.txn(conn, kube::conditional(key, expected, kube::delete(key)))
             .await
+    }
+
+    async fn claim_compaction(
+        &self,
+        conn: usize,
+        version: i64,
+        revision: i64,
+    ) -> Result<Claim, Outcome> {
+        self.claim(conn, version, revision).await
+    }
+
+    async fn compact(&self, conn: usize, revision: i64) -> Result<(), Outcome> {
+        self.compact_to(conn, revision).await
     }
 
     async fn list_page(

@@ -188,6 +188,15 @@ pub struct Page {
     pub bytes: usize,
 }
 
+/// A compaction claimed, or not, as kube-apiserver's compactor claims it: the
+/// compact key's version after the step, and the database's revision then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub claimed: bool,
+    pub version: i64,
+    pub revision: i64,
+}
+
 /// The refusal of a protocol without Kubernetes' storage operations.
 async fn no_objects<T>() -> Result<T, Outcome> {
     Err(Outcome::Named("unsupported"))
@@ -310,6 +319,30 @@ pub trait Protocol: Sized + Send + Sync + 'static {
         revision: i64,
     ) -> impl Future<Output = Result<Page, Outcome>> + Send {
         let _ = (conn, from, end, limit, revision);
+        no_objects()
+    }
+
+    /// kube-apiserver's compaction claim: if the compact key's version is
+    /// still `version`, put `revision` there (one apiserver of several
+    /// wins), else read it.
+    fn claim_compaction(
+        &self,
+        conn: usize,
+        version: i64,
+        revision: i64,
+    ) -> impl Future<Output = Result<Claim, Outcome>> + Send {
+        let _ = (conn, version, revision);
+        no_objects()
+    }
+
+    /// Compacts every revision before `revision` away (not waiting for the
+    /// backend to free them, as the apiserver does not).
+    fn compact(
+        &self,
+        conn: usize,
+        revision: i64,
+    ) -> impl Future<Output = Result<(), Outcome>> + Send {
+        let _ = (conn, revision);
         no_objects()
     }
 

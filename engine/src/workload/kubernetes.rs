@@ -179,6 +179,11 @@ struct Counts {
     list_pages: AtomicU64,
     list_objects: AtomicU64,
     list_bytes: AtomicU64,
+    /// Lists whose pinned revision was compacted away under them, done again.
+    list_restarts: AtomicU64,
+    compactions: AtomicU64,
+    /// The longest Compact call, in microseconds.
+    compaction_us_max: AtomicU64,
 }
 
 /// The traffic's objects and what the client has seen of them.
@@ -409,6 +414,25 @@ impl Objects {
             .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// A list's revision was compacted away before its last page.
+    pub fn list_restarted(&self) {
+        self.counts.list_restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A compaction's Compact call took `took`.
+    pub fn compacted(&self, took: std::time::Duration) {
+        self.counts.compactions.fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.counts
+            .compaction_us_max
+            .fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// How often to compact, as kube-apiserver does (None: never).
+    pub fn compaction(&self) -> Option<std::time::Duration> {
+        self.plan.compaction
+    }
+
     /// How many objects the database must hold now: those known to exist,
     /// give or take those whose last write's outcome is unknown.
     pub fn expected(&self) -> Expected {
@@ -444,6 +468,9 @@ impl Objects {
             ("list_pages", read(&c.list_pages)),
             ("list_objects", read(&c.list_objects)),
             ("list_bytes", read(&c.list_bytes)),
+            ("list_restarts", read(&c.list_restarts)),
+            ("compactions", read(&c.compactions)),
+            ("compaction_us_max", read(&c.compaction_us_max)),
             ("objects_low", expected.low),
             ("objects_high", expected.high),
         ]
@@ -467,6 +494,7 @@ mod tests {
                 .zip(shares)
                 .map(|(verb, share)| (verb.name().to_owned(), share))
                 .collect(),
+            compaction: None,
         }
     }
 

@@ -9,9 +9,9 @@
 use bytes::Bytes;
 use prost::Message;
 
-use super::{COMPARE_EQUAL, Compare, Etcd, PutRequest, TARGET_MOD, failure_outcome};
+use super::{COMPARE_EQUAL, Compare, Etcd, PutRequest, TARGET_MOD, failure_outcome, well_formed};
 use crate::outcome::Outcome;
-use crate::protocols::{Page, Seen, Written};
+use crate::protocols::{Claim, Page, Seen, Written};
 use crate::transport::grpc::frame;
 
 /// A Range as a get or a list's page asks it.
@@ -66,7 +66,45 @@ pub struct Listed {
     pub key: Bytes,
     #[prost(int64, tag = "3")]
     pub mod_revision: i64,
+    #[prost(int64, tag = "4")]
+    pub version: i64,
 }
+
+/// A compare on a key's version (CompareTarget VERSION is 0).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VersionCompare {
+    #[prost(int32, tag = "1")]
+    pub result: i32,
+    #[prost(int32, tag = "2")]
+    pub target: i32,
+    #[prost(bytes = "bytes", tag = "3")]
+    pub key: Bytes,
+    #[prost(int64, tag = "4")]
+    pub version: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ClaimTxn {
+    #[prost(message, repeated, tag = "1")]
+    pub compare: Vec<VersionCompare>,
+    #[prost(message, repeated, tag = "2")]
+    pub success: Vec<ObjectOp>,
+    #[prost(message, repeated, tag = "3")]
+    pub failure: Vec<ObjectOp>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CompactionRequest {
+    #[prost(int64, tag = "1")]
+    pub revision: i64,
+    #[prost(bool, tag = "2")]
+    pub physical: bool,
+}
+
+/// The key kube-apiserver's compactors claim each compaction on.
+pub const COMPACT_KEY: &[u8] = b"compact_rev_key";
+const TARGET_VERSION: i32 = 0;
+const COMPACT: &str = "/etcdserverpb.KV/Compact";
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RangeReply {
@@ -230,6 +268,72 @@ impl Etcd {
     }
 }
 
+/// The claim's outcome: claimed (the version went up by one), or the
+/// version another compactor left.
+fn claimed(reply: &TxnReply, version: i64) -> Claim {
+    let revision = revision(reply.header.as_ref());
+    if reply.succeeded {
+        return Claim {
+            claimed: true,
+            version: version + 1,
+            revision,
+        };
+    }
+    let now = reply
+        .responses
+        .first()
+        .and_then(|op| op.response_range.as_ref())
+        .and_then(|range| range.kvs.first())
+        .map_or(0, |kv| kv.version);
+    Claim {
+        claimed: false,
+        version: now,
+        revision,
+    }
+}
+
+impl Etcd {
+    pub(super) async fn claim(
+        &self,
+        conn: usize,
+        version: i64,
+        revision: i64,
+    ) -> Result<Claim, Outcome> {
+        let target = &self.targets[conn];
+        let key = Bytes::from_static(COMPACT_KEY);
+        let txn = ClaimTxn {
+            compare: vec![VersionCompare {
+                result: COMPARE_EQUAL,
+                target: TARGET_VERSION,
+                key: key.clone(),
+                version,
+            }],
+            success: vec![put(COMPACT_KEY, Bytes::from(revision.to_string()))],
+            failure: vec![get(key)],
+        };
+        let decode = |reply: &[u8]| TxnReply::decode(reply).ok().map(|r| claimed(&r, version));
+        target
+            .conn
+            .unary(&target.txn, frame(&txn), decode)
+            .await
+            .map_err(|failure| failure_outcome(&failure))
+    }
+
+    pub(super) async fn compact_to(&self, conn: usize, revision: i64) -> Result<(), Outcome> {
+        let target = &self.targets[conn];
+        let request = frame(&CompactionRequest {
+            revision,
+            physical: false,
+        });
+        let decodes = |reply: &[u8]| well_formed(reply).then_some(());
+        target
+            .conn
+            .unary(&target.conn.uri(COMPACT), request, decodes)
+            .await
+            .map_err(|failure| failure_outcome(&failure))
+    }
+}
+
 fn revision_of(reply: &RangeReply) -> i64 {
     revision(reply.header.as_ref())
 }
@@ -254,6 +358,7 @@ mod tests {
         let kv = |key: &[u8], rev| Listed {
             key: Bytes::copy_from_slice(key),
             mod_revision: rev,
+            version: 1,
         };
         let header = Some(Header { revision: 40 });
         let done = TxnReply {
