@@ -14,7 +14,7 @@ import pytest
 
 from dbtester.results import CheckedOperations
 from dbtester.results.checked import NO_MEMBER
-from tests.support.cases import database, make_case, write_case
+from tests.support.cases import database, fast_elections, make_case, write_case
 from tests.support.cluster import KINE, NATS, VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,9 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
             {"at": "3s", "action": "restart"},
         ],
         databases=[
-            *(database(kind, kind, members=3) for kind in VERSIONS),
+            # Consul at production timing: a new leader while the old one is
+            # down (at its default, only after the restart), 10 s sooner
+            *(database(kind, kind, members=3, **fast_elections(kind)) for kind in VERSIONS),
             # reported, not failed: kine's put may lose an overwrite it acknowledged
             database("kine", "kine", version=KINE, workload={"check": KINE_CHECK}),
             database("nats", "nats", version=NATS, members=3),
