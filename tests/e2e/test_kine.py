@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from dbtester.results import Records
-from tests.support.cases import database, make_case, write_case
-from tests.support.cluster import KINE, dbtester
+from tests.support.cases import database, make_case
+from tests.support.cluster import KINE, run_case
 
 pytestmark = pytest.mark.integration
 
@@ -25,15 +25,7 @@ LOAD = {"requests": 2000, "rate": 500, "clients": 20, "connections": 4}
 
 
 def _run(tmp_path: Path, home: str, case: dict[str, Any]) -> Path:
-    out = tmp_path / "results"
-    result = dbtester(
-        Path(home),
-        "run",
-        "--no-charts",
-        str(write_case(tmp_path / "case.yaml", case)),
-        "--out",
-        str(out),
-    )
+    result, out = run_case(home, case, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
@@ -98,15 +90,7 @@ def test_kine_members_share_one_postgres_killed_under_load(
             {"at": "2s", "action": "restart"},
         ],
     )
-    out = tmp_path / "results"
-    result = dbtester(
-        Path(home),
-        "run",
-        "--no-charts",
-        str(write_case(tmp_path / "case.yaml", case)),
-        "--out",
-        str(out),
-    )
+    result, out = run_case(home, case, tmp_path)
     figures = _figures(out)["pg"]
     # kine acknowledges a few writes in flight at the kill that it never
     # stored (docs/kine.md): at most one per client, then the run fails

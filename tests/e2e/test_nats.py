@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from dbtester.results import Records
-from tests.support.cases import database, make_case, write_case
-from tests.support.cluster import NATS, dbtester
+from tests.support.cases import database, make_case
+from tests.support.cluster import NATS, run_case
 
 pytestmark = pytest.mark.integration
 
@@ -48,9 +48,7 @@ def test_mixed_loads_and_watchers_on_nats(tmp_path: Path, installed_home: Any) -
             database("watch", "nats", version=NATS, members=3, workload=watchers),
         ],
     )
-    out = tmp_path / "results"
-    config = write_case(tmp_path / "case.yaml", case)
-    result = dbtester(Path(home), "run", "--no-charts", str(config), "--out", str(out))
+    result, out = run_case(home, case, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     figures = {db["id"]: db["figures"] for db in summary["databases"]}
@@ -89,15 +87,7 @@ def test_the_stream_leader_is_handed_to_the_member_asked_for(
         databases=[database("nats", "nats", version=NATS, members=3)],
         faults=[{"at": "2s", "action": "transfer_leader"}],
     )
-    out = tmp_path / "results"
-    result = dbtester(
-        Path(home),
-        "run",
-        "--no-charts",
-        str(write_case(tmp_path / "case.yaml", case)),
-        "--out",
-        str(out),
-    )
+    result, out = run_case(home, case, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     (move,) = json.loads((out / "nats" / "run.json").read_text())["faults"]
     assert not move["error"], move

@@ -17,7 +17,7 @@ import pytest
 from dbtester.agent.disk_layer import mounted
 from dbtester.results.requests import Records
 from tests.support.cases import database, fast_elections, make_case, write_case
-from tests.support.cluster import VERSIONS, dbtester, finish, start_run, wait_for_text
+from tests.support.cluster import VERSIONS, finish, run_case, start_run, wait_for_text
 
 pytestmark = [
     pytest.mark.integration,
@@ -68,10 +68,7 @@ def test_a_slow_disk_slows_each_kind_and_restoring_it_brings_it_back(
         databases=[database(kind, kind, **fast_elections(kind)) for kind in KINDS],
         faults=FAULTS,
     )
-    out = tmp_path / "results"
-    result = dbtester(
-        home, "run", "--no-charts", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
-    )
+    result, out = run_case(home, case, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     for db in summary["databases"]:

@@ -23,8 +23,8 @@ import pytest
 from dbtester.databases import KINDS
 from dbtester.databases.base import Access, TlsFiles
 from dbtester.util.certs import RunAuthority
-from tests.support.cases import database, make_case, write_case
-from tests.support.cluster import VERSIONS, cluster, dbtester
+from tests.support.cases import database, make_case
+from tests.support.cluster import VERSIONS, cluster, run_case
 
 pytestmark = pytest.mark.integration
 
@@ -82,10 +82,7 @@ def test_members_started_with_tls_and_a_user_are_loaded_verified_faulted_and_che
             ),
         ],
     )
-    out = tmp_path / "results"
-    result = dbtester(
-        home, "run", "--no-charts", str(write_case(tmp_path / "case.yaml", case)), "--out", str(out)
-    )
+    result, out = run_case(home, case, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "result.json").read_text())
     for db in summary["databases"]:
@@ -157,15 +154,7 @@ def _run(home: str, folder: Path, databases: list[dict[str, Any]]) -> dict[str, 
     # each entry its own objects: YAML would write shared ones as aliases
     own = json.loads(json.dumps(databases))
     case = make_case(title="e2e tls endpoints", workload={"requests": 300}, databases=own)
-    out = folder / "results"
-    result = dbtester(
-        Path(home),
-        "run",
-        "--no-charts",
-        str(write_case(folder / "case.yaml", case)),
-        "--out",
-        str(out),
-    )
+    result, out = run_case(home, case, folder)
     assert result.returncode == 1, result.stderr[-3000:]
     errors = {}
     for db in json.loads((out / "result.json").read_text())["databases"]:
@@ -220,15 +209,7 @@ def test_zookeeper_on_its_secure_port_with_a_digest_user(
         ],
         databases=[database("zk", "zookeeper", members=3, tls=True, auth=AUTH["zookeeper"])],
     )
-    out = tmp_path / "started"
-    result = dbtester(
-        Path(home),
-        "run",
-        "--no-charts",
-        str(write_case(tmp_path / "started.yaml", case)),
-        "--out",
-        str(out),
-    )
+    result, out = run_case(home, case, tmp_path / "started")
     assert result.returncode == 0, result.stderr[-3000:]
     run = json.loads((out / "zk" / "run.json").read_text())
     assert run["correctness"]["linearizable_keys"] == 2, run["correctness"]

@@ -11,9 +11,10 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from dbtester.agent.client import AgentClient
 from dbtester.control.access import MembersAccess, issue
@@ -33,6 +34,7 @@ __all__ = [
     "finish",
     "post",
     "reap",
+    "run_case",
     "settings_for",
     "start_run",
     "wait_for_text",
@@ -127,6 +129,22 @@ def dbtester(home: Path, *args: str, timeout: float = 900) -> subprocess.Complet
         env={**os.environ, "DBTESTER_HOME": str(home)},
         check=False,
     )
+
+
+def run_case(
+    home: Path | str, case: Mapping[str, Any], folder: Path, timeout: float = 900
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``case`` written to FOLDER/case.yaml and run by ``dbtester run
+    --no-charts`` into FOLDER/results, to its end: the process, and the
+    results directory. (The tests that run a case this way look at no chart:
+    drawing them is most of a run's rendering.)"""
+    from tests.support.cases import write_case  # (cases imports this module)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = write_case(folder / "case.yaml", case)
+    out = folder / "results"
+    args = ("run", "--no-charts", str(config), "--out", str(out))
+    return dbtester(Path(home), *args, timeout=timeout), out
 
 
 # `python -m dbtester` as started from a terminal: a shell's background job
