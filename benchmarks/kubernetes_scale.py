@@ -44,6 +44,9 @@ def case(objects: int, lists: int, version: str) -> dict[str, object]:
             "delete_proportion": 0.0,
             "clients": 4,
             "connections": 4,
+            # a list of 100,000 objects is 200 pages: 9-13 s here, past the
+            # default 10 s
+            "request_timeout_s": 300.0,
         },
         "databases": [{"id": "etcd", "kind": "etcd", "version": version, "members": 3}],
     }
