@@ -82,7 +82,7 @@ pub async fn run<P: Protocol>(
     // kube-apiserver's compactor runs beside the measured steps.
     let stop_compacting = CancellationToken::new();
     let compactor = match workload.objects().and_then(Objects::compaction) {
-        Some(interval) if workload.objects().map(Objects::phase) == Some(KubernetesPhase::Run) => {
+        Some(interval) => {
             let one = Step {
                 clients: 1,
                 connections: 1,

@@ -142,8 +142,8 @@ pub struct Task {
     tick: u64,
 }
 
-/// What the client knows of one object.
-#[derive(Debug, Clone, Copy)]
+/// What the client knows of one object (by default: absent, never seen).
+#[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     /// Its mod_revision when last seen; 0: absent.
     mod_revision: i64,
@@ -335,12 +335,7 @@ impl Objects {
     fn saw_object(&self, object: u64, tick: u64, revision: i64, mod_revision: Option<i64>) {
         let mut table = self.table();
         let table = &mut *table;
-        let slot = table.slots.entry(object).or_insert(Slot {
-            mod_revision: 0,
-            seen_at: 0,
-            at: 0,
-            doubt: None,
-        });
+        let slot = table.slots.entry(object).or_default();
         if slot.doubt.is_some_and(|failed| tick > failed) {
             slot.doubt = None;
         }
@@ -376,12 +371,7 @@ impl Objects {
         }
         let tick = self.tick();
         let mut table = self.table();
-        let slot = table.slots.entry(task.object).or_insert(Slot {
-            mod_revision: 0,
-            seen_at: 0,
-            at: 0,
-            doubt: None,
-        });
+        let slot = table.slots.entry(task.object).or_default();
         slot.doubt = Some(tick);
     }
 
@@ -428,9 +418,12 @@ impl Objects {
             .fetch_max(us, Ordering::Relaxed);
     }
 
-    /// How often to compact, as kube-apiserver does (None: never).
+    /// How often to compact, as kube-apiserver does (None: never, and
+    /// never in a load phase or readiness read: only a run compacts).
     pub fn compaction(&self) -> Option<std::time::Duration> {
-        self.plan.compaction
+        self.plan
+            .compaction
+            .filter(|_| self.plan.phase == KubernetesPhase::Run)
     }
 
     /// How many objects the database must hold now: those known to exist,

@@ -151,16 +151,20 @@ fn written(reply: &TxnReply) -> Written {
     if reply.succeeded {
         return Written::Done(at);
     }
-    let object = reply
-        .responses
-        .first()
-        .and_then(|op| op.response_range.as_ref())
-        .and_then(|range| range.kvs.first())
-        .map(|kv| kv.mod_revision);
+    let object = read_back(reply).map(|kv| kv.mod_revision);
     Written::Changed(Seen {
         revision: at,
         object,
     })
+}
+
+/// The key a failed compare's read found (None: it is not there).
+fn read_back(reply: &TxnReply) -> Option<&Listed> {
+    reply
+        .responses
+        .first()
+        .and_then(|op| op.response_range.as_ref())
+        .and_then(|range| range.kvs.first())
 }
 
 fn get(key: Bytes) -> ObjectOp {
@@ -250,7 +254,7 @@ impl Etcd {
         });
         let decode = |reply: &[u8]| {
             RangeReply::decode(reply).ok().map(|r| Page {
-                revision: revision_of(&r),
+                revision: self::revision(r.header.as_ref()),
                 objects: r
                     .kvs
                     .into_iter()
@@ -279,12 +283,7 @@ fn claimed(reply: &TxnReply, version: i64) -> Claim {
             revision,
         };
     }
-    let now = reply
-        .responses
-        .first()
-        .and_then(|op| op.response_range.as_ref())
-        .and_then(|range| range.kvs.first())
-        .map_or(0, |kv| kv.version);
+    let now = read_back(reply).map_or(0, |kv| kv.version);
     Claim {
         claimed: false,
         version: now,
@@ -332,10 +331,6 @@ impl Etcd {
             .await
             .map_err(|failure| failure_outcome(&failure))
     }
-}
-
-fn revision_of(reply: &RangeReply) -> i64 {
-    revision(reply.header.as_ref())
 }
 
 #[cfg(test)]
