@@ -50,6 +50,7 @@ __all__ = [
     "check_isolation",
     "check_schedule",
     "check_upgrades",
+    "check_within_load",
     "parse_duration",
 ]
 
@@ -253,6 +254,24 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
         if not out or out[-1] != undone:
             raise ValueError(f"{where}: there is no {undone} in effect for it to undo")
         out.pop()
+
+
+def check_within_load(faults: Sequence[Fault], loads: Sequence[tuple[str, int, float]]) -> None:
+    """Each fault is due while an open-loop load still runs: ``loads`` holds
+    each database's id, measured requests and rate (0: closed loop, whose
+    length is not known beforehand). ValueError otherwise: a fault due after
+    the load would never be applied."""
+    for db_id, requests, rate in loads:
+        if not rate:
+            continue
+        lasts = requests / rate
+        for number, fault in enumerate(faults):
+            if fault.at >= lasts:
+                raise ValueError(
+                    f"{_where(number, fault)}: {db_id}'s load lasts {lasts:g} s ({requests:,}"
+                    f" requests at {rate:g}/s), so it would never be applied; schedule it"
+                    " sooner or give the load more requests"
+                )
 
 
 def check_companions(faults: Sequence[Fault], databases: Sequence[tuple[str, str | None]]) -> None:

@@ -32,6 +32,7 @@ from dbtester.config.faults import (
     check_isolation,
     check_schedule,
     check_upgrades,
+    check_within_load,
     parse_duration,
 )
 from dbtester.config.search import SEARCH_SETS, Search
@@ -506,6 +507,9 @@ class TestCase(_Model):
                 " endpoints (a cluster dbtester does not run)"
             )
         check_schedule(faults, min(db.member_count for db in databases))
+        check_within_load(
+            faults, [(db.id, db.workload.requests, db.workload.rate) for db in databases]
+        )
         check_companions(faults, [(db.id, KINDS[db.kind].companion(db.flags)) for db in databases])
         check_events(
             faults,

@@ -8,7 +8,9 @@ kill / pause / isolate hit), asks that member's agent, and is recorded with the 
 effect on the controller's clock (the agent's time less its measured clock
 offset). A fault that cannot be applied is recorded with its reason and
 reported as the run's problem, which stops the load: a measurement of a
-fault that did not happen would mislead.
+fault that did not happen would mislead. So is a fault still waiting when the
+load ends (its ``at`` past the load's end): recorded as not applied, and the
+run fails saying so, rather than pass with a member left out.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class FaultRunner:
     """The schedule for one database run: ``start`` before the load,
     ``begin`` with the moment its first request was due (what ``at`` counts
     from: the load's connecting is not its time), ``stop`` when it ends
-    (faults not yet due, or never begun, are then dropped)."""
+    (faults not yet due are then recorded as not applied; a load that never
+    began records none)."""
 
     def __init__(
         self,
@@ -74,6 +77,8 @@ class FaultRunner:
         self._lock = threading.Lock()
         self._began = threading.Event()
         self._load_start = 0.0
+        #: how many of ``faults`` the thread has taken up (applied or failed)
+        self._taken = 0
 
     def start(self) -> None:
         if not self.faults:
@@ -92,8 +97,27 @@ class FaultRunner:
             self._thread.join()
         for watcher in self._watchers:
             watcher.join()
+        if self._began.is_set() and not self.problem:
+            self._not_applied(time.time() - self._load_start)
         with self._lock:
             return tuple(self.records)
+
+    def _not_applied(self, ended_s: float) -> None:
+        """Records the faults the load ended before (the first as the problem)."""
+        for fault in self.faults[self._taken :]:
+            error = (
+                f"not applied: the load ended {ended_s:.1f} s after its start, before"
+                " it was due; schedule it sooner or give the load more requests"
+            )
+            record = FaultRecord(
+                at_s=fault.at,
+                action=fault.action,
+                target="" if fault.target is None else str(fault.target),
+                error=error,
+            )
+            with self._lock:
+                self.records.append(record)
+            self.problem = self.problem or f"fault {fault.describe()} was {error}"
 
     @property
     def down(self) -> set[int]:
@@ -112,6 +136,7 @@ class FaultRunner:
         for fault in self.faults:
             if self._stop.wait(max(0.0, load_start + fault.at - time.time())):
                 return
+            self._taken += 1
             try:
                 record, led = self._apply(fault)
             except Exception as exc:  # a bug: never let it pass for a fault that ran

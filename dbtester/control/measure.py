@@ -261,7 +261,8 @@ def load_problem(
     """Why the measured load failed the run ("": it did not): the cluster
     did not recover from a fault, the last load (a search: its last probe;
     a probe that stopped early ends the search) stopped early, saying why
-    if the agents can tell, or reads returned a wrong value."""
+    if the agents can tell, reads returned a wrong value, or a scheduled
+    fault was not applied."""
     loads = measured.loads
     if measured.searched is None and loads and loads[-1].aborted.startswith(STALLED):
         return f"{job.db.id}: {_not_recovered(job, loads[-1], faults)}"
@@ -274,6 +275,12 @@ def load_problem(
     wrong = sum(load.records.counts().get("wrong-value", 0) for load in loads)
     if wrong:
         return f"{job.db.id}: {wrong:,} reads returned a wrong value"
+    # a fault that failed after the last request, or was never due within the load
+    missed = next((f for f in faults if f.error), None)
+    if missed is not None:
+        target = missed.target
+        who = f" member {target}" if target.isdigit() else f" {target}" if target else ""
+        return f"{job.db.id}: fault {missed.action}{who} at {missed.at_s:g} s: {missed.error}"
     return ""
 
 

@@ -98,3 +98,34 @@ def test_the_leader_killed_and_restarted_mid_write(tmp_path: Path, installed_hom
     assert rows["FAULT-1"] == "kill leader at 1 s, restart at 4 s"
     table = (out / "summary.txt").read_text()
     assert "FAULT-1-RECOVERY-SECONDS" in table and "FAULT-1-P99-DURING-MS" in table
+
+
+def test_a_fault_still_waiting_when_the_load_ends_fails_the_run(
+    tmp_path: Path, installed_home
+) -> None:
+    """A closed loop's length is not known beforehand, so `validate` cannot
+    refuse a fault due after it: the run does, naming the fault, and keeps
+    its record as not applied (before, the run passed as if it had happened)."""
+    home = Path(installed_home("etcd", VERSION))
+    case = make_case(
+        title="a fault after the load",
+        # a closed loop of 300 writes ends within seconds, far before 120 s
+        workload={"requests": 300, "clients": 10, "connections": 2},
+        databases=[database("etcd", version=VERSION, members=3)],
+        faults=[{"at": "120s", "action": "kill", "member": "follower"}],
+    )
+    config = write_case(tmp_path / "case.yaml", case)
+    out = tmp_path / "out"
+    result = dbtester(home, "run", "--no-charts", str(config), "--out", str(out), timeout=600)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "fault kill follower at 120 s: not applied: the load ended" in result.stderr, (
+        result.stderr
+    )
+    record = json.loads((out / "etcd" / "run.json").read_text())
+    (kill,) = record["faults"]
+    assert (kill["action"], kill["target"]) == ("kill", "follower")
+    assert kill["unix"] is None and kill["member"] is None
+    assert kill["error"].startswith("not applied"), kill
+    # the load's own records are kept whole: every request answered
+    records = Records.load(out / "etcd" / "client-latency.npz")
+    assert len(records.code) == 300 and int((records.code == 0).sum()) == 300

@@ -175,7 +175,7 @@ def test_a_fault_that_cannot_be_applied_stops_the_schedule(monkeypatch) -> None:
     assert runner.problem.startswith("fault kill leader at 0.01 s: no member")
 
 
-def test_faults_not_yet_due_are_dropped_when_the_load_ends() -> None:
+def test_faults_not_yet_due_are_recorded_as_not_applied_when_the_load_ends() -> None:
     calls: list[tuple[str, int]] = []
     runner = _runner([_fault(0.01, "kill", 2), _fault(30, "restart")], Kind(), calls)
     runner.start()
@@ -186,8 +186,21 @@ def test_faults_not_yet_due_are_dropped_when_the_load_ends() -> None:
     # stop() does not wait out the restart due at 30 s: 5 s is margin for a
     # busy machine, far below the 30 s it would take if it waited
     assert time.monotonic() - stopping < 5
-    assert calls == [("kill", 2)] and len(records) == 1
+    assert calls == [("kill", 2)] and len(records) == 2
     assert runner.down == {2}
+    # the restart is on record as not applied, and the run's problem says so
+    # (a member left out must not pass for a fault that was undone)
+    kill, restart = records
+    assert not kill.error and restart.action == "restart" and restart.unix is None
+    assert restart.error.startswith("not applied: the load ended")
+    assert runner.problem.startswith("fault restart at 30 s was not applied"), runner.problem
+
+
+def test_a_load_that_never_began_records_no_fault() -> None:
+    calls: list[tuple[str, int]] = []
+    runner = _runner([_fault(1, "kill", 2)], Kind(), calls)
+    runner.start()
+    assert runner.stop() == () and not runner.problem and calls == []
 
 
 def test_faults_count_from_the_loads_begin_not_from_start() -> None:

@@ -229,3 +229,18 @@ def test_isolate_of_a_member_alone_on_its_host_is_allowed_beside_shared_ones() -
     # members 1 and 2 share 10.0.1.2; member 0 has 10.0.1.1 to itself
     faults = load_test_case_text(HOSTS_CASE % ("10.0.1.2", "0"), "case.yaml").case.faults
     assert faults[1].member == 0
+
+
+def test_a_fault_due_after_an_open_loop_load_ends_is_refused() -> None:
+    # 100 requests at 50/s last 2 s: a fault at 2 s or later could never happen
+    case = CASE.replace("connections: 5}", "connections: 5, rate: 50}")
+    text = case + "  - {at: 1s, action: kill, member: 0}\n  - {at: 2s, action: restart}\n"
+    with pytest.raises(ConfigError) as caught:
+        load_test_case_text(text, "case.yaml")
+    message = str(caught.value)
+    assert "case.yaml:7:3" in message, message  # faults: points at its first item
+    assert "faults[1] (restart at 2 s): a's load lasts 2 s (100 requests at 50/s)" in message
+    # one due inside it is fine; a closed loop's length is not known beforehand
+    inside = case + "  - {at: 1s, action: kill, member: 0}\n  - {at: 1.9s, action: restart}\n"
+    assert len(load_test_case_text(inside, "case.yaml").case.faults) == 2
+    assert len(_load("  - {at: 1s, action: kill, member: 0}\n  - {at: 9s, action: restart}\n"))
