@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from dbtester.analyze.compactions import compaction_values
 from dbtester.analyze.correctness import describe as describe_correctness
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.faults import (
@@ -28,12 +29,13 @@ from dbtester.analyze.heatmap import Heatmap, latency_heatmap
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import NOT_ERRORS, OPERATIONS, FaultSummary, Records, WatchEvents
 from dbtester.workloads import TYPES
-from dbtester.workloads.kubernetes import COUNTER_ROWS, LIST_RATE_ROWS
+from dbtester.workloads.kubernetes import COMPACTION_ROWS, COUNTER_ROWS, LIST_RATE_ROWS
 from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS, STALE_ROW
 from dbtester.workloads.watch import WATCH_PERCENTILES, WatchWorkload
 
 __all__ = [
     "CHECK_ROWS",
+    "COMPACTION_ROWS",
     "CONFLICT_ROW",
     "COUNTER_ROWS",
     "CV_ROW",
@@ -263,7 +265,7 @@ def row_group(row: str) -> str:
     """The group of ROW_GROUPS a table row belongs to."""
     if unstepped(row):
         return "By clients"
-    if _PER_FAULT.match(row):
+    if _PER_FAULT.match(row) or row in COMPACTION_ROWS:  # compactions: maintenance
         return "Faults"
     if row in _CHECKS:
         return "Checks"
@@ -300,7 +302,7 @@ def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
         for row in OPERATION_ROWS
         if operation_row(op, row) in have
     ]
-    counted = (CONFLICT_ROW, STALE_ROW, *COUNTER_ROWS, *LIST_RATE_ROWS)
+    counted = (CONFLICT_ROW, STALE_ROW, *COUNTER_ROWS, *COMPACTION_ROWS, *LIST_RATE_ROWS)
     return rows + [row for row in counted if row in have]
 
 
@@ -703,8 +705,9 @@ def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> N
 
 def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> None:
     """What the load counted beside its requests (Kubernetes' traffic's
-    conflicts, retries, skipped verbs, list pages), and what its lists
-    delivered per second of the load."""
+    conflicts, retries, skipped verbs, list pages), what its lists
+    delivered per second of the load, and its latency during compactions
+    against outside them."""
     load = data.record.load
     counters = load.counters if load is not None else {}
     if not counters:
@@ -717,6 +720,8 @@ def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> Non
     for row, (name, scale) in LIST_RATE_ROWS.items():
         if name in counters and span > 0:
             v[row] = counters[name] * scale / span
+    if load is not None:
+        v.update(compaction_values(load.compactions, records))
 
 
 def _latency_per_second(records: Records, mask: npt.NDArray[np.bool_], load_start: float) -> Series:

@@ -54,7 +54,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as scipy_stats
 
 from dbtester.results import Records
 
@@ -265,6 +264,8 @@ def trend(
     median = float(np.median(ys))
     if len(xs) < MIN_TREND_SECONDS or np.ptp(ys) == 0:
         return Trend(0.0, 1.0, 0.0, median, len(xs))
+    from scipy import stats as scipy_stats  # 1.6 s to import: only when used
+
     tau = scipy_stats.kendalltau(xs, ys, alternative="greater")
     line = scipy_stats.theilslopes(ys, xs)
     rise = float(line.slope * (xs[-1] - xs[0]))

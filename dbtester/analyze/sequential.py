@@ -40,7 +40,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as scipy_stats
 
 __all__ = [
     "ALPHA",
@@ -93,6 +92,8 @@ def boundaries(max_trials: int, alpha: float) -> tuple[float, ...]:
 
 def _shaped(scale: float, looks: npt.NDArray[np.int64], max_trials: int) -> npt.NDArray[np.float64]:
     """O'Brien and Fleming's boundaries, carried to each look's t distribution."""
+    from scipy import stats as scipy_stats  # 1.6 s to import: only when used
+
     tail = scipy_stats.norm.sf(scale * np.sqrt(max_trials / looks))
     return np.asarray(scipy_stats.t.isf(tail, looks - 1), dtype=np.float64)
 

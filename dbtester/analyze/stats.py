@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from dbtester.results.requests import OPERATIONS
-from dbtester.workloads.kubernetes import COUNTER_ROWS, LIST_RATE_ROWS
+from dbtester.workloads.kubernetes import COMPACTION_ROWS, COUNTER_ROWS, LIST_RATE_ROWS
 
 __all__ = [
     "ALPHA",
@@ -119,6 +118,7 @@ METRICS: Mapping[str, Metric] = {
         _resource("STALE-READS"),  # ZooKeeper (analyze.figures.STALE_ROW)
         # type: kubernetes (workloads.kubernetes.COUNTER_ROWS, LIST_RATE_ROWS)
         *(_resource(row) for row in COUNTER_ROWS),
+        *(_speed(row, "lower") for row in COMPACTION_ROWS),
         *(_speed(row, "higher") for row in LIST_RATE_ROWS),
         # type: watch (analyze.figures.WATCH_ROWS)
         *(_speed(f"WATCH-LATENCY p{p}", "lower") for p in ("50", "90", "99", "99.9")),
@@ -185,6 +185,8 @@ def estimate(values: Sequence[float]) -> Estimate:
     if n < 2:
         return Estimate(n, mean, 0.0, None)
     sd = float(data.std(ddof=1))
+    from scipy import stats as scipy_stats  # 1.6 s to import: only when used
+
     t = float(scipy_stats.t.ppf((1 + CONFIDENCE) / 2, n - 1))
     return Estimate(n, mean, sd, t * sd / math.sqrt(n))
 
@@ -241,6 +243,8 @@ def compare(
     with warnings.catch_warnings():
         # scipy warns of precision loss when values are nearly identical
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy import stats as scipy_stats  # 1.6 s to import: only when used
+
         result = scipy_stats.ttest_ind(other, baseline, equal_var=False)
         interval = result.confidence_interval(CONFIDENCE)
     return Change(

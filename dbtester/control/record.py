@@ -202,6 +202,7 @@ def _window(load: LoadResult | None) -> LoadWindow | None:
         aborted=load.aborted,
         counts=load.records.counts(),
         counters=dict(load.counters),
+        compactions=load.compactions,
     )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from dbtester.databases import get_kind
 from dbtester.databases.base import LoadSettings, TlsFiles
 from dbtester.errors import DbtesterError
-from dbtester.results import OK, CheckedOperations, Records, WatchEvents
+from dbtester.results import OK, CheckedOperations, CompactionRecord, Records, WatchEvents
 from dbtester.workloads import Workload
 from dbtester.workloads.base import only
 
@@ -203,6 +203,14 @@ def checked_operations_of(result: Mapping[str, Any]) -> CheckedOperations | None
     if check is None:
         return None
     return CheckedOperations.of(check)
+
+
+def compactions_of(result: Mapping[str, Any]) -> tuple[CompactionRecord, ...]:
+    """The compactions a Kubernetes load made (none for the other types)."""
+    return tuple(
+        CompactionRecord(started_unix=start / 1e9, ended_unix=end / 1e9, revision=revision)
+        for start, end, revision in result.get("compactions", ())
+    )
 
 
 def records_of(result: Mapping[str, Any]) -> Records:

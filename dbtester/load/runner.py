@@ -23,7 +23,13 @@ from dbtester.databases.base import LoadSettings
 from dbtester.errors import DbtesterError
 from dbtester.load import native
 from dbtester.load.client_metrics import ClientSampler
-from dbtester.results import CheckedOperations, DatabaseLayout, Records, WatchEvents
+from dbtester.results import (
+    CheckedOperations,
+    CompactionRecord,
+    DatabaseLayout,
+    Records,
+    WatchEvents,
+)
 from dbtester.util.progress import Progress
 from dbtester.util.sched import SchedMeter
 from dbtester.workloads import Workload
@@ -86,6 +92,8 @@ class LoadResult:
     #: what the workload counted beside the records, by name (type:
     #: kubernetes: conflicts, retries, list pages; empty for the others)
     counters: Mapping[str, int] = field(default_factory=dict)
+    #: type: kubernetes: the compactions it made, in order
+    compactions: tuple[CompactionRecord, ...] = ()
 
     @property
     def ok(self) -> int:
@@ -189,17 +197,28 @@ def run_load(
     finally:
         sampler.stop()
         # Whatever happened, the requests that were made are kept.
-        records, watch, check, counters = _collect(load, out)
+        got = _collect(load, out)
     ended = time.time()
     # The load's time runs from its first request, not from its connecting
     # (a ZooKeeper session or TLS handshakes can take a second on a busy host).
     started = began.poll() or called
     sched.sample()
-    bar.finish(load_summary(records, started, options.label))
+    bar.finish(load_summary(got.records, started, options.label))
     cpu = cpu_seconds() - cpu_before
     wait, run = sched.wait_seconds, sched.run_seconds
     return LoadResult(
-        records, started, ended, cpu, aborted, threads, wait, run, watch, check, counters
+        got.records,
+        started,
+        ended,
+        cpu,
+        aborted,
+        threads,
+        wait,
+        run,
+        got.watch,
+        got.check,
+        got.counters,
+        got.compactions,
     )
 
 
@@ -267,7 +286,7 @@ def _unmeasured(
     try:
         aborted = _watch(load, limit, bar, options.health)
     finally:
-        records, _, _, _ = _collect(load, None)
+        records = _collect(load, None).records
     bar.finish(load_summary(records, started, name) + ", not counted")
     cpu = cpu_seconds() - cpu_before
     return LoadResult(records, started, time.time(), cpu, aborted, load_plan["threads"])
@@ -359,12 +378,21 @@ def drain(load: Load) -> None:
         load.stop()
 
 
-def _collect(
-    load: Load, out: DatabaseLayout | None
-) -> tuple[Records, WatchEvents | None, CheckedOperations | None, dict[str, int]]:
+@dataclass(frozen=True)
+class _Collected:
+    """What the engine gave back at the end of a load."""
+
+    records: Records
+    watch: WatchEvents | None
+    check: CheckedOperations | None
+    counters: dict[str, int]
+    compactions: tuple[CompactionRecord, ...]
+
+
+def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
     """The engine's records, its watchers' events and its checked clients'
     operations, saved to ``out`` (unless it is None), and the workload's
-    counters; a failed engine's error."""
+    counters and compactions; a failed engine's error."""
     if not load.wait(0):
         load.stop()
         drain(load)
@@ -382,7 +410,7 @@ def _collect(
         if check is not None:
             check.save(out.check_history)
     counters = {str(name): int(count) for name, count in result.get("counters", {}).items()}
-    return records, watch, check, counters
+    return _Collected(records, watch, check, counters, native.compactions_of(result))
 
 
 class EarlyStop:

@@ -55,8 +55,11 @@ def format_value(row: str, value: float | int | str | None) -> str:
         row = stepped[1]
     if operated := unoperated(row):  # READ-Latency p50 and the like: as Latency p50
         row = operated[1]
-    if row.startswith("FAULT-") and row.endswith(("-SECONDS", "-MS")):  # FAULT-<k>-...
-        return f"{value:.2f} {'s' if row.endswith('-SECONDS') else 'ms'}"
+    # FAULT-<k>-..., and compactions' (COMPACTION-SECONDS-MAX, -P99-DURING-MS, ...)
+    if row.startswith(("FAULT-", "COMPACTION-")) and row.endswith(
+        ("-SECONDS", "-SECONDS-MAX", "-MS")
+    ):
+        return f"{value:.2f} {'ms' if row.endswith('-MS') else 's'}"
     if row in _FORMATS:
         return _FORMATS[row].format(value)
     if row.endswith("THROUGHPUT"):

@@ -12,6 +12,7 @@ from dbtester.results.metrics import CLIENT_COLUMNS, HOST_COLUMNS, SERVER_COLUMN
 from dbtester.results.model import (
     KNOWN_REFUSALS,
     CheckedOperationRecord,
+    CompactionRecord,
     ComparisonRecord,
     CorrectnessRecord,
     DatabaseRecord,
@@ -57,6 +58,7 @@ __all__ = [
     "CaseInfo",
     "CheckedOperationRecord",
     "CheckedOperations",
+    "CompactionRecord",
     "ComparisonRecord",
     "CorrectnessRecord",
     "DatabaseLayout",

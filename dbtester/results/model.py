@@ -19,6 +19,7 @@ from dbtester.results.schema import SCHEMA_VERSION
 __all__ = [
     "KNOWN_REFUSALS",
     "CheckedOperationRecord",
+    "CompactionRecord",
     "ComparisonRecord",
     "CorrectnessRecord",
     "DatabaseRecord",
@@ -175,6 +176,16 @@ class MemberRecord(_Record):
     binary_sha256: str = ""
 
 
+class CompactionRecord(_Record):
+    """One compaction a ``type: kubernetes`` load made as kube-apiserver
+    does (results schema 16): from its Compact request's send to its reply,
+    which came once the database had removed what it compacted away."""
+
+    started_unix: float
+    ended_unix: float
+    revision: int  # what it compacted to
+
+
 class LoadWindow(_Record):
     """When the load ran and what it cost the client."""
 
@@ -192,6 +203,7 @@ class LoadWindow(_Record):
     #: kubernetes' conflicts, retries, list pages and the objects its end
     #: must find; results schema 15)
     counters: dict[str, int] = Field(default_factory=dict)
+    compactions: tuple[CompactionRecord, ...] = ()  # type: kubernetes' (schema 16)
 
 
 class LoadHostRecord(_Record):

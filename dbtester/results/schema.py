@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -144,6 +144,13 @@ HISTORY: tuple[str, ...] = (
         "find); empty for the other types. Only a key was added: a version 14 directory "
         "upgrades as it is."
     ),
+    (
+        "Compactions. ``run.json``'s ``load`` has ``compactions``: each compaction a "
+        "``type: kubernetes`` load made (``started_unix``, ``ended_unix``: its Compact "
+        "request's send and reply, which waits for the old revisions' removal; ``revision``); "
+        "empty for the other types. Only a key was added: a version 15 directory upgrades as "
+        "it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -221,6 +228,10 @@ def _v14_to_v15(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 15}
 
 
+def _v15_to_v16(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 16}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -237,6 +248,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     12: _v12_to_v13,
     13: _v13_to_v14,
     14: _v14_to_v15,
+    15: _v15_to_v16,
 }
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from dbtester._engine import KeysPlan, KubernetesPlan, MixPlan
 
 __all__ = [
+    "COMPACTION_ROWS",
     "COUNTER_ROWS",
     "LIST_RATE_ROWS",
     "RESOURCE",
@@ -53,6 +54,15 @@ LIST_RATE_ROWS: Mapping[str, tuple[str, float]] = {
     "LIST-OBJECTS-PER-S": ("list_objects", 1.0),
     "LIST-MB-PER-S": ("list_bytes", 1e-6),
 }
+#: how long the longest compaction took (s), and the load's p99 and max
+#: latency (ms) during compactions and outside them (analyze.compactions)
+COMPACTION_ROWS = (
+    "COMPACTION-SECONDS-MAX",
+    "COMPACTION-P99-DURING-MS",
+    "COMPACTION-P99-OUTSIDE-MS",
+    "COMPACTION-MAX-DURING-MS",
+    "COMPACTION-MAX-OUTSIDE-MS",
+)
 #: its operations, as the records name them
 VERBS = ("get", "list", "create", "update", "delete")
 #: the verbs that write an object
@@ -68,6 +78,7 @@ class KubernetesWorkload(Workload):
         *(f"{verb.upper()}-{row}" for verb in VERBS for row in OPERATION_ROWS),
         CONFLICT_ROW,
         *COUNTER_ROWS,
+        *COMPACTION_ROWS,
         *LIST_RATE_ROWS,
     )
     SEARCH_REFUSED: ClassVar[str | None] = (

@@ -123,6 +123,12 @@ impl Load {
                     counters.set_item(name, count)?;
                 }
                 dict.bind(py).set_item("counters", counters)?;
+                let compactions: Vec<(i64, i64, i64)> = finished
+                    .compactions
+                    .iter()
+                    .map(|&[started, ended, revision]| (started, ended, revision))
+                    .collect();
+                dict.bind(py).set_item("compactions", compactions)?;
                 *cached = Some(dict.clone_ref(py));
                 Ok(dict)
             }

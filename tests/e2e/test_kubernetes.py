@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dbtester.analyze.compactions import compaction_values
 from dbtester.databases import KINDS
 from dbtester.load.runner import LoadOptions, load_keys, run_load
 from dbtester.results import OPERATIONS, DatabaseLayout, Records
@@ -197,3 +198,24 @@ def test_the_apiservers_compactor_compacts_and_lists_survive_it(
             with pytest.raises(grpc.RpcError) as compacted:
                 kv.Range(etcd_pb2.RangeRequest(key=b"/registry/", revision=2), timeout=10)
             assert compacted.value.code() == grpc.StatusCode.OUT_OF_RANGE
+            # each compaction is on record, in order, timed within the load;
+            # the last one's revision is the oldest etcd still serves
+            done = result.compactions
+            assert len(done) == compactions
+            revisions = [c.revision for c in done]
+            assert revisions == sorted(set(revisions)), revisions
+            assert all(c.started_unix <= c.ended_unix for c in done)
+            # the compactor starts with the engine, before the load's first
+            # request: 10 s is this test's margin for connecting, not a promise
+            assert result.started_unix - 10 < done[0].started_unix
+            assert done[-1].ended_unix <= result.ended_unix
+            last = done[-1].revision
+            kv.Range(etcd_pb2.RangeRequest(key=b"/registry/", revision=last), timeout=10)
+            with pytest.raises(grpc.RpcError) as before:
+                kv.Range(etcd_pb2.RangeRequest(key=b"/registry/", revision=last - 1), timeout=10)
+            assert before.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        # the rows: the longest compaction and the latency on either side
+        values = compaction_values(done, result.records)
+        longest = max(c.ended_unix - c.started_unix for c in done)
+        assert values["COMPACTION-SECONDS-MAX"] == longest
+        assert values["COMPACTION-P99-OUTSIDE-MS"] > 0

@@ -75,6 +75,9 @@ def test_formats_follow_the_reference_tables() -> None:
     assert format_value("SERVER-AVG-DISK-SPACE-USAGE", 2.7e9) == "2.7 GB"
     assert format_value("SERVER-AVG-WRITES-COMPLETED-DELTA-SUM", 104308) == "104,308"
     assert format_value("SERVER-MAX-CPU-USAGE", None) == "-"
+    assert format_value("COMPACTION-SECONDS-MAX", 0.0523) == "0.05 s"
+    assert format_value("COMPACTION-P99-DURING-MS", 3478.3) == "3478.30 ms"
+    assert format_value("FAULT-2-RECOVERY-SECONDS", 1.5) == "1.50 s"
     assert human_bytes(252e6) == "252 MB"
 
 

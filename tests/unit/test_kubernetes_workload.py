@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dbtester.analyze.compactions import compaction_values, during
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import compute, table_rows
 from dbtester.databases.base import LoadSettings
 from dbtester.load import native
-from dbtester.results import OPERATIONS, DatabaseRecord, LoadWindow, Records
+from dbtester.results import OPERATIONS, CompactionRecord, DatabaseRecord, LoadWindow, Records
 from dbtester.workloads import Workload, workload_of
 from dbtester.workloads.kubernetes import account_objects
 
@@ -120,3 +121,52 @@ def test_the_counters_are_rows_and_list_rates_are_per_second_of_load() -> None:
         < rows.index("UPDATE-CONFLICTS")
         < rows.index("LIST-MB-PER-S")
     )
+    # no compaction: no compaction rows
+    assert not any(row.startswith("COMPACTION-") for row in v)
+
+
+def test_requests_overlapping_a_compaction_are_during_it() -> None:
+    compactions = [
+        CompactionRecord(started_unix=10.0, ended_unix=11.0, revision=5),
+        CompactionRecord(started_unix=20.0, ended_unix=20.5, revision=9),
+    ]
+    # spans: before both, straddling the first's start, inside it, straddling
+    # its end, between, at the second's end exactly, after both
+    begin = np.array([1.0, 9.5, 10.2, 10.9, 12.0, 20.5, 21.0])
+    end = np.array([2.0, 10.1, 10.3, 11.5, 19.0, 20.6, 22.0])
+    assert during(compactions, begin, end).tolist() == [
+        False,
+        True,
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
+    # in any order, and with none
+    assert during(compactions[::-1], begin, end).tolist()[1:4] == [True, True, True]
+    assert not during([], begin, end).any()
+
+
+def test_latency_during_compactions_against_outside_them() -> None:
+    """100 requests 0.1 s apart from t=0, 1 ms each but the 10 sent during a
+    compaction from 5.0 to 6.0 s, which take 50 ms; one failure there is
+    not counted."""
+    n = 100
+    due = (np.arange(n) * 1e8).astype(np.int64)
+    latency = np.full(n, 1_000_000, np.int64)
+    inside = (due >= 5e9) & (due < 6e9)
+    latency[inside] = 50_000_000
+    code = np.zeros(n, np.uint8)
+    code[55] = 1
+    latency[55] = 900_000_000
+    records = Records(due, latency, latency, code, np.zeros(n, np.uint16), ["ok", "timeout"])
+    compactions = [CompactionRecord(started_unix=5.0, ended_unix=6.0, revision=3)]
+    values = compaction_values(compactions, records)
+    assert values["COMPACTION-SECONDS-MAX"] == pytest.approx(1.0)
+    assert values["COMPACTION-MAX-DURING-MS"] == pytest.approx(50.0)
+    assert values["COMPACTION-P99-DURING-MS"] == pytest.approx(50.0)
+    # the request sent at 4.9 s ends at 4.901 s: outside; every outside one is 1 ms
+    assert values["COMPACTION-MAX-OUTSIDE-MS"] == pytest.approx(1.0)
+    assert values["COMPACTION-P99-OUTSIDE-MS"] == pytest.approx(1.0)
+    assert compaction_values([], records) == {}

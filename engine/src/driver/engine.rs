@@ -128,6 +128,8 @@ pub struct Finished {
     pub check: Option<Vec<CheckedOperation>>,
     /// What the workload counted beside the records, by name.
     pub counters: Vec<(&'static str, u64)>,
+    /// Each compaction's start, end (unix ns) and revision.
+    pub compactions: Vec<[i64; 3]>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -195,6 +197,7 @@ impl Engine {
                         watch: recorded.watch.map(Box::new),
                         check: recorded.check,
                         counters: recorded.counters,
+                        compactions: recorded.compactions,
                         stopped: thread_control.stopped(),
                     })),
                     Err(error) => State::Failed(error),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::outcome::{EngineError, Outcome};
 use crate::protocols::{Protocol, Seen, Written};
 use crate::workload::Workload;
-use crate::workload::kubernetes::{Objects, Task, Verb};
+use crate::workload::kubernetes::{Compacted, Objects, Task, Verb};
 
 /// etcd's outcome for a read at a revision compacted away.
 const COMPACTED: &str = "OUT_OF_RANGE";
@@ -171,7 +171,10 @@ pub async fn fill<P: Protocol>(proto: &P, objects: &Objects) -> Result<(), Engin
 /// `interval`, it claims the compaction on the compact key's version and,
 /// when it wins the claim, compacts to the revision its previous claim saw
 /// (none the first time), so that one interval of history stays. A failed
-/// step is tried again the next interval, as the apiserver does.
+/// step is tried again the next interval, as the apiserver does. Each
+/// compaction is kept with its start and end: the protocol's compact
+/// returns once the database has removed what it compacted away, so the
+/// load's latency inside that span can be set against the rest.
 pub async fn compactor<P: Protocol>(
     proto: P,
     workload: Arc<Workload>,
@@ -196,7 +199,11 @@ pub async fn compactor<P: Protocol>(
         if claim.claimed && to > 0 {
             let started = Instant::now();
             if proto.compact(0, to).await.is_ok() {
-                objects.compacted(started.elapsed());
+                objects.compacted(Compacted {
+                    started,
+                    ended: Instant::now(),
+                    revision: to,
+                });
             }
         }
     }

@@ -37,6 +37,9 @@ pub struct Recorded {
     /// What the workload counted beside the records, by name (Kubernetes'
     /// traffic: conflicts, retries, list pages; empty for others).
     pub counters: Vec<(&'static str, u64)>,
+    /// Kubernetes' traffic's compactions: start and end (unix ns, on the
+    /// records' clock) and the revision compacted to.
+    pub compactions: Vec<[i64; 3]>,
 }
 
 /// Runs every step of `plan` (its watchers in place first, with
@@ -123,12 +126,17 @@ pub async fn run<P: Protocol>(
         let _ = compactor.await;
     }
     grace.abort();
-    let counters = shared
+    let run_objects = shared
         .workload
         .objects()
-        .filter(|objects| objects.phase() == KubernetesPhase::Run)
-        .map(Objects::counters)
-        .unwrap_or_default();
+        .filter(|objects| objects.phase() == KubernetesPhase::Run);
+    let counters = run_objects.map(Objects::counters).unwrap_or_default();
+    let compactions = run_objects
+        .map(Objects::compactions)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| [clock.unix_ns(c.started), clock.unix_ns(c.ended), c.revision])
+        .collect();
     drop(shared);
     let records = std::mem::take(&mut *lock(&records));
     let watch = watch.and_then(Arc::into_inner).map(|log| {
@@ -146,6 +154,7 @@ pub async fn run<P: Protocol>(
         watch,
         check,
         counters,
+        compactions,
     })
 }
 

@@ -335,8 +335,8 @@ pub trait Protocol: Sized + Send + Sync + 'static {
         no_objects()
     }
 
-    /// Compacts every revision before `revision` away (not waiting for the
-    /// backend to free them, as the apiserver does not).
+    /// Compacts every revision before `revision` away, returning once the
+    /// database has removed them (so the reply marks the compaction's end).
     fn compact(
         &self,
         conn: usize,

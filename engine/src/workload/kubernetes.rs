@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use crate::plan::{KubernetesPhase, KubernetesPlan, PlanError, quoted};
 use crate::workload::OpKind;
@@ -186,6 +187,15 @@ struct Counts {
     compaction_us_max: AtomicU64,
 }
 
+/// One compaction: when its Compact was sent, when its reply came (the
+/// backend's removal done), and the revision it compacted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted {
+    pub started: Instant,
+    pub ended: Instant,
+    pub revision: i64,
+}
+
 /// The traffic's objects and what the client has seen of them.
 #[derive(Debug)]
 pub struct Objects {
@@ -195,6 +205,8 @@ pub struct Objects {
     table: Mutex<Table>,
     ticks: AtomicU64,
     counts: Counts,
+    /// Every compaction of the run, in order.
+    compacted: Mutex<Vec<Compacted>>,
 }
 
 /// The objects a run's end may find: at least `low`, at most `high`.
@@ -216,6 +228,7 @@ impl Objects {
             }),
             ticks: AtomicU64::new(1),
             counts: Counts::default(),
+            compacted: Mutex::new(Vec::new()),
         })
     }
 
@@ -409,13 +422,26 @@ impl Objects {
         self.counts.list_restarts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A compaction's Compact call took `took`.
-    pub fn compacted(&self, took: std::time::Duration) {
+    /// A compaction ran (its Compact call's send and reply).
+    pub fn compacted(&self, done: Compacted) {
         self.counts.compactions.fetch_add(1, Ordering::Relaxed);
+        let took = done.ended.saturating_duration_since(done.started);
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         self.counts
             .compaction_us_max
             .fetch_max(us, Ordering::Relaxed);
+        self.compacted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(done);
+    }
+
+    /// Every compaction so far, in order.
+    pub fn compactions(&self) -> Vec<Compacted> {
+        self.compacted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// How often to compact, as kube-apiserver does (None: never, and

@@ -1,0 +1,63 @@
+"""What compactions did to a ``type: kubernetes`` load: the latency of the
+requests in flight while one ran against the rest's. Pure.
+
+A compaction spans its Compact request's send to its reply, which etcd
+sends once it has removed the old revisions (the engine asks it to wait:
+``physical``). A request is *during* a compaction when the two overlap at
+all, from its due time (its send, in a closed loop) to its reply: a request
+a compaction held up is then counted even if it began just before. Only
+successful requests count, as in the latency rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from dbtester.results import CompactionRecord, Records
+from dbtester.workloads.kubernetes import COMPACTION_ROWS
+
+__all__ = ["compaction_values", "during"]
+
+
+def during(
+    compactions: Sequence[CompactionRecord],
+    begin_s: npt.NDArray[np.float64],
+    end_s: npt.NDArray[np.float64],
+) -> npt.NDArray[np.bool_]:
+    """Which of the spans ``begin_s``..``end_s`` (unix seconds) overlap a
+    compaction (the compactor runs one at a time, so they do not overlap)."""
+    ordered = sorted(compactions, key=lambda c: c.started_unix)
+    starts = np.array([c.started_unix for c in ordered], dtype=np.float64)
+    ends = np.maximum.accumulate(np.array([c.ended_unix for c in ordered], dtype=np.float64))
+    if not len(starts):
+        return np.zeros(len(begin_s), dtype=bool)
+    # the first compaction that ends at or after the span begins; the span
+    # overlaps it when that compaction starts before the span ends
+    first = np.searchsorted(ends, begin_s, side="left")
+    found = first < len(ends)
+    starts_at = starts[np.minimum(first, len(starts) - 1)]
+    return found & (starts_at <= end_s)
+
+
+def compaction_values(
+    compactions: Sequence[CompactionRecord], records: Records
+) -> dict[str, float]:
+    """COMPACTION_ROWS' values: the longest compaction (s), and p99 and max
+    latency (ms) of the successful requests during compactions and outside
+    them (a side with no request has no value)."""
+    if not compactions:
+        return {}
+    longest, p99_in, p99_out, max_in, max_out = COMPACTION_ROWS
+    values = {longest: max(c.ended_unix - c.started_unix for c in compactions)}
+    ok = records.code == 0
+    begin_s = records.due_ns[ok] / 1e9
+    latency_ms = records.latency_ns[ok] / 1e6
+    inside = during(compactions, begin_s, begin_s + latency_ms / 1e3)
+    for mask, p99_row, max_row in ((inside, p99_in, max_in), (~inside, p99_out, max_out)):
+        if mask.any():
+            values[p99_row] = float(np.percentile(latency_ms[mask], 99))
+            values[max_row] = float(latency_ms[mask].max())
+    return values
