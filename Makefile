@@ -135,7 +135,7 @@ engine-test: python
 	$(CARGO) clippy --quiet --manifest-path $(ENGINE) --all-targets -- -D warnings
 	cargo fmt --manifest-path $(ENGINE) --check
 
-# The fuzz harnesses for FUZZ_SECONDS each (make test gives them 15 s each).
+# The fuzz harnesses for FUZZ_SECONDS each (make test gives them 8 s each).
 FUZZ_SECONDS ?= 600
 fuzz: setup
 	DBTESTER_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -m fuzz -q -s tests/fuzz

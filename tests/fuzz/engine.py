@@ -27,7 +27,7 @@ from hypothesis.strategies import SearchStrategy
 
 __all__ = ["DEFAULT_SECONDS", "Stats", "budget", "fuzz"]
 
-DEFAULT_SECONDS = 15.0
+DEFAULT_SECONDS = 8.0
 #: a Hypothesis run holds this many examples, or fewer
 MAX_BATCH = 500
 MIN_BATCH = 2
