@@ -68,6 +68,9 @@ class KubernetesPlan(TypedDict):
     # kube-apiserver's compactor beside a run: claim, then compact to the
     # revision seen one interval before (0: never)
     compaction_interval_s: float
+    # informers beside a run: each lists the objects, then watches them from
+    # that revision, relisting when compacted away; checked at the end
+    informers: int
 
 class TlsPlan(TypedDict):
     # PEM text, checked when the plan is; errors name the key, never its text

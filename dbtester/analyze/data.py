@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dbtester.results import DatabaseRecord, Records, TrialResults, WatchEvents
+from dbtester.results import DatabaseRecord, InformerLags, Records, TrialResults, WatchEvents
 
 __all__ = ["DatabaseData", "prepare"]
 
@@ -28,6 +28,8 @@ class DatabaseData:
     load_hosts: tuple[pd.DataFrame, ...] = ()
     #: each companion server's samples by its name (kine's PostgreSQL), with t and member
     companions: tuple[tuple[str, pd.DataFrame], ...] = ()
+    #: type: kubernetes: its informers' event lags (None without informers)
+    informer_lags: InformerLags | None = None
 
     @property
     def load_start(self) -> float:
@@ -76,4 +78,5 @@ def prepare(
         db.watch,
         tuple(hosts),
         companions,
+        db.informer_lags,
     )

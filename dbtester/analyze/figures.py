@@ -26,10 +26,16 @@ from dbtester.analyze.faults import (
     watch_fault_figures,
 )
 from dbtester.analyze.heatmap import Heatmap, latency_heatmap
+from dbtester.analyze.informers import informer_values
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import NOT_ERRORS, OPERATIONS, FaultSummary, Records, WatchEvents
 from dbtester.workloads import TYPES
-from dbtester.workloads.kubernetes import COMPACTION_ROWS, COUNTER_ROWS, LIST_RATE_ROWS
+from dbtester.workloads.kubernetes import (
+    COMPACTION_ROWS,
+    COUNTER_ROWS,
+    INFORMER_ROWS,
+    LIST_RATE_ROWS,
+)
 from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS, STALE_ROW
 from dbtester.workloads.watch import WATCH_PERCENTILES, WatchWorkload
 
@@ -40,6 +46,7 @@ __all__ = [
     "COUNTER_ROWS",
     "CV_ROW",
     "HOST_ROWS",
+    "INFORMER_ROWS",
     "LIST_RATE_ROWS",
     "OPERATION_ROWS",
     "PERCENTILES",
@@ -258,6 +265,7 @@ _CHECKS = (
     STALE_ROW,
     *CHECK_ROWS,
     *COUNTER_ROWS,
+    *(row for row in INFORMER_ROWS if not row.endswith("-MS")),
 )
 
 
@@ -267,6 +275,8 @@ def row_group(row: str) -> str:
         return "By clients"
     if _PER_FAULT.match(row) or row in COMPACTION_ROWS:  # compactions: maintenance
         return "Faults"
+    if row in INFORMER_ROWS and row.endswith("-MS"):
+        return "Latency"
     if row in _CHECKS:
         return "Checks"
     if row in HOST_ROWS:
@@ -302,7 +312,14 @@ def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
         for row in OPERATION_ROWS
         if operation_row(op, row) in have
     ]
-    counted = (CONFLICT_ROW, STALE_ROW, *COUNTER_ROWS, *COMPACTION_ROWS, *LIST_RATE_ROWS)
+    counted = (
+        CONFLICT_ROW,
+        STALE_ROW,
+        *COUNTER_ROWS,
+        *COMPACTION_ROWS,
+        *INFORMER_ROWS,
+        *LIST_RATE_ROWS,
+    )
     return rows + [row for row in counted if row in have]
 
 
@@ -722,6 +739,7 @@ def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> Non
             v[row] = counters[name] * scale / span
     if load is not None:
         v.update(compaction_values(load.compactions, records))
+        v.update(informer_values(load.informers, data.informer_lags))
 
 
 def _latency_per_second(records: Records, mask: npt.NDArray[np.bool_], load_start: float) -> Series:

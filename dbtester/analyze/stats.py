@@ -31,7 +31,12 @@ from typing import Literal
 import numpy as np
 
 from dbtester.results.requests import OPERATIONS
-from dbtester.workloads.kubernetes import COMPACTION_ROWS, COUNTER_ROWS, LIST_RATE_ROWS
+from dbtester.workloads.kubernetes import (
+    COMPACTION_ROWS,
+    COUNTER_ROWS,
+    INFORMER_ROWS,
+    LIST_RATE_ROWS,
+)
 
 __all__ = [
     "ALPHA",
@@ -119,6 +124,12 @@ METRICS: Mapping[str, Metric] = {
         # type: kubernetes (workloads.kubernetes.COUNTER_ROWS, LIST_RATE_ROWS)
         *(_resource(row) for row in COUNTER_ROWS),
         *(_speed(row, "lower") for row in COMPACTION_ROWS),
+        # informers: their lags and first list as latency, what they did as resources
+        *(
+            _speed(row, "lower") if row.endswith("-MS") else _resource(row)
+            for row in INFORMER_ROWS
+            if row != "INFORMERS-CONVERGED"  # a verdict, not a number
+        ),
         *(_speed(row, "higher") for row in LIST_RATE_ROWS),
         # type: watch (analyze.figures.WATCH_ROWS)
         *(_speed(f"WATCH-LATENCY p{p}", "lower") for p in ("50", "90", "99", "99.9")),

@@ -203,6 +203,7 @@ def _window(load: LoadResult | None) -> LoadWindow | None:
         counts=load.records.counts(),
         counters=dict(load.counters),
         compactions=load.compactions,
+        informers=load.informers,
     )
 
 

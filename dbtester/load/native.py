@@ -19,7 +19,15 @@ import numpy as np
 from dbtester.databases import get_kind
 from dbtester.databases.base import LoadSettings, TlsFiles
 from dbtester.errors import DbtesterError
-from dbtester.results import OK, CheckedOperations, CompactionRecord, Records, WatchEvents
+from dbtester.results import (
+    OK,
+    CheckedOperations,
+    CompactionRecord,
+    InformerLags,
+    InformerRecord,
+    Records,
+    WatchEvents,
+)
 from dbtester.workloads import Workload
 from dbtester.workloads.base import only
 
@@ -211,6 +219,29 @@ def compactions_of(result: Mapping[str, Any]) -> tuple[CompactionRecord, ...]:
         CompactionRecord(started_unix=start / 1e9, ended_unix=end / 1e9, revision=revision)
         for start, end, revision in result.get("compactions", ())
     )
+
+
+def informers_of(
+    result: Mapping[str, Any],
+) -> tuple[tuple[InformerRecord, ...], InformerLags | None]:
+    """What a Kubernetes load's informers did, and their events' lags
+    (none, and None, without informers)."""
+    informed = result.get("informers") or []
+    if not informed:
+        return (), None
+    records = tuple(
+        InformerRecord(
+            synced_s=int(i["synced_us"]) / 1e6,
+            relists=int(i["relists"]),
+            resumes=int(i["resumes"]),
+            events=int(i["events"]),
+            converged=bool(i["converged"]),
+            problems=tuple(str(p) for p in i["problems"]),
+            problem_count=int(i["problem_count"]),
+        )
+        for i in informed
+    )
+    return records, InformerLags.of([i["lags_us"] for i in informed])
 
 
 def records_of(result: Mapping[str, Any]) -> Records:

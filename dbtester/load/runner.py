@@ -27,6 +27,8 @@ from dbtester.results import (
     CheckedOperations,
     CompactionRecord,
     DatabaseLayout,
+    InformerLags,
+    InformerRecord,
     Records,
     WatchEvents,
 )
@@ -94,6 +96,9 @@ class LoadResult:
     counters: Mapping[str, int] = field(default_factory=dict)
     #: type: kubernetes: the compactions it made, in order
     compactions: tuple[CompactionRecord, ...] = ()
+    #: type: kubernetes: what each informer did, and their events' lags
+    informers: tuple[InformerRecord, ...] = ()
+    informer_lags: InformerLags | None = None
 
     @property
     def ok(self) -> int:
@@ -219,6 +224,8 @@ def run_load(
         got.check,
         got.counters,
         got.compactions,
+        got.informers,
+        got.informer_lags,
     )
 
 
@@ -387,6 +394,8 @@ class _Collected:
     check: CheckedOperations | None
     counters: dict[str, int]
     compactions: tuple[CompactionRecord, ...]
+    informers: tuple[InformerRecord, ...]
+    informer_lags: InformerLags | None
 
 
 def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
@@ -409,8 +418,12 @@ def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
             watch.save(out.watch_events)
         if check is not None:
             check.save(out.check_history)
+    informers, lags = native.informers_of(result)
+    if out is not None and lags is not None:
+        lags.save(out.informer_lags)
     counters = {str(name): int(count) for name, count in result.get("counters", {}).items()}
-    return _Collected(records, watch, check, counters, native.compactions_of(result))
+    compactions = native.compactions_of(result)
+    return _Collected(records, watch, check, counters, compactions, informers, lags)
 
 
 class EarlyStop:

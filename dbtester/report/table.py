@@ -56,7 +56,7 @@ def format_value(row: str, value: float | int | str | None) -> str:
     if operated := unoperated(row):  # READ-Latency p50 and the like: as Latency p50
         row = operated[1]
     # FAULT-<k>-..., and compactions' (COMPACTION-SECONDS-MAX, -P99-DURING-MS, ...)
-    if row.startswith(("FAULT-", "COMPACTION-")) and row.endswith(
+    if row.startswith(("FAULT-", "COMPACTION-", "INFORMER-")) and row.endswith(
         ("-SECONDS", "-SECONDS-MAX", "-MS")
     ):
         return f"{value:.2f} {'ms' if row.endswith('-MS') else 's'}"

@@ -7,6 +7,7 @@ it imports nothing from dbtester above ``errors``.
 """
 
 from dbtester.results.checked import CheckedOperations
+from dbtester.results.informers import InformerLags
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, HOST_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.model import (
@@ -21,6 +22,7 @@ from dbtester.results.model import (
     FaultRecord,
     FaultSummary,
     FigureValue,
+    InformerRecord,
     LoadHostRecord,
     LoadWindow,
     LookRecord,
@@ -69,6 +71,8 @@ __all__ = [
     "FaultRecord",
     "FaultSummary",
     "FigureValue",
+    "InformerLags",
+    "InformerRecord",
     "LoadHostRecord",
     "LoadWindow",
     "LookRecord",

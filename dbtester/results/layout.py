@@ -77,6 +77,11 @@ class DatabaseLayout:
         return self.root / "check-history.npz"
 
     @property
+    def informer_lags(self) -> Path:
+        """A Kubernetes load's informers' event lags (InformerLags)."""
+        return self.root / "informer-lags.npz"
+
+    @property
     def watch_events(self) -> Path:
         """A watch load's events, per watcher (WatchEvents)."""
         return self.root / "watch-events.npz"

@@ -28,6 +28,7 @@ __all__ = [
     "FaultRecord",
     "FaultSummary",
     "FigureValue",
+    "InformerRecord",
     "LoadHostRecord",
     "LoadWindow",
     "LookRecord",
@@ -186,6 +187,20 @@ class CompactionRecord(_Record):
     revision: int  # what it compacted to
 
 
+class InformerRecord(_Record):
+    """One informer of a ``type: kubernetes`` load (results schema 16): how
+    long its first list took, what it did since, and whether its copy of
+    the objects was, at the end, exactly a fresh list of them."""
+
+    synced_s: float  # from its start to its first list's end
+    relists: int  # lists again: its watch's start was compacted away
+    resumes: int  # watches made again after a stream ended
+    events: int
+    converged: bool  # it reached the last revision and its copy was compared
+    problems: tuple[str, ...] = ()  # the first events or objects found wrong
+    problem_count: int = 0  # all of them
+
+
 class LoadWindow(_Record):
     """When the load ran and what it cost the client."""
 
@@ -204,6 +219,7 @@ class LoadWindow(_Record):
     #: must find; results schema 15)
     counters: dict[str, int] = Field(default_factory=dict)
     compactions: tuple[CompactionRecord, ...] = ()  # type: kubernetes' (schema 16)
+    informers: tuple[InformerRecord, ...] = ()  # type: kubernetes' (schema 16)
 
 
 class LoadHostRecord(_Record):

@@ -145,11 +145,13 @@ HISTORY: tuple[str, ...] = (
         "upgrades as it is."
     ),
     (
-        "Compactions. ``run.json``'s ``load`` has ``compactions``: each compaction a "
-        "``type: kubernetes`` load made (``started_unix``, ``ended_unix``: its Compact "
-        "request's send and reply, which waits for the old revisions' removal; ``revision``); "
-        "empty for the other types. Only a key was added: a version 15 directory upgrades as "
-        "it is."
+        "Compactions and informers. ``run.json``'s ``load`` has ``compactions``: each "
+        "compaction a ``type: kubernetes`` load made (``started_unix``, ``ended_unix``: its "
+        "Compact request's send and reply, which waits for the old revisions' removal; "
+        "``revision``), and ``informers``: each informer's time to its first list, relists, "
+        "resumed watches, events, whether it converged and what it found wrong; "
+        "``informer-lags.npz`` has each stamped event's lag. Empty for the other types. Only "
+        "keys and a file were added: a version 15 directory upgrades as it is."
     ),
 )
 

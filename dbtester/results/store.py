@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from dbtester.errors import ResultsError
 from dbtester.results.checked import CheckedOperations
 from dbtester.results.files import check_unicode, present, read_regular_file
+from dbtester.results.informers import InformerLags
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
 from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
 from dbtester.results.model import DatabaseRecord, RunSummary
@@ -65,6 +66,8 @@ class TrialResults:
     #: (member index, name, samples) of each member's companion server
     #: (server-<i>-<name>-metrics.csv: kine's PostgreSQL)
     companions: tuple[tuple[int, str, pd.DataFrame], ...] = ()
+    #: a Kubernetes load's informers' event lags (informer-lags.npz; None without)
+    informer_lags: InformerLags | None = None
 
     @property
     def trial(self) -> int:
@@ -255,6 +258,7 @@ class ResultsDir:
                 for index, name, path in layout.companion_metric_files()
                 if (frame := read_metrics(path, SERVER_COLUMNS)) is not None
             ),
+            InformerLags.load(layout.informer_lags) if present(layout.informer_lags) else None,
         )
 
     def read_database(self, db_id: str, label: str) -> DatabaseResults | None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPACTION_ROWS",
     "COUNTER_ROWS",
+    "INFORMER_ROWS",
     "LIST_RATE_ROWS",
     "RESOURCE",
     "VERBS",
@@ -63,6 +64,19 @@ COMPACTION_ROWS = (
     "COMPACTION-MAX-DURING-MS",
     "COMPACTION-MAX-OUTSIDE-MS",
 )
+#: its informers': the slowest first list (ms), events' lag p50, p99 and
+#: max (ms), events, relists and resumed watches in all, and how many
+#: converged on a fresh list at the end (analyze.informers)
+INFORMER_ROWS = (
+    "INFORMER-SYNCED-MS",
+    "INFORMER-LAG-P50-MS",
+    "INFORMER-LAG-P99-MS",
+    "INFORMER-LAG-MAX-MS",
+    "INFORMER-EVENTS",
+    "INFORMER-RELISTS",
+    "INFORMER-RESUMES",
+    "INFORMERS-CONVERGED",
+)
 #: its operations, as the records name them
 VERBS = ("get", "list", "create", "update", "delete")
 #: the verbs that write an object
@@ -79,6 +93,7 @@ class KubernetesWorkload(Workload):
         CONFLICT_ROW,
         *COUNTER_ROWS,
         *COMPACTION_ROWS,
+        *INFORMER_ROWS,
         *LIST_RATE_ROWS,
     )
     SEARCH_REFUSED: ClassVar[str | None] = (
@@ -153,6 +168,16 @@ class KubernetesWorkload(Workload):
         " interval before; 0: never",
     )
 
+    informers: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Informers beside the load, as kube-apiserver's watch cache and"
+        " client-go's reflector: each lists the objects, then watches them from that"
+        " list's revision (listing again when compacted away), keeps a copy, and must"
+        " hold exactly a fresh list at the end",
+    )
+
     _interval = field_validator("compaction_interval", mode="before")(parse_duration)
 
     @model_validator(mode="before")
@@ -213,9 +238,11 @@ class KubernetesWorkload(Workload):
             if self.compaction_interval
             else "; no compaction"
         )
+        informers = f"; {self.informers} informer{'s' if self.informers != 1 else ''}"
         return (
             f"create {self.objects:,} objects in {self.namespaces:,} namespaces, then"
-            f" {requests} requests ({mix}; lists of {self.page_size:,} a page{every})"
+            f" {requests} requests ({mix}; lists of {self.page_size:,} a page{every}"
+            f"{informers if self.informers else ''})"
         )
 
     def describe_sizes(self) -> str:
@@ -251,6 +278,7 @@ class KubernetesWorkload(Workload):
                 "delete": shares["delete"],
             },
             "compaction_interval_s": self.compaction_interval,
+            "informers": self.informers,
         }
 
     def load_phase(self) -> Workload:

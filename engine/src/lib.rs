@@ -22,6 +22,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 use crate::driver::StartError;
 use crate::driver::check::Operation as CheckedOperation;
 use crate::driver::engine::{Engine, Taken};
+use crate::driver::informer::Informed;
 use crate::plan::Value;
 use crate::records::Records;
 use crate::workload::watch::Watched;
@@ -129,6 +130,11 @@ impl Load {
                     .map(|&[started, ended, revision]| (started, ended, revision))
                     .collect();
                 dict.bind(py).set_item("compactions", compactions)?;
+                let informers = PyList::empty(py);
+                for informed in &finished.informed {
+                    informers.append(informer_dict(py, informed)?)?;
+                }
+                dict.bind(py).set_item("informers", informers)?;
                 *cached = Some(dict.clone_ref(py));
                 Ok(dict)
             }
@@ -195,6 +201,21 @@ fn check_dict(py: Python<'_>, operations: &[CheckedOperation]) -> PyResult<Py<Py
         PyArray1::from_vec(py, column(ops, |o| o.completed_ns)),
     )?;
     dict.set_item("member", PyArray1::from_vec(py, column(ops, |o| o.member)))?;
+    Ok(dict.unbind())
+}
+
+/// What one informer did and saw; its lags (µs) as an array.
+fn informer_dict(py: Python<'_>, informed: &Informed) -> PyResult<Py<PyDict>> {
+    let dict = PyDict::new(py);
+    let synced_us = u64::try_from(informed.synced.as_micros()).unwrap_or(u64::MAX);
+    dict.set_item("synced_us", synced_us)?;
+    dict.set_item("relists", informed.relists)?;
+    dict.set_item("resumes", informed.resumes)?;
+    dict.set_item("events", informed.events)?;
+    dict.set_item("lags_us", PyArray1::from_slice(py, &informed.lags_us))?;
+    dict.set_item("converged", informed.converged)?;
+    dict.set_item("problems", &informed.problems)?;
+    dict.set_item("problem_count", informed.problem_count)?;
     Ok(dict.unbind())
 }
 

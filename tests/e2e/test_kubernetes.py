@@ -12,13 +12,14 @@ import re
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from dbtester.analyze.compactions import compaction_values
 from dbtester.databases import KINDS
 from dbtester.load.runner import LoadOptions, load_keys, run_load
-from dbtester.results import OPERATIONS, DatabaseLayout, Records
+from dbtester.results import OPERATIONS, DatabaseLayout, InformerLags, Records
 from dbtester.workloads import workload_of
 from dbtester.workloads.kubernetes import VERBS
 from tests.support.cluster import VERSIONS, cluster, dbtester, settings_for
@@ -219,3 +220,75 @@ def test_the_apiservers_compactor_compacts_and_lists_survive_it(
         longest = max(c.ended_unix - c.started_unix for c in done)
         assert values["COMPACTION-SECONDS-MAX"] == longest
         assert values["COMPACTION-P99-OUTSIDE-MS"] > 0
+
+
+def test_informers_converge_through_compactions_and_a_leader_kill(
+    tmp_path: Path, installed_home
+) -> None:
+    """Three informers beside the traffic while the apiserver's compactor
+    runs every second and the leader is killed and restarted: each lists,
+    watches, sees every write (no event twice or out of order), and ends on
+    exactly a fresh list of the objects; their events' lags are timed."""
+    home = Path(installed_home("etcd", VERSIONS["etcd"]))
+    case = {
+        "title": "informers",
+        "workload": {
+            "type": "kubernetes",
+            "requests": 2400,
+            "rate": 400,
+            "objects": OBJECTS,
+            "object_size": 256,
+            "page_size": PAGE,
+            "clients": 16,
+            "connections": 4,
+            "compaction_interval": "1s",
+            "informers": 3,
+        },
+        "faults": [
+            {"at": "1s", "action": "kill", "member": "leader"},
+            {"at": "3s", "action": "restart"},
+        ],
+        "databases": [
+            {
+                "id": "etcd",
+                "kind": "etcd",
+                "version": VERSIONS["etcd"],
+                "members": 3,
+                "client": {"balancer": "round_robin"},
+            },
+        ],
+    }
+    path = tmp_path / "case.yaml"
+    path.write_text(yaml.safe_dump(case))
+    out = tmp_path / "results"
+    result = dbtester(home, "run", str(path), "--out", str(out), "--no-charts")
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    assert figures["INFORMERS-CONVERGED"] == "3 / 3 OK", figures["INFORMERS-CONVERGED"]
+    run = json.loads((out / "etcd" / "run.json").read_text())
+    informers = run["load"]["informers"]
+    assert len(informers) == 3
+    for informer in informers:
+        assert informer["converged"] and not informer["problems"], informer
+        assert 0 < informer["synced_s"] < 30, informer
+    # an informer that never listed again saw every write acknowledged
+    # during the load as an event (each create, update and delete is one;
+    # the kill's unknown outcomes may add some; a relist replaces events by
+    # a list)
+    records = Records.load(out / "etcd" / "client-latency.npz")
+    writes = [OPERATIONS.index(verb) for verb in ("create", "update", "delete")]
+    acknowledged = int(((records.code == 0) & np.isin(records.ops, writes)).sum())
+    watched = [i for i in informers if not i["relists"]]
+    assert all(i["events"] >= acknowledged for i in watched), (acknowledged, informers)
+    assert figures["INFORMER-EVENTS"] == sum(i["events"] for i in informers)
+    # the one on the killed member watched again (elsewhere, or after a relist)
+    assert sum(i["resumes"] + i["relists"] for i in informers) >= 1, informers
+    lags = InformerLags.load(out / "etcd" / "informer-lags.npz")
+    assert len(lags) > 0 and set(lags.informer.tolist()) == {0, 1, 2}
+    assert figures["INFORMER-LAG-P99-MS"] == pytest.approx(float(np.percentile(lags.lag_ms(), 99)))
+    assert figures["INFORMER-LAG-P50-MS"] <= figures["INFORMER-LAG-P99-MS"]
+    print(
+        "informers:",
+        [(i["events"], i["relists"], i["resumes"], round(i["synced_s"], 3)) for i in informers],
+        f"lag p99 {figures['INFORMER-LAG-P99-MS']:.1f} ms",
+    )

@@ -9,9 +9,18 @@ import pytest
 from dbtester.analyze.compactions import compaction_values, during
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.figures import compute, table_rows
+from dbtester.analyze.informers import informer_values
 from dbtester.databases.base import LoadSettings
 from dbtester.load import native
-from dbtester.results import OPERATIONS, CompactionRecord, DatabaseRecord, LoadWindow, Records
+from dbtester.results import (
+    OPERATIONS,
+    CompactionRecord,
+    DatabaseRecord,
+    InformerLags,
+    InformerRecord,
+    LoadWindow,
+    Records,
+)
 from dbtester.workloads import Workload, workload_of
 from dbtester.workloads.kubernetes import account_objects
 
@@ -170,3 +179,25 @@ def test_latency_during_compactions_against_outside_them() -> None:
     assert values["COMPACTION-MAX-OUTSIDE-MS"] == pytest.approx(1.0)
     assert values["COMPACTION-P99-OUTSIDE-MS"] == pytest.approx(1.0)
     assert compaction_values([], records) == {}
+
+
+def test_informer_rows_sum_their_work_and_judge_each() -> None:
+    def informer(synced_s: float, events: int, **more: object) -> InformerRecord:
+        base: dict[str, object] = {"relists": 0, "resumes": 0, "converged": True}
+        return InformerRecord.model_validate({"synced_s": synced_s, "events": events} | base | more)
+
+    lags = InformerLags.of([[1000, 3000], [2000, 100_000]])
+    good = [informer(0.2, 10), informer(0.5, 12, relists=1, resumes=2)]
+    values = informer_values(good, lags)
+    assert values["INFORMER-SYNCED-MS"] == pytest.approx(500.0)  # the slowest
+    assert (values["INFORMER-EVENTS"], values["INFORMER-RELISTS"]) == (22, 1)
+    assert values["INFORMER-RESUMES"] == 2
+    assert values["INFORMER-LAG-P50-MS"] == pytest.approx(2.5)
+    assert values["INFORMER-LAG-MAX-MS"] == pytest.approx(100.0)
+    assert values["INFORMERS-CONVERGED"] == "2 / 2 OK"
+    # one that found something wrong, one that never caught up
+    wrong = informer(0.1, 3, problems=("/a at revision 7 arrived twice",), problem_count=1)
+    behind = informer(0.1, 3, converged=False)
+    assert informer_values([*good, wrong, behind], None)["INFORMERS-CONVERGED"] == "2 / 4 FAILED"
+    assert "INFORMER-LAG-P99-MS" not in informer_values(good, InformerLags.of([[]]))
+    assert informer_values([], lags) == {}

@@ -130,6 +130,8 @@ pub struct Finished {
     pub counters: Vec<(&'static str, u64)>,
     /// Each compaction's start, end (unix ns) and revision.
     pub compactions: Vec<[i64; 3]>,
+    /// What each informer did and saw.
+    pub informed: Vec<crate::driver::informer::Informed>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -198,6 +200,7 @@ impl Engine {
                         check: recorded.check,
                         counters: recorded.counters,
                         compactions: recorded.compactions,
+                        informed: recorded.informed,
                         stopped: thread_control.stopped(),
                     })),
                     Err(error) => State::Failed(error),

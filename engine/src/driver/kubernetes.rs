@@ -19,7 +19,7 @@ use crate::workload::Workload;
 use crate::workload::kubernetes::{Compacted, Objects, Task, Verb};
 
 /// etcd's outcome for a read at a revision compacted away.
-const COMPACTED: &str = "OUT_OF_RANGE";
+pub(crate) const COMPACTED: &str = "OUT_OF_RANGE";
 
 /// Sends `task` over connection `conn`.
 pub async fn perform<P: Protocol>(
@@ -56,7 +56,10 @@ async fn create<P: Protocol>(
     value: Bytes,
     key: &[u8],
 ) -> Result<Outcome, Outcome> {
-    match proto.create_object(conn, key, value).await? {
+    match proto
+        .create_object(conn, key, objects.stamped(value))
+        .await?
+    {
         Written::Done(revision) => {
             objects.saw(task, revision, Some(revision));
             Ok(Outcome::Ok)
@@ -84,9 +87,10 @@ async fn until_written<P: Protocol>(
         let written = if task.verb == Verb::Delete {
             proto.delete_object(conn, key, expected).await?
         } else {
-            proto
-                .update_object(conn, key, value.clone(), expected)
-                .await?
+            // stamped as each attempt is sent: an informer's lag counts
+            // from the write that took effect
+            let stamped = objects.stamped(value.clone());
+            proto.update_object(conn, key, stamped, expected).await?
         };
         match written {
             Written::Done(revision) => {

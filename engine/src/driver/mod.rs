@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod engine;
+pub mod informer;
 pub mod kubernetes;
 pub mod pacing;
 pub mod timer;

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::driver::check::{Checking, Operation as CheckedOperation};
 use crate::driver::engine::Control;
+use crate::driver::informer::{Informed, Informers};
 use crate::driver::kubernetes;
 use crate::driver::timer::{Timer, wait_spinning, wait_until};
 use crate::outcome::{EngineError, Outcome};
@@ -40,6 +41,8 @@ pub struct Recorded {
     /// Kubernetes' traffic's compactions: start and end (unix ns, on the
     /// records' clock) and the revision compacted to.
     pub compactions: Vec<[i64; 3]>,
+    /// What each informer did and saw (none without informers).
+    pub informed: Vec<Informed>,
 }
 
 /// Runs every step of `plan` (its watchers in place first, with
@@ -102,6 +105,9 @@ pub async fn run<P: Protocol>(
         }
         _ => None,
     };
+    // Informers list and watch the objects from before the first request.
+    let informers = Informers::<P>::start(&plan, options.clone(), workload.clone()).await?;
+    let wait = plan.timeout;
     let shared = Shared {
         plan,
         control,
@@ -125,6 +131,11 @@ pub async fn run<P: Protocol>(
     if let Some(compactor) = compactor {
         let _ = compactor.await;
     }
+    // After the compactor: the informers' end is judged on objects at rest.
+    let informed = match informers {
+        Some(informers) => informers.finish(wait).await,
+        None => Vec::new(),
+    };
     grace.abort();
     let run_objects = shared
         .workload
@@ -155,6 +166,7 @@ pub async fn run<P: Protocol>(
         check,
         counters,
         compactions,
+        informed,
     })
 }
 

@@ -163,6 +163,8 @@ pub struct KubernetesPlan {
     pub mix: Vec<(String, f64)>,
     /// How often the run compacts as kube-apiserver does (None: never).
     pub compaction: Option<Duration>,
+    /// How many informers list and watch the objects during the run.
+    pub informers: usize,
 }
 
 /// Checked clients: `clients` of them, each on a connection of its own and
@@ -246,7 +248,10 @@ const KUBERNETES_KEYS: &[&str] = &[
     "first",
     "mix",
     "compaction_interval_s",
+    "informers",
 ];
+/// Informers: each a watch stream and a copy of every object.
+const MAX_INFORMERS: i64 = 100;
 /// Objects and namespaces: far beyond a cluster's, small enough for a table.
 const MAX_OBJECTS: i64 = 1 << 32;
 const WATCH_KEYS: &[&str] = &["watchers", "connections", "drain_s"];
@@ -386,6 +391,7 @@ fn parse_kubernetes(top: &Fields<'_>) -> Result<Option<KubernetesPlan>> {
             0.0 => None,
             seconds => Some(Duration::from_secs_f64(seconds)),
         },
+        informers: k.int("informers", 0, MAX_INFORMERS)? as usize,
     }))
 }
 

@@ -26,11 +26,12 @@ use prost::Message;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod inform;
 mod kube;
 
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step};
-use crate::protocols::{Claim, Given, Page, Protocol, Request, Seen, Written, within};
+use crate::protocols::{Claim, Given, News, Page, Protocol, Request, Seen, Written, within};
 use crate::transport::failover::{dial_bound, ordered, ordered_from};
 use crate::transport::grpc::{
     BoxError, Caller, Code, Conn, Credential, Failure, Login, Stream, frame,
@@ -183,15 +184,18 @@ pub struct ResponseHeader {
     pub revision: i64,
 }
 
-/// A Watch stream's request: only `create_request` is sent.
+/// A Watch stream's request: a watch to create, or (an informer's) a
+/// request for progress.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct WatchRequest {
     #[prost(message, optional, tag = "1")]
     pub create_request: Option<WatchCreateRequest>,
+    #[prost(message, optional, tag = "3")]
+    pub progress_request: Option<ProgressRequest>,
 }
 
 /// Watch the keys from `key` up to (not including) `range_end`, from
-/// `start_revision` on (0: from now).
+/// `start_revision` on (0: from now), with progress notifications or not.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct WatchCreateRequest {
     #[prost(bytes = "bytes", tag = "1")]
@@ -200,7 +204,13 @@ pub struct WatchCreateRequest {
     pub range_end: Bytes,
     #[prost(int64, tag = "3")]
     pub start_revision: i64,
+    #[prost(bool, tag = "4")]
+    pub progress_notify: bool,
 }
+
+/// Asks for a progress notification of every watch on the stream.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProgressRequest {}
 
 /// The fields of a WatchResponse a watcher reads (events' values are skipped).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -448,6 +458,17 @@ impl Protocol for Etcd {
         self.page(conn, from, end, limit, revision).await
     }
 
+    async fn inform(
+        &self,
+        conn: usize,
+        range: (Bytes, Bytes),
+        revision: i64,
+        news: tokio::sync::mpsc::Sender<News>,
+        progress: Arc<tokio::sync::Notify>,
+    ) -> Result<(), Outcome> {
+        self.inform_on(conn, range, revision, news, progress).await
+    }
+
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
         let key = Bytes::copy_from_slice(key);
         let value = |kv: Option<(&[u8], i64)>| kv.map(|(v, _)| Bytes::copy_from_slice(v));
@@ -570,6 +591,7 @@ fn run_range(plan: &Plan) -> WatchCreateRequest {
         key: Bytes::from(from),
         range_end: Bytes::from(to),
         start_revision: 0,
+        progress_notify: false,
     }
 }
 
@@ -612,6 +634,7 @@ impl Watching {
                     start_revision: w.next,
                     ..self.range.clone()
                 }),
+                progress_request: None,
             })
         });
         let first = creates.next().expect("a stream has a watcher");

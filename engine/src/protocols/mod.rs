@@ -197,6 +197,29 @@ pub struct Claim {
     pub revision: i64,
 }
 
+/// What an informer's watch of the objects delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum News {
+    /// Changes, in the order the database sent them.
+    Events(Vec<ObjectEvent>),
+    /// Every change up to this revision has been delivered (a progress
+    /// notification).
+    Progress(i64),
+    /// The watch's start was compacted away; this is the oldest revision
+    /// kept. The watch is over: the informer lists again.
+    Compacted(i64),
+}
+
+/// One change of one object: its key, the revision of the change, whether
+/// it was a delete, and the value it was given (empty for a delete).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectEvent {
+    pub key: Bytes,
+    pub revision: i64,
+    pub deleted: bool,
+    pub value: Bytes,
+}
+
 /// The refusal of a protocol without Kubernetes' storage operations.
 async fn no_objects<T>() -> Result<T, Outcome> {
     Err(Outcome::Named("unsupported"))
@@ -343,6 +366,23 @@ pub trait Protocol: Sized + Send + Sync + 'static {
         revision: i64,
     ) -> impl Future<Output = Result<(), Outcome>> + Send {
         let _ = (conn, revision);
+        no_objects()
+    }
+
+    /// Watches the objects from `from` to `end` from `revision` on, over
+    /// connection `conn`, as an informer does: sends what arrives into
+    /// `news`, and asks the database for a progress notification each time
+    /// `progress` is notified. Returns when the stream ends or `news` is
+    /// closed (Ok), or the watch could not be made (the outcome).
+    fn inform(
+        &self,
+        conn: usize,
+        range: (Bytes, Bytes),
+        revision: i64,
+        news: tokio::sync::mpsc::Sender<News>,
+        progress: Arc<tokio::sync::Notify>,
+    ) -> impl Future<Output = Result<(), Outcome>> + Send {
+        let _ = (conn, range, revision, news, progress);
         no_objects()
     }
 

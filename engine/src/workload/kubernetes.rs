@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+use bytes::{Bytes, BytesMut};
+
 use crate::plan::{KubernetesPhase, KubernetesPlan, PlanError, quoted};
 use crate::workload::OpKind;
 use crate::workload::keys::SplitMix64;
@@ -168,6 +170,9 @@ struct Table {
     next: u64,
 }
 
+/// The bytes of a value its write's send time takes (see `Objects::stamped`).
+const STAMP: usize = 8;
+
 /// Counts kept beside the records (the table's rows).
 #[derive(Debug, Default)]
 struct Counts {
@@ -207,6 +212,8 @@ pub struct Objects {
     counts: Counts,
     /// Every compaction of the run, in order.
     compacted: Mutex<Vec<Compacted>>,
+    /// What a write's stamp counts from (see `stamped`).
+    origin: Instant,
 }
 
 /// The objects a run's end may find: at least `low`, at most `high`.
@@ -229,6 +236,7 @@ impl Objects {
             ticks: AtomicU64::new(1),
             counts: Counts::default(),
             compacted: Mutex::new(Vec::new()),
+            origin: Instant::now(),
         })
     }
 
@@ -452,6 +460,39 @@ impl Objects {
             .filter(|_| self.plan.phase == KubernetesPhase::Run)
     }
 
+    /// How many informers watch the objects (none but in a run).
+    pub fn informers(&self) -> usize {
+        match self.plan.phase {
+            KubernetesPhase::Run => self.plan.informers,
+            _ => 0,
+        }
+    }
+
+    /// `value` with its first 8 bytes the time it is sent (ns since the
+    /// table's origin, little-endian), so that an informer receiving the
+    /// event can tell how long it took; unchanged without informers, or
+    /// when the value is too short to hold it.
+    pub fn stamped(&self, value: Bytes) -> Bytes {
+        if self.informers() == 0 || value.len() < STAMP {
+            return value;
+        }
+        let mut stamped = BytesMut::from(&value[..]);
+        stamped[..STAMP].copy_from_slice(&self.since_origin().to_le_bytes());
+        stamped.freeze()
+    }
+
+    /// When a stamped value was sent, in ns since the origin (None: it
+    /// carries no stamp of this run: shorter, or from the future).
+    pub fn stamp_of(&self, value: &[u8]) -> Option<u64> {
+        let stamp = u64::from_le_bytes(value.get(..STAMP)?.try_into().ok()?);
+        (stamp <= self.since_origin()).then_some(stamp)
+    }
+
+    /// Nanoseconds since the origin.
+    pub fn since_origin(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// How many objects the database must hold now: those known to exist,
     /// give or take those whose last write's outcome is unknown.
     pub fn expected(&self) -> Expected {
@@ -514,6 +555,7 @@ mod tests {
                 .map(|(verb, share)| (verb.name().to_owned(), share))
                 .collect(),
             compaction: None,
+            informers: 0,
         }
     }
 
