@@ -370,6 +370,10 @@ def _host_entry(lab: Lab, host: Any) -> dict[str, Any]:
     }
 
 
+# Solo: it holds each host's start skew to the 10 ms load hosts promise, and
+# a host's engine wakes at the common start only as promptly as it gets a
+# CPU: beside two other test processes it once woke 11.5 ms late.
+@pytest.mark.solo
 def test_two_load_hosts_drive_the_cluster(lab: Lab, agents_up: Done) -> None:
     """``load_hosts:``: two more machines' agents (brought up by ``agents up``
     beside the running server agents) share an open-loop load on the
