@@ -64,13 +64,10 @@ def test_members_started_with_tls_and_a_user_are_loaded_verified_faulted_and_che
     case = make_case(
         title="e2e tls",
         workload={"requests": PUTS, "rate": 1000, "check": {"clients": 4, "keys": 4}},
-        # The snapshot after the restart: the schedule waits for an event to
-        # end, and a snapshot on a busy machine took seconds, which pushed
-        # the restart past the load's end (seen with three test processes)
         faults=[
-            {"at": "0.5s", "action": "kill", "member": "leader"},
-            {"at": "1.5s", "action": "restart"},
-            {"at": "2s", "action": "snapshot", "member": "leader"},
+            {"at": "0.5s", "action": "snapshot", "member": "leader"},
+            {"at": "1s", "action": "kill", "member": "leader"},
+            {"at": "2s", "action": "restart"},
         ],
         # Consul's raft_multiplier 1: a new leader within the member's 1 s down
         databases=[
@@ -91,7 +88,7 @@ def test_members_started_with_tls_and_a_user_are_loaded_verified_faulted_and_che
     for db in summary["databases"]:
         kind = db["id"]
         run = json.loads((out / kind / "run.json").read_text())
-        kill, restart, snapshot = run["faults"]
+        snapshot, kill, restart = run["faults"]
         assert not kill["error"] and not restart["error"], run["faults"]
         # the maintenance event went through dbtester's own client, over TLS too
         assert not snapshot["error"] and "from member" in snapshot["detail"], snapshot
