@@ -124,6 +124,9 @@ def test_a_target_below_the_service_time_is_met_by_no_rate(
     assert all("above the 2 ms target" in p.failures[0] for p in outcome.probes)
 
 
+# Solo: beside another test process the engine can judge itself starved of
+# CPU and stop the search as client-bound before its budget (seen in CI).
+@pytest.mark.solo
 def test_the_budget_stops_a_search_and_keeps_what_it_found(
     tmp_path: Path,
     slow_server,
