@@ -53,6 +53,7 @@ __all__ = [
     "fault_figures",
     "fault_row",
     "fault_values",
+    "scheduled",
     "watch_fault_figures",
     "windows",
 ]
@@ -125,17 +126,21 @@ class Window:
         """As scheduled, e.g. ``kill leader at 10 s, restart at 20 s``: the same
         for every database and trial (the member hit and the moments it took
         effect are in the record)."""
-        f = self.fault
-        who = f"member {f.target}" if f.target.isdigit() else f.target
-        if f.action == "transfer_leader":
-            who = f"to {who}"
-        peers = " from its peers" if f.keep_clients else ""
-        to = f" to {f.to}" if f.to else ""
-        to += f" by {f.fsync_ms:g} ms" if f.fsync_ms else ""
-        text = f"{f.action} {who}{peers}{to}".rstrip() + f" at {f.at_s:g} s"
+        text = scheduled(self.fault)
         if self.undo is not None:
             text += f", {self.undo.action} at {self.undo.at_s:g} s"
         return text
+
+
+def scheduled(f: FaultRecord) -> str:
+    """A fault as the test case scheduled it, e.g. ``kill leader at 10 s``."""
+    who = f"member {f.target}" if f.target.isdigit() else f.target
+    if f.action == "transfer_leader":
+        who = f"to {who}"
+    peers = " from its peers" if f.keep_clients else ""
+    to = f" to {f.to}" if f.to else ""
+    to += f" by {f.fsync_ms:g} ms" if f.fsync_ms else ""
+    return f"{f.action} {who}{peers}{to}".rstrip() + f" at {f.at_s:g} s"
 
 
 def windows(faults: Sequence[FaultRecord], load_start: float) -> list[Window]:

@@ -104,17 +104,12 @@ class FaultRunner:
 
     def _not_applied(self, ended_s: float) -> None:
         """Records the faults the load ended before (the first as the problem)."""
+        error = (
+            f"not applied: the load ended {ended_s:.1f} s after its start, before"
+            " it was due; schedule it sooner or give the load more requests"
+        )
         for fault in self.faults[self._taken :]:
-            error = (
-                f"not applied: the load ended {ended_s:.1f} s after its start, before"
-                " it was due; schedule it sooner or give the load more requests"
-            )
-            record = FaultRecord(
-                at_s=fault.at,
-                action=fault.action,
-                target="" if fault.target is None else str(fault.target),
-                error=error,
-            )
+            record = _scheduled(fault).model_copy(update={"error": error})
             with self._lock:
                 self.records.append(record)
             self.problem = self.problem or f"fault {fault.describe()} was {error}"
@@ -157,15 +152,7 @@ class FaultRunner:
     def _apply(self, fault: Fault) -> tuple[FaultRecord, float | None]:
         """The fault's record, and when it took the leader out (time.monotonic()
         as it was asked for) or None if it did not."""
-        target = "" if fault.target is None else str(fault.target)
-        base = FaultRecord(
-            at_s=fault.at,
-            action=fault.action,
-            target=target,
-            keep_clients=fault.keep_clients,
-            to=fault.to or "",
-            fsync_ms=fault.fsync_ms,
-        )
+        base = _scheduled(fault)
         if fault.action in EVENTS and fault.action != "upgrade":
             return self._event(fault, base), None
         # the rest are the member's agent's to carry out (an upgrade too)
@@ -331,6 +318,18 @@ class FaultRunner:
                 self._out.append((action, member, beside))
             else:
                 self._out.pop()
+
+
+def _scheduled(fault: Fault) -> FaultRecord:
+    """The record of ``fault`` as scheduled, before anything happened."""
+    return FaultRecord(
+        at_s=fault.at,
+        action=fault.action,
+        target="" if fault.target is None else str(fault.target),
+        keep_clients=fault.keep_clients,
+        to=fault.to or "",
+        fsync_ms=fault.fsync_ms,
+    )
 
 
 def _said(record: FaultRecord, led: bool) -> str:

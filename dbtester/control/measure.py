@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
+from dbtester.analyze.faults import scheduled
 from dbtester.analyze.probes import ProbeRule
 from dbtester.config.search import Search
 from dbtester.control.cluster import (
@@ -280,9 +281,7 @@ def load_problem(
     # a fault that failed after the last request, or was never due within the load
     missed = next((f for f in faults if f.error), None)
     if missed is not None:
-        target = missed.target
-        who = f" member {target}" if target.isdigit() else f" {target}" if target else ""
-        return f"{job.db.id}: fault {missed.action}{who} at {missed.at_s:g} s: {missed.error}"
+        return f"{job.db.id}: fault {scheduled(missed)}: {missed.error}"
     return ""
 
 
