@@ -229,7 +229,7 @@ def describe_workload(w: Workload, search: Search | None = None) -> str:
     pace = f"at {w.rate:,g} requests/s" if w.rate else "as fast as possible"
     if search is not None:
         pace = "at the rates the search offers"
-    checked = f"; {w.check.describe()}" if w.check is not None else ""
+    checked = f"; {w.judged_by.describe()}" if w.judged_by is not None else ""
     return f"{what}; {sizes}; {clients}; {pace}{checked}"
 
 

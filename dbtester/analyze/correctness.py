@@ -16,6 +16,11 @@ matched to; Consul: by reply index), no revision split across replies.
 Consul's coalesced changes arrive in one reply with others: seen, not
 missed. Events of puts whose reply was lost are not expected, and not
 judged.
+
+Model informer: a Kubernetes load's informers, from what the engine found
+(:class:`dbtester.results.InformerRecord`): an event at or below a revision
+the informer had seen, a copy that was not exactly a fresh list at the end,
+or an informer that never reached that list's revision, is a violation.
 """
 
 from __future__ import annotations
@@ -30,13 +35,14 @@ from dbtester.results import (
     CheckedOperationRecord,
     CheckedOperations,
     CorrectnessRecord,
+    InformerRecord,
     ViolationRecord,
     WatchCheckRecord,
     WatchEvents,
 )
 from dbtester.results.checked import ENDED_OK, NO_MEMBER
 
-__all__ = ["FaultSpan", "describe", "judge", "judge_watch"]
+__all__ = ["FaultSpan", "describe", "judge", "judge_informers", "judge_watch"]
 
 #: a read of bytes no checked client wrote (the engine's GARBLED)
 _GARBLED = 2**64 - 1
@@ -220,8 +226,37 @@ def _watch_violation(watch: WatchEvents, faults: Sequence[FaultSpan]) -> Violati
     )
 
 
+def judge_informers(informers: Sequence[InformerRecord], *, on_violation: str) -> CorrectnessRecord:
+    """The verdict on a Kubernetes load's informers (model informer): the
+    first informer found wrong, with its first problem."""
+    wrong = [(n, i) for n, i in enumerate(informers) if i.problems or not i.converged]
+    return CorrectnessRecord(
+        model="informer",
+        clients=len(informers),
+        keys=0,
+        on_violation=on_violation,
+        operations=sum(i.events for i in informers),
+        linearizable_keys=0,
+        violated_keys=len(wrong),
+        violation=_informer_violation(*wrong[0]) if wrong else None,
+    )
+
+
+def _informer_violation(number: int, informer: InformerRecord) -> ViolationRecord:
+    if informer.problems:
+        more = informer.problem_count - 1
+        reason = informer.problems[0] + (f" (and {more:,} more)" if more else "")
+    else:
+        reason = "did not reach the objects' last revision within the request timeout"
+    return ViolationRecord(key=f"informer {number}", reason=reason, operations=())
+
+
 def describe(record: CorrectnessRecord) -> str:
     """One line for the table's CORRECTNESS row."""
+    if record.model == "informer":
+        if record.violation is not None:
+            return f"VIOLATED ({record.violated_keys} of {record.clients} informers)"
+        return f"informers held ({record.operations:,} events)"
     if record.watch is not None:
         watch = record.watch
         if watch.violated_watchers:

@@ -1040,6 +1040,13 @@ def _correctness(data: DatabaseData, figures: Figures) -> None:
     figures.values["CORRECTNESS"] = describe_correctness(record)
     violation = record.violation
     where = f", during {violation.during_fault}" if violation and violation.during_fault else ""
+    if record.model == "informer":
+        if violation is not None:
+            figures.notes.append(
+                f"{data.label}: INFORMERS BROKEN: {violation.key}: {violation.reason}"
+                f" ({record.violated_keys} of {record.clients} informers wrong)"
+            )
+        return
     if record.watch is not None:
         if violation is not None:
             counts = record.watch

@@ -276,27 +276,10 @@ def load_problem(
     wrong = sum(load.records.counts().get("wrong-value", 0) for load in loads)
     if wrong:
         return f"{job.db.id}: {wrong:,} reads returned a wrong value"
-    if told := _informers_wrong(loads[-1]) if loads else "":
-        return f"{job.db.id}: {told}"
     # a fault that failed after the last request, or was never due within the load
     missed = next((f for f in faults if f.error), None)
     if missed is not None:
         return f"{job.db.id}: fault {scheduled(missed)}: {missed.error}"
-    return ""
-
-
-def _informers_wrong(load: LoadResult) -> str:
-    """What the first informer found wrong, or that it never caught up ("": none)."""
-    for number, informer in enumerate(load.informers):
-        if informer.problems:
-            more = informer.problem_count - 1
-            also = f" (and {more:,} more)" if more else ""
-            return f"informer {number}: {informer.problems[0]}{also}"
-        if not informer.converged:
-            return (
-                f"informer {number} did not reach the objects' last revision within the"
-                " request timeout after the load"
-            )
     return ""
 
 

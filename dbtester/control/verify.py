@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dbtester.analyze.correctness import FaultSpan, judge, judge_watch
+from dbtester.analyze.correctness import FaultSpan, judge, judge_informers, judge_watch
 from dbtester.analyze.faults import windows
 from dbtester.control.cluster import Cluster
 from dbtester.control.job import DatabaseJob
@@ -133,10 +133,13 @@ def _count_keys(job: DatabaseJob, cluster: Cluster) -> int:
 def judge_check(job: DatabaseJob, measured: Measured, faults: Sequence[FaultRecord]) -> Judged:
     """The workload's ``check:``: the checked clients' history held to
     linearizability, or the watchers' events to the watch guarantees, each
-    violation placed among the fault windows."""
-    check, load = job.db.workload.check, measured.load
+    violation placed among the fault windows; or the informers' copies to
+    the objects at the end."""
+    check, load = job.db.workload.judged_by, measured.load
     if check is None or load is None:
         return Judged()
+    if check.model == "informer":
+        return Judged(judge_informers(load.informers, on_violation=check.on_violation))
     spans = [
         FaultSpan(
             f"fault {w.number} ({w.describe()})",
@@ -167,11 +170,10 @@ def judge_check(job: DatabaseJob, measured: Measured, faults: Sequence[FaultReco
 def violation(job: DatabaseJob, judged: Judged) -> None:
     """DbtesterError when the check found a violation and the test case does
     not say to report it only."""
-    check = job.db.workload.check
+    check = job.db.workload.judged_by
     found = judged.correctness.violation if judged.correctness is not None else None
     if check is None or found is None or check.on_violation != "fail":
         return
-    what = "not linearizable: key" if check.runs_clients else "watch guarantees broken:"
     raise DbtesterError(
-        f"{what} {found.key}: {found.reason} (run.json's correctness has the details)"
+        f"{check.broken} {found.key}: {found.reason} (run.json's correctness has the details)"
     )

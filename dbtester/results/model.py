@@ -426,7 +426,7 @@ class CorrectnessRecord(_Record):
     clients' history (model linearizability), or the watchers' events
     (model watch, whose counts are in ``watch``)."""
 
-    model: str  # linearizability, watch
+    model: str  # linearizability, watch, informer (schema 17)
     clients: int  # checked clients; the watchers for model watch
     keys: int  # checked keys; 0 for model watch
     on_violation: str  # fail, report

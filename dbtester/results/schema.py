@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -153,6 +153,13 @@ HISTORY: tuple[str, ...] = (
         "``informer-lags.npz`` has each stamped event's lag. Empty for the other types. Only "
         "keys and a file were added: a version 15 directory upgrades as it is."
     ),
+    (
+        "The informer check. ``run.json``'s ``correctness`` may have ``model`` "
+        '``"informer"``: a ``type: kubernetes`` load\'s informers judged (``clients``: the '
+        "informers, ``operations``: their events, ``violated_keys``: the informers found "
+        "wrong, ``violation``: the first, its ``key`` naming it). A version 16 file upgrades as "
+        "it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -234,6 +241,10 @@ def _v15_to_v16(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 16}
 
 
+def _v16_to_v17(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 17}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -251,6 +262,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     13: _v13_to_v14,
     14: _v14_to_v15,
     15: _v15_to_v16,
+    16: _v16_to_v17,
 }
 
 

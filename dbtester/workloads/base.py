@@ -169,7 +169,8 @@ class Workload(BaseModel):
         None,
         description="checked clients beside the load, their history checked for"
         " linearizability: {model: linearizability, clients: 8, keys: 8, on_violation: fail};"
-        " with type: watch, {model: watch} judges the watchers' events",
+        " with type: watch, {model: watch} judges the watchers' events; with type:"
+        " kubernetes, {model: informer} its informers",
     )
 
     @model_validator(mode="before")
@@ -195,12 +196,7 @@ class Workload(BaseModel):
 
     @classmethod
     def _wrong_check(cls, check: Check) -> str:
-        if not cls.CHECK_MODELS:
-            return f"type: {cls.type_name()} takes no check: yet"
-        return (
-            f"check's model: {check.model} judges a watch load's watchers, and this is"
-            f" type: {cls.type_name()}: use model: {' or '.join(cls.CHECK_MODELS)}"
-        )
+        return _wrong_check(check, cls.type_name(), cls.CHECK_MODELS)
 
     @field_validator("client_steps")
     @classmethod
@@ -231,6 +227,12 @@ class Workload(BaseModel):
 
     def _check_own(self) -> None:
         """The type's own checks across its keys (ValueError on a problem)."""
+
+    @property
+    def judged_by(self) -> Check | None:
+        """The check the measured load is judged by: ``check:``, or one the
+        type holds its load to without being asked (None: none)."""
+        return self.check
 
     # --------------------------------------------------------------- the type
 
@@ -291,15 +293,7 @@ class Workload(BaseModel):
 
     def spread_problem(self, hosts: int) -> str | None:
         """Why this load cannot be shared among ``hosts`` load hosts (None: it can)."""
-        for number, (clients, connections, _) in enumerate(self.step_plan()):
-            if min(clients, connections) < hosts:
-                what = "clients" if clients < hosts else "connections"
-                step = f" in client step {number + 1}" if len(self.step_plan()) > 1 else ""
-                return (
-                    f"{hosts} load hosts need at least {hosts} {what}{step}, one each; there"
-                    f" are {min(clients, connections)}"
-                )
-        return None
+        return _too_few_to_spread(self.step_plan(), hosts)
 
     # ------------------------------------------------- the engine's plan parts
 
@@ -384,6 +378,29 @@ class KeyValueError(ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+def _too_few_to_spread(plan: list[tuple[int, int, int]], hosts: int) -> str | None:
+    """Why steps of (clients, connections, requests) cannot be shared among
+    ``hosts`` load hosts, each needing a client and a connection of its own."""
+    for number, (clients, connections, _) in enumerate(plan):
+        if min(clients, connections) < hosts:
+            what = "clients" if clients < hosts else "connections"
+            step = f" in client step {number + 1}" if len(plan) > 1 else ""
+            return (
+                f"{hosts} load hosts need at least {hosts} {what}{step}, one each; there"
+                f" are {min(clients, connections)}"
+            )
+    return None
+
+
+def _wrong_check(check: Check, type_name: str, models: tuple[str, ...]) -> str:
+    if not models:
+        return f"type: {type_name} takes no check: yet"
+    return (
+        f"check's model: {check.model} does not judge type: {type_name}:"
+        f" use model: {' or '.join(models)}"
+    )
 
 
 def _check_as_its_owner_does(key: str, value: Any) -> None:

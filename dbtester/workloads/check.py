@@ -10,6 +10,14 @@ Their history is checked per key (:mod:`dbtester.analyze.linearizable`).
 the watchers themselves: an event missed, received twice or out of order,
 or a revision split across replies, is a violation
 (:func:`dbtester.analyze.correctness.judge_watch`); no checked clients run.
+
+``check: {model: informer, on_violation: report}`` (``type: kubernetes``
+with ``informers:``) judges the informers: an event delivered twice or out of
+revision order, a copy that is not exactly a fresh list at the end, or an
+informer that never caught up, is a violation
+(:func:`dbtester.analyze.correctness.judge_informers`). Without ``check:``
+a Kubernetes load's informers are judged so anyway, and a violation fails
+the run.
 """
 
 from __future__ import annotations
@@ -33,10 +41,12 @@ __all__ = ["MAX_CHECKED", "Check"]
 class Check(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
-    model: Literal["linearizability", "watch"] = Field(
+    model: Literal["linearizability", "watch", "informer"] = Field(
         "linearizability",
         description="linearizability: checked clients' history, each key a register;"
-        " watch (type: watch only): the watchers' events, in order, none missed or twice",
+        " watch (type: watch only): the watchers' events, in order, none missed or twice;"
+        " informer (type: kubernetes only): each informer's copy of the objects, exactly"
+        " a fresh list at the end, no event twice or out of order",
     )
     clients: int = Field(
         8, ge=1, le=MAX_CHECKED, description="checked clients, one connection each"
@@ -51,22 +61,32 @@ class Check(BaseModel):
     @model_validator(mode="after")
     def _clients_only_for_registers(self) -> Check:
         given = sorted({"clients", "keys"} & self.model_fields_set)
-        if self.model == "watch" and given:
+        if not self.runs_clients and given:
+            judged = "watchers" if self.model == "watch" else "informers"
             raise ValueError(
                 f"{' and '.join(given)} set the checked clients of model: linearizability;"
-                " model: watch judges the watchers themselves: remove"
+                f" model: {self.model} judges the {judged} themselves: remove"
                 f" {'them' if len(given) > 1 else 'it'}"
             )
         return self
 
     @model_serializer(mode="wrap")
     def _without_clients_for_watch(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # model: watch refuses clients and keys: written out, they would make
+        # models watch and informer refuse clients and keys: written out, they would make
         # the results' config.yaml a test case that does not load
         data = handler(self)
         if not self.runs_clients and isinstance(data, dict):
             return {k: v for k, v in data.items() if k not in ("clients", "keys")}
         return data
+
+    @property
+    def broken(self) -> str:
+        """The words that open a violation's error."""
+        if self.model == "watch":
+            return "watch guarantees broken:"
+        if self.model == "informer":
+            return "informers broken:"
+        return "not linearizable: key"
 
     @property
     def runs_clients(self) -> bool:
@@ -76,8 +96,13 @@ class Check(BaseModel):
     def describe(self) -> str:
         """One line for ``validate``."""
         then = "fails the run" if self.on_violation == "fail" else "is reported"
-        if not self.runs_clients:
+        if self.model == "watch":
             return f"every watcher held to the watch guarantees (a violation {then})"
+        if self.model == "informer":
+            return (
+                "every informer's copy held to a fresh list at the end, its events to"
+                f" revision order (a violation {then})"
+            )
         return (
             f"{self.clients} checked clients on {self.keys} keys held to linearizability"
             f" (a violation {then})"

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from dbtester.results import OPERATIONS, Records, Verification
 from dbtester.util.durations import parse_duration
 from dbtester.workloads.base import KeyValueError, Seeding, Workload, one_key, only
+from dbtester.workloads.check import Check
 from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class KubernetesWorkload(Workload):
     """Kube-apiserver's storage traffic over `objects` objects."""
 
     SEEDING: ClassVar[Seeding] = "load-phase"
-    CHECK_MODELS: ClassVar[tuple[str, ...]] = ()
+    CHECK_MODELS: ClassVar[tuple[str, ...]] = ("informer",)
     ROWS: ClassVar[tuple[str, ...]] = (
         *(f"{verb.upper()}-{row}" for verb in VERBS for row in OPERATION_ROWS),
         CONFLICT_ROW,
@@ -210,6 +211,20 @@ class KubernetesWorkload(Workload):
                 " delete_proportion must add up to 1, got"
                 f" {' + '.join(f'{s:g}' for s in shares.values())} = {sum(shares.values()):g}"
             )
+        if self.check is not None and not self.informers:
+            raise ValueError(
+                "check's model: informer judges the informers, and there are none: set"
+                " informers: N (1 or more)"
+            )
+
+    @property
+    def judged_by(self) -> Check | None:
+        # Informers are checked whether asked or not: a copy that is not the
+        # objects is a broken informer, and that fails the run unless the test
+        # case says to report it.
+        if self.check is None and self.informers:
+            return Check(model="informer")
+        return self.check
 
     def _shares(self) -> dict[str, float]:
         return {

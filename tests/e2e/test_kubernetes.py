@@ -17,11 +17,13 @@ import pytest
 import yaml
 
 from dbtester.analyze.compactions import compaction_values
+from dbtester.analyze.correctness import judge_informers
 from dbtester.databases import KINDS
 from dbtester.load.runner import LoadOptions, load_keys, run_load
 from dbtester.results import OPERATIONS, DatabaseLayout, InformerLags, Records
 from dbtester.workloads import workload_of
 from dbtester.workloads.kubernetes import VERBS
+from tests.standins.watch_proxy import DroppingProxy
 from tests.support.cluster import VERSIONS, cluster, dbtester, settings_for
 from tests.support.poll import poll_until
 
@@ -266,6 +268,9 @@ def test_informers_converge_through_compactions_and_a_leader_kill(
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
     assert figures["INFORMERS-CONVERGED"] == "3 / 3 OK", figures["INFORMERS-CONVERGED"]
     run = json.loads((out / "etcd" / "run.json").read_text())
+    # judged without a check: key, as check: {model: informer} judges
+    assert run["correctness"]["model"] == "informer" and run["correctness"]["violation"] is None
+    assert figures["CORRECTNESS"] == f"informers held ({figures['INFORMER-EVENTS']:,} events)"
     informers = run["load"]["informers"]
     assert len(informers) == 3
     for informer in informers:
@@ -292,3 +297,51 @@ def test_informers_converge_through_compactions_and_a_leader_kill(
         [(i["events"], i["relists"], i["resumes"], round(i["synced_s"], 3)) for i in informers],
         f"lag p99 {figures['INFORMER-LAG-P99-MS']:.1f} ms",
     )
+
+
+def test_the_informer_check_names_the_object_a_dropped_event_left(
+    tmp_path: Path, installed_home
+) -> None:
+    """Two informers watch a real etcd through a proxy that drops the first
+    delete event any watch carries. Names are never reused, so the informer
+    that missed it keeps the object to the end: its copy is not the fresh
+    list, and check: {model: informer} names that informer and the object;
+    the other informer, which saw everything, converged."""
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 1, tmp_path, home) as (peers, _):
+        workload = workload_of(
+            type="kubernetes",
+            requests=400,
+            objects=100,
+            object_size=128,
+            page_size=30,
+            clients=4,
+            connections=2,
+            get_proportion=0.1,
+            list_proportion=0.0,
+            create_proportion=0.2,
+            update_proportion=0.4,
+            delete_proportion=0.3,
+            compaction_interval=0,
+            informers=2,
+        )
+        load_keys("etcd", settings_for(peers, value_size=128), workload, QUIET)
+        with DroppingProxy(peers[0].address("client")) as proxy:
+            settings = settings_for(peers, endpoints=(proxy.endpoint,), value_size=128)
+            result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), QUIET)
+            dropped = proxy.dropped
+    assert dropped is not None, "no delete event passed the proxy"
+    key, _ = dropped
+    assert result.records.counts().get("ok", 0) > 0
+    wrong = [n for n, i in enumerate(result.informers) if i.problems]
+    assert len(wrong) == 1, result.informers
+    missed = result.informers[wrong[0]]
+    assert missed.converged and missed.problem_count == 1, missed
+    assert missed.problems[0].startswith(f"{key} (revision "), missed.problems
+    assert "is still there, gone from the list" in missed.problems[0]
+    other = result.informers[1 - wrong[0]]
+    assert other.converged and not other.problems, other
+    judged = judge_informers(result.informers, on_violation="fail")
+    assert judged.violation is not None and judged.violated_keys == 1
+    assert judged.violation.key == f"informer {wrong[0]}"
+    assert key in judged.violation.reason

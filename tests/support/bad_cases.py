@@ -391,7 +391,7 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         "a linearizability check of kubernetes traffic",
         GOOD.replace("type: write", "type: kubernetes\n  check: {model: linearizability}"),
         "4:10",
-        ("type: kubernetes takes no check: yet",),
+        ("check's model: linearizability does not judge type: kubernetes", "model: informer"),
     ),
     ("top is a list", "- a\n- b\n", "1:1", ("expected a mapping of keys at the top",)),
     ("top is a scalar", "hello\n", "1:1", ("expected a mapping",)),

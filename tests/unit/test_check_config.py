@@ -84,3 +84,49 @@ def test_a_watch_load_takes_the_watch_model() -> None:
 def test_the_watch_model_only_where_it_means_something(case: str, check: str, words: str) -> None:
     problems = problems_of(case.replace("{clients: 4}", check))
     assert any(words in p for p in problems), problems
+
+
+KUBERNETES = CASE.replace("type: write", "type: kubernetes\n  informers: 2")
+
+
+def test_a_kubernetes_load_takes_the_informer_model() -> None:
+    text = KUBERNETES.replace("{clients: 4}", "{model: informer, on_violation: report}")
+    workload = load_test_case_text(text, "case.yaml").case.workload
+    check = workload.check
+    assert check is not None and not check.runs_clients
+    assert workload.judged_by == check
+    assert check.describe() == (
+        "every informer's copy held to a fresh list at the end, its events to revision"
+        " order (a violation is reported)"
+    )
+    raw = load_test_case_text(text, "case.yaml").case.to_raw()
+    assert raw["workload"]["check"] == {"model": "informer", "on_violation": "report"}
+    assert load_test_case_text(yaml.safe_dump(raw), "again.yaml").case.workload.check == check
+
+
+def test_informers_are_judged_unasked_and_fail_the_run() -> None:
+    plain = KUBERNETES.replace("  check: {clients: 4}\n", "")
+    workload = load_test_case_text(plain, "case.yaml").case.workload
+    assert workload.check is None
+    judged = workload.judged_by
+    assert judged is not None and (judged.model, judged.on_violation) == ("informer", "fail")
+    assert "check" not in workload.as_raw()
+    none = plain.replace("  informers: 2\n", "")
+    assert load_test_case_text(none, "case.yaml").case.workload.judged_by is None
+
+
+@pytest.mark.parametrize(
+    ("case", "check", "words"),
+    [
+        (KUBERNETES, "{model: informer, clients: 4}", "model: informer judges the informers"),
+        (KUBERNETES, "{model: watch}", "use model: informer"),
+        (KUBERNETES.replace("  informers: 2\n", ""), "{model: informer}", "set informers: N"),
+        (WATCH, "{model: informer}", "type: watch takes model: watch"),
+        (CASE, "{model: informer}", "use model: linearizability"),
+    ],
+)
+def test_the_informer_model_only_where_there_are_informers(
+    case: str, check: str, words: str
+) -> None:
+    problems = problems_of(case.replace("{clients: 4}", check))
+    assert any(words in p for p in problems), problems
