@@ -51,6 +51,7 @@ class KubernetesMixPlan(TypedDict):
     create: float
     update: float
     delete: float
+    event: float
 
 class KubernetesPlan(TypedDict):
     # object n is <prefix>ns-<n % namespaces>/obj-<n, 10 digits>, its value
@@ -71,6 +72,14 @@ class KubernetesPlan(TypedDict):
     # informers beside a run: each lists the objects, then watches them from
     # that revision, relisting when compacted away; checked at the end
     informers: int
+    # events (mix "event"): <events_prefix>ns-<n % namespaces>/ev-<n>, each
+    # created with a lease as kube-apiserver's lease manager attaches them:
+    # one reused for lease_reuse_s or lease_max_objects events, granted for
+    # event_ttl_s + lease_reuse_s (rounded up)
+    events_prefix: str
+    event_ttl_s: int
+    lease_reuse_s: float
+    lease_max_objects: int
 
 class TlsPlan(TypedDict):
     # PEM text, checked when the plan is; errors name the key, never its text

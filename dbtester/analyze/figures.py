@@ -33,6 +33,7 @@ from dbtester.workloads import TYPES
 from dbtester.workloads.kubernetes import (
     COMPACTION_ROWS,
     COUNTER_ROWS,
+    EVENT_ROWS,
     INFORMER_ROWS,
     LIST_RATE_ROWS,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "CONFLICT_ROW",
     "COUNTER_ROWS",
     "CV_ROW",
+    "EVENT_ROWS",
     "HOST_ROWS",
     "INFORMER_ROWS",
     "LIST_RATE_ROWS",
@@ -265,6 +267,7 @@ _CHECKS = (
     STALE_ROW,
     *CHECK_ROWS,
     *COUNTER_ROWS,
+    *EVENT_ROWS,
     *(row for row in INFORMER_ROWS if not row.endswith("-MS")),
 )
 
@@ -318,6 +321,7 @@ def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
         *COUNTER_ROWS,
         *COMPACTION_ROWS,
         *INFORMER_ROWS,
+        *EVENT_ROWS,
         *LIST_RATE_ROWS,
     )
     return rows + [row for row in counted if row in have]
@@ -740,6 +744,9 @@ def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> Non
     if load is not None:
         v.update(compaction_values(load.compactions, records))
         v.update(informer_values(load.informers, data.informer_lags))
+        if counters.get("event_leases"):
+            v.update({row: counters[name] for row, name in EVENT_ROWS.items() if name})
+            v["EXPIRATIONS-PER-S-MAX"] = max((n for _, n in load.expirations), default=0)
 
 
 def _latency_per_second(records: Records, mask: npt.NDArray[np.bool_], load_start: float) -> Series:

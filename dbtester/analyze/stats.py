@@ -34,6 +34,7 @@ from dbtester.results.requests import OPERATIONS
 from dbtester.workloads.kubernetes import (
     COMPACTION_ROWS,
     COUNTER_ROWS,
+    EVENT_ROWS,
     INFORMER_ROWS,
     LIST_RATE_ROWS,
 )
@@ -123,6 +124,7 @@ METRICS: Mapping[str, Metric] = {
         _resource("STALE-READS"),  # ZooKeeper (analyze.figures.STALE_ROW)
         # type: kubernetes (workloads.kubernetes.COUNTER_ROWS, LIST_RATE_ROWS)
         *(_resource(row) for row in COUNTER_ROWS),
+        *(_resource(row) for row in EVENT_ROWS),
         *(_speed(row, "lower") for row in COMPACTION_ROWS),
         # informers: their lags and first list as latency, what they did as resources
         *(

@@ -204,6 +204,7 @@ def _window(load: LoadResult | None) -> LoadWindow | None:
         counters=dict(load.counters),
         compactions=load.compactions,
         informers=load.informers,
+        expirations=load.expirations,
     )
 
 

@@ -221,6 +221,12 @@ def compactions_of(result: Mapping[str, Any]) -> tuple[CompactionRecord, ...]:
     )
 
 
+def expirations_of(result: Mapping[str, Any]) -> tuple[tuple[float, int], ...]:
+    """A Kubernetes load's events seen expiring: each second's start (unix
+    s) and how many, seconds without any left out (none for the others)."""
+    return tuple((start / 1e9, int(count)) for start, count in result.get("expirations", ()))
+
+
 def informers_of(
     result: Mapping[str, Any],
 ) -> tuple[tuple[InformerRecord, ...], InformerLags | None]:

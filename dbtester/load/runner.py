@@ -99,6 +99,8 @@ class LoadResult:
     #: type: kubernetes: what each informer did, and their events' lags
     informers: tuple[InformerRecord, ...] = ()
     informer_lags: InformerLags | None = None
+    #: type: kubernetes: events seen expiring, (second's start, count)
+    expirations: tuple[tuple[float, int], ...] = ()
 
     @property
     def ok(self) -> int:
@@ -226,6 +228,7 @@ def run_load(
         got.compactions,
         got.informers,
         got.informer_lags,
+        got.expirations,
     )
 
 
@@ -396,6 +399,7 @@ class _Collected:
     compactions: tuple[CompactionRecord, ...]
     informers: tuple[InformerRecord, ...]
     informer_lags: InformerLags | None
+    expirations: tuple[tuple[float, int], ...]
 
 
 def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
@@ -423,7 +427,8 @@ def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
         lags.save(out.informer_lags)
     counters = {str(name): int(count) for name, count in result.get("counters", {}).items()}
     compactions = native.compactions_of(result)
-    return _Collected(records, watch, check, counters, compactions, informers, lags)
+    expirations = native.expirations_of(result)
+    return _Collected(records, watch, check, counters, compactions, informers, lags, expirations)
 
 
 class EarlyStop:

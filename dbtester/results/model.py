@@ -220,6 +220,9 @@ class LoadWindow(_Record):
     counters: dict[str, int] = Field(default_factory=dict)
     compactions: tuple[CompactionRecord, ...] = ()  # type: kubernetes' (schema 16)
     informers: tuple[InformerRecord, ...] = ()  # type: kubernetes' (schema 16)
+    #: type: kubernetes' events seen expiring: (a second's start, unix s;
+    #: how many), seconds without any left out (schema 17)
+    expirations: tuple[tuple[float, int], ...] = ()
 
 
 class LoadHostRecord(_Record):

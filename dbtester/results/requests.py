@@ -40,6 +40,7 @@ OPERATIONS = (
     "list",
     "create",
     "delete",
+    "event",  # an event's create, leased (schema 17)
 )
 #: ``op`` of records saved before operations were recorded (schema < 6)
 UNKNOWN_OP = 255

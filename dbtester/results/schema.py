@@ -154,7 +154,10 @@ HISTORY: tuple[str, ...] = (
         "keys and a file were added: a version 15 directory upgrades as it is."
     ),
     (
-        "The informer check. ``run.json``'s ``correctness`` may have ``model`` "
+        "Events and the informer check. ``client-latency.npz``'s ``op`` 8 is ``event`` (an "
+        "event's create, leased); ``run.json``'s ``load`` has ``expirations``: each second's "
+        "start (unix s) and the events seen expiring in it. ``run.json``'s ``correctness`` "
+        "may have ``model`` "
         '``"informer"``: a ``type: kubernetes`` load\'s informers judged (``clients``: the '
         "informers, ``operations``: their events, ``violated_keys``: the informers found "
         "wrong, ``violation``: the first, its ``key`` naming it). A version 16 file upgrades as "

@@ -6,7 +6,9 @@ write a transaction on the object's mod_revision as the apiserver's
 ``storage/etcd3`` sends it. The engine keeps the table of objects it has
 seen (each with the mod_revision last seen, as the apiserver's watch cache
 supplies it) and holds their count between half and one and a half times
-`objects`, as etcd's robustness tests do."""
+`objects`, as etcd's robustness tests do. Events (``event_proportion``)
+are created under ``/registry/events/`` with a lease, as the apiserver's
+lease manager attaches them, and expire with it."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPACTION_ROWS",
     "COUNTER_ROWS",
+    "EVENT_ROWS",
     "INFORMER_ROWS",
     "LIST_RATE_ROWS",
     "RESOURCE",
@@ -50,6 +53,15 @@ COUNTER_ROWS: Mapping[str, str] = {
     "LIST-RESTARTS": "list_restarts",
     "COMPACTIONS": "compactions",
 }
+#: the counters of a load that created events, by row: leases granted, and
+#: events seen expiring during the load; and the most in one second
+EVENT_ROWS: Mapping[str, str] = {
+    "EVENT-LEASES": "event_leases",
+    "EVENT-EXPIRATIONS": "expirations",
+    "EXPIRATIONS-PER-S-MAX": "",
+}
+#: where events are kept, as the apiserver keeps them
+EVENTS_PREFIX = "/registry/events/"
 #: what lists delivered per second of the load: objects, and MB (10^6 bytes
 #: of replies), from the counters ``list_objects`` and ``list_bytes``
 LIST_RATE_ROWS: Mapping[str, tuple[str, float]] = {
@@ -79,7 +91,7 @@ INFORMER_ROWS = (
     "INFORMERS-CONVERGED",
 )
 #: its operations, as the records name them
-VERBS = ("get", "list", "create", "update", "delete")
+VERBS = ("get", "list", "create", "update", "delete", "event")
 #: the verbs that write an object
 _WRITES = ("create", "update", "delete")
 
@@ -95,6 +107,7 @@ class KubernetesWorkload(Workload):
         *COUNTER_ROWS,
         *COMPACTION_ROWS,
         *INFORMER_ROWS,
+        *EVENT_ROWS,
         *LIST_RATE_ROWS,
     )
     SEARCH_REFUSED: ClassVar[str | None] = (
@@ -157,7 +170,34 @@ class KubernetesWorkload(Workload):
         ge=0,
         le=1,
         description="The share of deletes (Txn: if mod_revision is the one last seen, delete;"
-        " else get, and again); the five shares add up to 1",
+        " else get, and again)",
+    )
+    event_proportion: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="The share of event creates (under /registry/events/, each with a lease"
+        " as the apiserver attaches one); the six shares add up to 1",
+    )
+    event_ttl: float = Field(
+        3600.0,
+        ge=1,
+        le=366 * 86_400,
+        description="How long an event lives (kube-apiserver's --event-ttl, 1h by default):"
+        " its lease is granted for this plus lease_reuse_s; whole seconds, as etcd's leases",
+    )
+    lease_reuse_s: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description="How long one lease is attached to new events before another is granted"
+        " (kube-apiserver's --lease-reuse-duration-seconds)",
+    )
+    lease_max_objects: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000,
+        description="The most events attached to one lease (kube-apiserver's limit: 1000)",
     )
 
     compaction_interval: float = Field(
@@ -179,7 +219,14 @@ class KubernetesWorkload(Workload):
         " hold exactly a fresh list at the end",
     )
 
-    _interval = field_validator("compaction_interval", mode="before")(parse_duration)
+    _interval = field_validator("compaction_interval", "event_ttl", mode="before")(parse_duration)
+
+    @field_validator("event_ttl")
+    @classmethod
+    def _whole_seconds(cls, ttl: float) -> float:
+        if ttl != int(ttl):
+            raise ValueError(f"etcd's leases last whole seconds: event_ttl {ttl:g} s is not one")
+        return ttl
 
     @model_validator(mode="before")
     @classmethod
@@ -207,8 +254,8 @@ class KubernetesWorkload(Workload):
         shares = self._shares()
         if abs(sum(shares.values()) - 1.0) > 1e-9:
             raise ValueError(
-                "get_proportion, list_proportion, create_proportion, update_proportion and"
-                " delete_proportion must add up to 1, got"
+                "get_proportion, list_proportion, create_proportion, update_proportion,"
+                " delete_proportion and event_proportion must add up to 1, got"
                 f" {' + '.join(f'{s:g}' for s in shares.values())} = {sum(shares.values()):g}"
             )
         if self.check is not None and not self.informers:
@@ -233,6 +280,7 @@ class KubernetesWorkload(Workload):
             "create": self.create_proportion,
             "update": self.update_proportion,
             "delete": self.delete_proportion,
+            "event": self.event_proportion,
         }
 
     @property
@@ -253,11 +301,18 @@ class KubernetesWorkload(Workload):
             if self.compaction_interval
             else "; no compaction"
         )
-        informers = f"; {self.informers} informer{'s' if self.informers != 1 else ''}"
+        extra = ""
+        if self.informers:
+            extra += f"; {self.informers} informer{'s' if self.informers != 1 else ''}"
+        if self.event_proportion:
+            extra += (
+                f"; events live {self.event_ttl:g} s, a lease per {self.lease_reuse_s:g} s"
+                f" or {self.lease_max_objects:,} events"
+            )
         return (
             f"create {self.objects:,} objects in {self.namespaces:,} namespaces, then"
             f" {requests} requests ({mix}; lists of {self.page_size:,} a page{every}"
-            f"{informers if self.informers else ''})"
+            f"{extra})"
         )
 
     def describe_sizes(self) -> str:
@@ -291,9 +346,14 @@ class KubernetesWorkload(Workload):
                 "create": shares["create"],
                 "update": shares["update"],
                 "delete": shares["delete"],
+                "event": shares["event"],
             },
             "compaction_interval_s": self.compaction_interval,
             "informers": self.informers,
+            "events_prefix": EVENTS_PREFIX,
+            "event_ttl_s": int(self.event_ttl),
+            "lease_reuse_s": self.lease_reuse_s,
+            "lease_max_objects": self.lease_max_objects,
         }
 
     def load_phase(self) -> Workload:

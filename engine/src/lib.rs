@@ -130,6 +130,12 @@ impl Load {
                     .map(|&[started, ended, revision]| (started, ended, revision))
                     .collect();
                 dict.bind(py).set_item("compactions", compactions)?;
+                let expirations: Vec<(i64, i64)> = finished
+                    .expirations
+                    .iter()
+                    .map(|&[second, count]| (second, count))
+                    .collect();
+                dict.bind(py).set_item("expirations", expirations)?;
                 let informers = PyList::empty(py);
                 for informed in &finished.informed {
                     informers.append(informer_dict(py, informed)?)?;

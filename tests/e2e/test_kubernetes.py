@@ -49,8 +49,9 @@ def test_every_verb_runs_and_the_objects_are_verified(tmp_path: Path, installed_
             "get_proportion": 0.2,
             "list_proportion": 0.05,
             "create_proportion": 0.15,
-            "update_proportion": 0.45,
+            "update_proportion": 0.35,
             "delete_proportion": 0.15,
+            "event_proportion": 0.1,
         },
         "databases": [
             {"id": "etcd", "kind": "etcd", "version": VERSIONS["etcd"], "members": 3},
@@ -85,6 +86,11 @@ def test_every_verb_runs_and_the_objects_are_verified(tmp_path: Path, installed_
     assert counters["list_objects"] <= counters["list_pages"] * PAGE
     assert counters["update_retries"] <= counters["update_conflicts"]
     assert figures["LIST-PAGES"] == counters["list_pages"]
+    # events: leased a lease per 60 s or 1,000 events (a run of seconds:
+    # one lease per 1,000), none expiring within the hour they live
+    events = ops.count("event")
+    assert figures["EVENT-LEASES"] == counters["event_leases"] == math.ceil(events / 1000)
+    assert figures["EVENT-EXPIRATIONS"] == 0 and figures["EXPIRATIONS-PER-S-MAX"] == 0
     # The count stayed within its bounds, and etcd holds what the table says.
     found = run["verification"]["found"]
     assert OBJECTS // 2 <= found <= OBJECTS * 3 // 2
@@ -345,3 +351,56 @@ def test_the_informer_check_names_the_object_a_dropped_event_left(
     assert judged.violation is not None and judged.violated_keys == 1
     assert judged.violation.key == f"informer {wrong[0]}"
     assert key in judged.violation.reason
+
+
+def test_events_are_leased_and_expire_with_their_lease(tmp_path: Path, installed_home) -> None:
+    """Half the requests create events with a 1-s TTL, a lease reused for
+    1 s or 100 events: leases are granted as the apiserver's lease manager
+    grants them, the watcher counts the events that expire during the load
+    (at most those created), and after the load every event is gone, which
+    only a lease attached to each can do (the load deletes none)."""
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 1, tmp_path, home) as (peers, _):
+        settings = settings_for(peers, value_size=128)
+        workload = workload_of(
+            type="kubernetes",
+            requests=2000,
+            rate=500,
+            objects=50,
+            object_size=128,
+            clients=8,
+            connections=2,
+            get_proportion=0.2,
+            list_proportion=0.0,
+            create_proportion=0.05,
+            update_proportion=0.2,
+            delete_proportion=0.05,
+            event_proportion=0.5,
+            event_ttl=1,
+            lease_reuse_s=1,
+            lease_max_objects=100,
+            compaction_interval=0,
+        )
+        load_keys("etcd", settings, workload, QUIET)
+        result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), QUIET)
+        events = OPERATIONS.index("event")
+        created = int(((result.records.ops == events) & (result.records.code == 0)).sum())
+        assert result.records.counts() == {"ok": 2000}
+        assert 900 < created < 1100
+        leases = result.counters["event_leases"]
+        # one lease per 100 events at most, and one a second at least
+        assert created / 100 <= leases <= created, (created, leases)
+        # leases of 1 + 1 s: those granted in the load's first ~2 s expire
+        # within its 4 s, each taking its events with it
+        expired = result.counters["expirations"]
+        assert 0 < expired <= created, (expired, created)
+        assert sum(n for _, n in result.expirations) == expired
+        assert max(n for _, n in result.expirations) <= expired
+        events_prefix = b"/registry/events/"
+        poll_until(
+            lambda: KINDS["etcd"].count_keys(settings, events_prefix) == 0,
+            20,
+            interval_s=0.25,
+            message="events left after their leases' TTL",
+        )
+        assert KINDS["etcd"].count_keys(settings, workload.key_prefix) >= 25

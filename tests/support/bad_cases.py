@@ -385,7 +385,7 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         "kubernetes shares that miss 1",
         GOOD.replace("type: write", "type: kubernetes\n  update_proportion: 0.5"),
         "3:3",
-        ("must add up to 1", "0.15 + 0.05 + 0.08 + 0.5 + 0.12 = 0.9"),
+        ("must add up to 1", "0.15 + 0.05 + 0.08 + 0.5 + 0.12 + 0 = 0.9"),
     ),
     (
         "a linearizability check of kubernetes traffic",

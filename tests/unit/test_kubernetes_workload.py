@@ -130,8 +130,39 @@ def test_the_counters_are_rows_and_list_rates_are_per_second_of_load() -> None:
         < rows.index("UPDATE-CONFLICTS")
         < rows.index("LIST-MB-PER-S")
     )
-    # no compaction: no compaction rows
+    # no compaction: no compaction rows; no events: no event rows
     assert not any(row.startswith("COMPACTION-") for row in v)
+    assert not any(row.startswith(("EVENT-", "EXPIRATIONS-")) for row in v)
+    # with events: their leases, expirations and the busiest second
+    assert record.load is not None
+    evented = record.model_copy(
+        update={
+            "load": record.load.model_copy(
+                update={
+                    "counters": {**counters, "event_leases": 4, "expirations": 900},
+                    "expirations": ((START + 2, 100), (START + 3, 700), (START + 5, 100)),
+                }
+            )
+        }
+    )
+    v = compute(DatabaseData("etcd", "etcd", evented, records, None, [])).values
+    assert (v["EVENT-LEASES"], v["EVENT-EXPIRATIONS"], v["EXPIRATIONS-PER-S-MAX"]) == (4, 900, 700)
+    rows = table_rows([compute(DatabaseData("etcd", "etcd", evented, records, None, []))])
+    assert rows.index("EVENT-LEASES") < rows.index("EXPIRATIONS-PER-S-MAX")
+
+
+def test_events_are_leased_as_the_apiserver_leases_them() -> None:
+    w = _workload(event_proportion=0.2, update_proportion=0.4, event_ttl="1h", lease_reuse_s=30)
+    plan = w.plan_kubernetes()
+    assert plan is not None and plan["mix"]["event"] == 0.2
+    assert (plan["events_prefix"], plan["event_ttl_s"]) == ("/registry/events/", 3600)
+    assert (plan["lease_reuse_s"], plan["lease_max_objects"]) == (30, 1000)
+    assert "events live 3600 s, a lease per 30 s or 1,000 events" in w.describe("100")
+    assert "events" not in _workload().describe("100")
+    with pytest.raises(ValueError, match=r"whole seconds: event_ttl 1\.5 s"):
+        _workload(event_proportion=0.2, update_proportion=0.4, event_ttl="1500ms")
+    with pytest.raises(ValueError, match="event_proportion must add up to 1"):
+        _workload(event_proportion=0.2)
 
 
 def test_requests_overlapping_a_compaction_are_during_it() -> None:

@@ -144,11 +144,12 @@ def test_the_rows_a_type_declares_are_the_ones_analysis_computes() -> None:
 
     mixed = per_operation(OPERATIONS[:4])
     assert (*mixed, figures.CONFLICT_ROW, figures.STALE_ROW) == TYPES["mixed"].ROWS
-    verbs = per_operation(("get", "list", "create", "update", "delete"))
+    verbs = per_operation(("get", "list", "create", "update", "delete", "event"))
     counted = (
         *figures.COUNTER_ROWS,
         *figures.COMPACTION_ROWS,
         *figures.INFORMER_ROWS,
+        *figures.EVENT_ROWS,
         *figures.LIST_RATE_ROWS,
     )
     assert (*verbs, figures.CONFLICT_ROW, *counted) == TYPES["kubernetes"].ROWS

@@ -132,6 +132,8 @@ pub struct Finished {
     pub compactions: Vec<[i64; 3]>,
     /// What each informer did and saw.
     pub informed: Vec<crate::driver::informer::Informed>,
+    /// Events seen expiring: each second's start (unix ns) and how many.
+    pub expirations: Vec<[i64; 2]>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -201,6 +203,7 @@ impl Engine {
                         counters: recorded.counters,
                         compactions: recorded.compactions,
                         informed: recorded.informed,
+                        expirations: recorded.expirations,
                         stopped: thread_control.stopped(),
                     })),
                     Err(error) => State::Failed(error),

@@ -430,7 +430,7 @@ mod tests {
             namespaces: 1,
             page_size: 500,
             first: 0,
-            mix: ["get", "list", "create", "update", "delete"]
+            mix: ["get", "list", "create", "update", "delete", "event"]
                 .iter()
                 .map(|verb| {
                     (
@@ -441,6 +441,12 @@ mod tests {
                 .collect(),
             compaction: None,
             informers: 1,
+            events: crate::plan::EventsPlan {
+                prefix: "/registry/events/".into(),
+                ttl_s: 3600,
+                reuse: Duration::from_secs(60),
+                max_per_lease: 1000,
+            },
         }
     }
 

@@ -14,9 +14,9 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome};
-use crate::protocols::{Protocol, Seen, Written};
+use crate::protocols::{News, Protocol, Seen, Written};
 use crate::workload::Workload;
-use crate::workload::kubernetes::{Compacted, Objects, Task, Verb};
+use crate::workload::kubernetes::{Compacted, Objects, Task, Verb, lease_ttl_s};
 
 /// etcd's outcome for a read at a revision compacted away.
 pub(crate) const COMPACTED: &str = "OUT_OF_RANGE";
@@ -35,6 +35,12 @@ pub async fn perform<P: Protocol>(
             Ok(()) => Outcome::Ok,
             Err(outcome) => outcome,
         };
+    }
+    if task.verb == Verb::Event {
+        objects.event_key_into(task.object, key);
+        return event(proto, conn, objects, value, key)
+            .await
+            .unwrap_or_else(|outcome| outcome);
     }
     objects.key_into(task.object, key);
     let result = match task.verb {
@@ -57,7 +63,7 @@ async fn create<P: Protocol>(
     key: &[u8],
 ) -> Result<Outcome, Outcome> {
     match proto
-        .create_object(conn, key, objects.stamped(value))
+        .create_object(conn, key, objects.stamped(value), 0)
         .await?
     {
         Written::Done(revision) => {
@@ -69,6 +75,37 @@ async fn create<P: Protocol>(
             objects.saw(task, seen.revision, seen.object);
             Ok(Outcome::Named("already-exists"))
         }
+    }
+}
+
+/// An event's create, with the lease the apiserver's lease manager would
+/// attach: the current one while it is young and not full, else a new one,
+/// granted while the book is held (as the apiserver holds its lock), so
+/// that concurrent creates share it. A failed grant is the request's outcome.
+async fn event<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    objects: &Objects,
+    value: Bytes,
+    key: &[u8],
+) -> Result<Outcome, Outcome> {
+    let lease = {
+        let mut book = objects.leases.lock().await;
+        match book.take(Instant::now(), objects.events()) {
+            Some(lease) => lease,
+            None => {
+                let lease = proto
+                    .grant_lease(conn, lease_ttl_s(objects.events()))
+                    .await?;
+                objects.lease_granted();
+                book.granted(lease, Instant::now());
+                lease
+            }
+        }
+    };
+    match proto.create_object(conn, key, value, lease).await? {
+        Written::Done(_) => Ok(Outcome::Ok),
+        Written::Changed(_) => Ok(Outcome::Named("already-exists")),
     }
 }
 
@@ -209,6 +246,55 @@ pub async fn compactor<P: Protocol>(
                     revision: to,
                 });
             }
+        }
+    }
+    proto.close().await;
+}
+
+/// How long the expiry watcher waits before watching again after a failure.
+const REWATCH: Duration = Duration::from_millis(100);
+
+/// Counts the events that expire during the run, on a connection of its
+/// own: the load never deletes an event, so every delete a watch of the
+/// events' prefix delivers is an expiration (its lease's TTL ran out). A
+/// stream that ends is watched again from one past the last revision seen.
+pub async fn expirations<P: Protocol>(proto: P, workload: Arc<Workload>, stop: CancellationToken) {
+    let Some(objects) = workload.objects() else {
+        return;
+    };
+    let (from, end) = objects.events_range();
+    let range = (Bytes::from(from), Bytes::from(end));
+    let mut next = 0; // from now on
+    while !stop.is_cancelled() {
+        let (news, mut heard) = tokio::sync::mpsc::channel(64);
+        let progress = Arc::new(tokio::sync::Notify::new());
+        let watching = proto.inform(0, range.clone(), next, news, progress);
+        tokio::pin!(watching);
+        let mut finished = false;
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                _ = &mut watching, if !finished => finished = true,
+                got = heard.recv() => match got {
+                    Some(News::Events(events)) => {
+                        let gone = events.iter().filter(|e| e.deleted).count() as u64;
+                        if let Some(last) = events.last() {
+                            next = last.revision + 1;
+                        }
+                        if gone > 0 {
+                            objects.expired(gone, Instant::now());
+                        }
+                    }
+                    // its start compacted away: watch from now on instead
+                    Some(News::Compacted(_)) => next = 0,
+                    Some(News::Progress(_)) => {}
+                    None => break,
+                },
+            }
+        }
+        if !stop.is_cancelled() {
+            tokio::time::sleep(REWATCH).await;
         }
     }
     proto.close().await;

@@ -43,6 +43,9 @@ pub struct Recorded {
     pub compactions: Vec<[i64; 3]>,
     /// What each informer did and saw (none without informers).
     pub informed: Vec<Informed>,
+    /// Events seen expiring: each second's start (unix ns) and how many,
+    /// seconds without any left out.
+    pub expirations: Vec<[i64; 2]>,
 }
 
 /// Runs every step of `plan` (its watchers in place first, with
@@ -85,25 +88,25 @@ pub async fn run<P: Protocol>(
         ),
         None => None,
     };
-    // kube-apiserver's compactor runs beside the measured steps.
+    // kube-apiserver's compactor runs beside the measured steps, and a
+    // watcher counts the events that expire; each on a connection of its own.
     let stop_compacting = CancellationToken::new();
     let compactor = match workload.objects().and_then(Objects::compaction) {
-        Some(interval) => {
-            let one = Step {
-                clients: 1,
-                connections: 1,
-                requests: 0,
-                rate: 0.0,
-            };
-            let proto = P::open(&plan, options.clone(), &one).await?;
-            Some(tokio::spawn(kubernetes::compactor(
-                proto,
-                workload.clone(),
-                interval,
-                stop_compacting.clone(),
-            )))
-        }
-        _ => None,
+        Some(interval) => Some(tokio::spawn(kubernetes::compactor(
+            open_one::<P>(&plan, &options).await?,
+            workload.clone(),
+            interval,
+            stop_compacting.clone(),
+        ))),
+        None => None,
+    };
+    let expiry = match workload.objects().filter(|o| o.creates_events()) {
+        Some(_) => Some(tokio::spawn(kubernetes::expirations(
+            open_one::<P>(&plan, &options).await?,
+            workload.clone(),
+            stop_compacting.clone(),
+        ))),
+        None => None,
     };
     // Informers list and watch the objects from before the first request.
     let informers = Informers::<P>::start(&plan, options.clone(), workload.clone()).await?;
@@ -131,6 +134,9 @@ pub async fn run<P: Protocol>(
     if let Some(compactor) = compactor {
         let _ = compactor.await;
     }
+    if let Some(expiry) = expiry {
+        let _ = expiry.await;
+    }
     // After the compactor: the informers' end is judged on objects at rest.
     let informed = match informers {
         Some(informers) => informers.finish(wait).await,
@@ -148,6 +154,17 @@ pub async fn run<P: Protocol>(
         .iter()
         .map(|c| [clock.unix_ns(c.started), clock.unix_ns(c.ended), c.revision])
         .collect();
+    let expirations = run_objects
+        .map(|objects| {
+            let origin = clock.unix_ns(objects.origin());
+            let per_second = objects.expirations();
+            (0_i64..)
+                .zip(per_second)
+                .filter(|&(_, n)| n > 0)
+                .map(|(second, n)| [origin + second * 1_000_000_000, n as i64])
+                .collect()
+        })
+        .unwrap_or_default();
     drop(shared);
     let records = std::mem::take(&mut *lock(&records));
     let watch = watch.and_then(Arc::into_inner).map(|log| {
@@ -167,7 +184,19 @@ pub async fn run<P: Protocol>(
         counters,
         compactions,
         informed,
+        expirations,
     })
+}
+
+/// One connection of its own, for a task beside the measured steps.
+async fn open_one<P: Protocol>(plan: &Plan, options: &P::Options) -> Result<P, EngineError> {
+    let one = Step {
+        clients: 1,
+        connections: 1,
+        requests: 0,
+        rate: 0.0,
+    };
+    P::open(plan, options.clone(), &one).await
 }
 
 /// The steps with watchers: every watch in place before the first write,

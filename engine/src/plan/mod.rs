@@ -165,6 +165,21 @@ pub struct KubernetesPlan {
     pub compaction: Option<Duration>,
     /// How many informers list and watch the objects during the run.
     pub informers: usize,
+    /// Events, as the apiserver stores them: leased, and expiring.
+    pub events: EventsPlan,
+}
+
+/// Kubernetes' events: event n is `<prefix>ns-<n % namespaces>/ev-<n>`,
+/// created with a lease, as kube-apiserver's lease manager attaches them:
+/// one lease is reused for `reuse` and at most `max_per_lease` events, and
+/// granted with a TTL of `ttl_s` plus the reuse time (so an event lives at
+/// least `ttl_s`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventsPlan {
+    pub prefix: String,
+    pub ttl_s: i64,
+    pub reuse: Duration,
+    pub max_per_lease: u64,
 }
 
 /// Checked clients: `clients` of them, each on a connection of its own and
@@ -249,7 +264,13 @@ const KUBERNETES_KEYS: &[&str] = &[
     "mix",
     "compaction_interval_s",
     "informers",
+    "events_prefix",
+    "event_ttl_s",
+    "lease_reuse_s",
+    "lease_max_objects",
 ];
+/// An event's lease: etcd's TTLs are whole seconds.
+const MAX_EVENT_TTL_S: i64 = 366 * 86_400;
 /// Informers: each a watch stream and a copy of every object.
 const MAX_INFORMERS: i64 = 100;
 /// Objects and namespaces: far beyond a cluster's, small enough for a table.
@@ -392,6 +413,17 @@ fn parse_kubernetes(top: &Fields<'_>) -> Result<Option<KubernetesPlan>> {
             seconds => Some(Duration::from_secs_f64(seconds)),
         },
         informers: k.int("informers", 0, MAX_INFORMERS)? as usize,
+        events: EventsPlan {
+            prefix: k.string("events_prefix", "a key prefix ending in \"/\"")?,
+            ttl_s: k.int("event_ttl_s", 1, MAX_EVENT_TTL_S)?,
+            reuse: Duration::from_secs_f64(k.float(
+                "lease_reuse_s",
+                0.0,
+                false,
+                MAX_EVENT_TTL_S as f64,
+            )?),
+            max_per_lease: k.int("lease_max_objects", 1, MAX_OBJECTS)? as u64,
+        },
     }))
 }
 

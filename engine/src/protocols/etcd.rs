@@ -405,9 +405,14 @@ impl Protocol for Etcd {
         conn: usize,
         key: &[u8],
         value: Bytes,
+        lease: i64,
     ) -> Result<Written, Outcome> {
-        self.txn(conn, kube::conditional(key, 0, kube::put(key, value)))
-            .await
+        let put = kube::put_leased(key, value, lease);
+        self.txn(conn, kube::conditional(key, 0, put)).await
+    }
+
+    async fn grant_lease(&self, conn: usize, ttl_s: i64) -> Result<i64, Outcome> {
+        self.grant(conn, ttl_s).await
     }
 
     async fn update_object(

@@ -297,14 +297,26 @@ pub trait Protocol: Sized + Send + Sync + 'static {
         no_objects()
     }
 
-    /// Creates an object if it is not there (its mod_revision is 0).
+    /// Creates an object if it is not there (its mod_revision is 0),
+    /// attached to `lease` (0: none).
     fn create_object(
         &self,
         conn: usize,
         key: &[u8],
         value: Bytes,
+        lease: i64,
     ) -> impl Future<Output = Result<Written, Outcome>> + Send {
-        let _ = (conn, key, value);
+        let _ = (conn, key, value, lease);
+        no_objects()
+    }
+
+    /// Grants a lease of `ttl_s` seconds; its id.
+    fn grant_lease(
+        &self,
+        conn: usize,
+        ttl_s: i64,
+    ) -> impl Future<Output = Result<i64, Outcome>> + Send {
+        let _ = (conn, ttl_s);
         no_objects()
     }
 

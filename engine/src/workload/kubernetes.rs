@@ -11,6 +11,10 @@
 //! also holds the object count between half and one and a half times the
 //! objects the load phase made (as etcd's robustness traffic does), and
 //! says at the end how many objects the database must hold.
+//!
+//! Events are apart from the table: each is created once under a name of
+//! its own, with a lease the apiserver's way (`LeaseBook`), and expires
+//! with it; expirations are counted per second as a watcher sees them.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -20,7 +24,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::plan::{KubernetesPhase, KubernetesPlan, PlanError, quoted};
+use crate::plan::{EventsPlan, KubernetesPhase, KubernetesPlan, PlanError, quoted};
 use crate::workload::OpKind;
 use crate::workload::keys::SplitMix64;
 
@@ -33,20 +37,28 @@ pub enum Verb {
     Create,
     Update,
     Delete,
+    /// A create of an event, with a lease.
+    Event,
 }
 
 impl Verb {
     /// In the order of the plan's shares.
-    pub const ALL: [Verb; 5] = [
+    pub const ALL: [Verb; 6] = [
         Verb::Get,
         Verb::List,
         Verb::Create,
         Verb::Update,
         Verb::Delete,
+        Verb::Event,
     ];
     /// The codes after `OpKind`'s that the traffic adds, and their names.
-    pub const NAMED: [(u8, &'static str); 4] =
-        [(4, "get"), (5, "list"), (6, "create"), (7, "delete")];
+    pub const NAMED: [(u8, &'static str); 5] = [
+        (4, "get"),
+        (5, "list"),
+        (6, "create"),
+        (7, "delete"),
+        (8, "event"),
+    ];
 
     /// Its key in the plan's `mix` and its name in the records.
     pub const fn name(self) -> &'static str {
@@ -56,6 +68,7 @@ impl Verb {
             Verb::Create => "create",
             Verb::Update => "update",
             Verb::Delete => "delete",
+            Verb::Event => "event",
         }
     }
 
@@ -67,11 +80,12 @@ impl Verb {
             Verb::Create => 6,
             Verb::Update => OpKind::Update as u8,
             Verb::Delete => 7,
+            Verb::Event => 8,
         }
     }
 
-    /// Whether it changes an object (its failure leaves the object's
-    /// existence unknown).
+    /// Whether it changes an object of the table (its failure leaves the
+    /// object's existence unknown); an event is no object of the table.
     pub const fn writes(self) -> bool {
         matches!(self, Verb::Create | Verb::Update | Verb::Delete)
     }
@@ -80,7 +94,7 @@ impl Verb {
 /// The verbs' shares, adding up to 1.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shares {
-    ends: [f64; 5],
+    ends: [f64; 6],
 }
 
 /// How far the shares may add up from 1.
@@ -96,7 +110,7 @@ impl Shares {
                 quoted(&names)
             )));
         }
-        let mut ends = [0.0; 5];
+        let mut ends = [0.0; 6];
         let mut end = 0.0;
         for (verb, slot) in Verb::ALL.into_iter().zip(&mut ends) {
             let Some((_, share)) = mix.iter().find(|(k, _)| k == verb.name()) else {
@@ -190,6 +204,49 @@ struct Counts {
     compactions: AtomicU64,
     /// The longest Compact call, in microseconds.
     compaction_us_max: AtomicU64,
+    /// Leases granted for events.
+    event_leases: AtomicU64,
+    /// Events a watcher saw deleted: expired with their lease.
+    expirations: AtomicU64,
+}
+
+/// kube-apiserver's lease manager: the lease events are attached to,
+/// reused until it is `reuse` old or holds `max` events, then another is
+/// granted with a TTL of the events' TTL plus `reuse` (so that every event
+/// lives at least its TTL).
+#[derive(Debug, Default)]
+pub struct LeaseBook {
+    id: i64,
+    granted: Option<Instant>,
+    attached: u64,
+}
+
+impl LeaseBook {
+    /// The lease to attach one more event to at `now` (None: grant another).
+    pub fn take(&mut self, now: Instant, plan: &EventsPlan) -> Option<i64> {
+        let granted = self.granted?;
+        if now.saturating_duration_since(granted) >= plan.reuse
+            || self.attached >= plan.max_per_lease
+        {
+            return None;
+        }
+        self.attached += 1;
+        Some(self.id)
+    }
+
+    /// Lease `id` was granted at `now`; the event being created is its first.
+    pub fn granted(&mut self, id: i64, now: Instant) {
+        *self = LeaseBook {
+            id,
+            granted: Some(now),
+            attached: 1,
+        };
+    }
+}
+
+/// The TTL a lease for events is granted with: theirs plus the reuse time.
+pub fn lease_ttl_s(plan: &EventsPlan) -> i64 {
+    plan.ttl_s + plan.reuse.as_secs_f64().ceil() as i64
 }
 
 /// One compaction: when its Compact was sent, when its reply came (the
@@ -214,6 +271,13 @@ pub struct Objects {
     compacted: Mutex<Vec<Compacted>>,
     /// What a write's stamp counts from (see `stamped`).
     origin: Instant,
+    /// The next event's number (names are never reused).
+    next_event: AtomicU64,
+    /// The lease events are attached to; held across a grant, as the
+    /// apiserver's lease manager holds its lock.
+    pub leases: tokio::sync::Mutex<LeaseBook>,
+    /// Expirations seen in each second since `origin`.
+    expired: Mutex<Vec<u64>>,
 }
 
 /// The objects a run's end may find: at least `low`, at most `high`.
@@ -237,6 +301,9 @@ impl Objects {
             counts: Counts::default(),
             compacted: Mutex::new(Vec::new()),
             origin: Instant::now(),
+            next_event: AtomicU64::new(0),
+            leases: tokio::sync::Mutex::new(LeaseBook::default()),
+            expired: Mutex::new(Vec::new()),
         })
     }
 
@@ -265,6 +332,68 @@ impl Objects {
         out.clear();
         out.extend_from_slice(self.plan.prefix.as_bytes());
         let _ = write!(out, "ns-{}/obj-{n:010}", n % self.plan.namespaces);
+    }
+
+    /// Event `n`'s key, written into `out`.
+    pub fn event_key_into(&self, n: u64, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(self.plan.events.prefix.as_bytes());
+        let _ = write!(out, "ns-{}/ev-{n:010}", n % self.plan.namespaces);
+    }
+
+    /// What events are created under: the prefix, and the key after every
+    /// key that starts with it.
+    pub fn events_range(&self) -> (Vec<u8>, Vec<u8>) {
+        let from = self.plan.events.prefix.as_bytes().to_vec();
+        let mut end = from.clone();
+        if let Some(last) = end.last_mut() {
+            *last += 1; // the prefix ends in '/', so this never overflows
+        }
+        (from, end)
+    }
+
+    /// How events are leased.
+    pub fn events(&self) -> &EventsPlan {
+        &self.plan.events
+    }
+
+    /// Whether the run creates events (a watcher then counts expirations).
+    pub fn creates_events(&self) -> bool {
+        self.plan.phase == KubernetesPhase::Run
+            && self
+                .plan
+                .mix
+                .iter()
+                .any(|(verb, share)| verb == Verb::Event.name() && *share > 0.0)
+    }
+
+    /// A lease for events was granted.
+    pub fn lease_granted(&self) {
+        self.counts.event_leases.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` events were seen deleted (expired) at `at`.
+    pub fn expired(&self, n: u64, at: Instant) {
+        self.counts.expirations.fetch_add(n, Ordering::Relaxed);
+        let second = at.saturating_duration_since(self.origin).as_secs() as usize;
+        let mut expired = self.expired.lock().unwrap_or_else(PoisonError::into_inner);
+        if expired.len() <= second {
+            expired.resize(second + 1, 0);
+        }
+        expired[second] += n;
+    }
+
+    /// Expirations per second since the origin (which `origin` returns).
+    pub fn expirations(&self) -> Vec<u64> {
+        self.expired
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// What the table's clock counts from.
+    pub fn origin(&self) -> Instant {
+        self.origin
     }
 
     /// The number of the object at `key`, if it is one of this traffic's.
@@ -317,6 +446,10 @@ impl Objects {
         }
         if verb == Verb::List {
             return task(verb, 0, 0);
+        }
+        if verb == Verb::Event {
+            let event = self.next_event.fetch_add(1, Ordering::Relaxed);
+            return task(verb, event, 0);
         }
         if verb == Verb::Create || table.present.is_empty() {
             let object = table.next;
@@ -531,6 +664,8 @@ impl Objects {
             ("list_restarts", read(&c.list_restarts)),
             ("compactions", read(&c.compactions)),
             ("compaction_us_max", read(&c.compaction_us_max)),
+            ("event_leases", read(&c.event_leases)),
+            ("expirations", read(&c.expirations)),
             ("objects_low", expected.low),
             ("objects_high", expected.high),
         ]
@@ -542,6 +677,7 @@ mod tests {
     use super::*;
 
     fn plan(phase: KubernetesPhase, objects: u64, shares: [f64; 5]) -> KubernetesPlan {
+        let shares = [shares[0], shares[1], shares[2], shares[3], shares[4], 0.0];
         KubernetesPlan {
             phase,
             prefix: "/registry/pods/".into(),
@@ -556,6 +692,12 @@ mod tests {
                 .collect(),
             compaction: None,
             informers: 0,
+            events: EventsPlan {
+                prefix: "/registry/events/".into(),
+                ttl_s: 3600,
+                reuse: std::time::Duration::from_secs(60),
+                max_per_lease: 1000,
+            },
         }
     }
 
@@ -594,10 +736,11 @@ mod tests {
             ("create", 0.1),
             ("update", 0.6),
             ("delete", 0.1),
+            ("event", 0.0),
         ];
         assert!(Shares::from_plan(&mix(&good)).is_ok());
-        let error = Shares::from_plan(&mix(&good[..4])).unwrap_err().0;
-        assert!(error.contains("is missing \"delete\""), "{error}");
+        let error = Shares::from_plan(&mix(&good[..5])).unwrap_err().0;
+        assert!(error.contains("is missing \"event\""), "{error}");
         let mut odd = good.to_vec();
         odd.push(("watch", 0.0));
         assert!(
@@ -702,5 +845,50 @@ mod tests {
             (objects.draw(5).verb, objects.draw(5).object),
             (Verb::Get, 7)
         );
+    }
+
+    #[test]
+    fn a_lease_is_reused_until_it_is_old_or_full_as_the_apiservers() {
+        let plan = EventsPlan {
+            prefix: "/registry/events/".into(),
+            ttl_s: 30,
+            reuse: std::time::Duration::from_secs(10),
+            max_per_lease: 3,
+        };
+        assert_eq!(lease_ttl_s(&plan), 40);
+        let start = Instant::now();
+        let mut book = LeaseBook::default();
+        assert_eq!(book.take(start, &plan), None, "none granted yet");
+        book.granted(7, start);
+        assert_eq!(book.take(start, &plan), Some(7));
+        assert_eq!(book.take(start, &plan), Some(7));
+        assert_eq!(book.take(start, &plan), None, "three events on it: full");
+        book.granted(8, start);
+        let later = start + std::time::Duration::from_secs(10);
+        assert_eq!(book.take(later, &plan), None, "ten seconds old: too old");
+    }
+
+    #[test]
+    fn events_are_named_apart_and_never_again() {
+        let mut p = plan(KubernetesPhase::Run, 10, [0.0; 5]);
+        p.mix = Verb::ALL
+            .into_iter()
+            .map(|verb| (verb.name().to_owned(), f64::from(verb == Verb::Event)))
+            .collect();
+        let objects = Objects::new(&p, 1).unwrap();
+        assert!(objects.creates_events());
+        let (a, b) = (objects.draw(0), objects.draw(1));
+        assert_eq!((a.verb, b.verb), (Verb::Event, Verb::Event));
+        assert_ne!(a.object, b.object);
+        let mut key = Vec::new();
+        objects.event_key_into(b.object, &mut key);
+        assert_eq!(key, b"/registry/events/ns-1/ev-0000000001");
+        let (from, end) = objects.events_range();
+        assert!(key.as_slice() >= from.as_slice() && key.as_slice() < end.as_slice());
+        // the objects' table is not touched: they stay countable apart
+        assert_eq!(objects.expected().high, 0);
+        objects.expired(3, objects.origin() + std::time::Duration::from_millis(2500));
+        objects.expired(1, objects.origin());
+        assert_eq!(objects.expirations(), vec![1, 0, 3]);
     }
 }

@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use prost::Message;
 
-use super::{COMPARE_EQUAL, Compare, Etcd, PutRequest, TARGET_MOD, failure_outcome, well_formed};
+use super::{COMPARE_EQUAL, Compare, Etcd, TARGET_MOD, failure_outcome, well_formed};
 use crate::outcome::Outcome;
 use crate::protocols::{Claim, Page, Seen, Written};
 use crate::transport::grpc::frame;
@@ -33,12 +33,39 @@ pub struct ObjectDelete {
     pub key: Bytes,
 }
 
+/// A put, attached to a lease when `lease` is not 0.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectPut {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub value: Bytes,
+    #[prost(int64, tag = "3")]
+    pub lease: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LeaseGrantRequest {
+    #[prost(int64, tag = "1")]
+    pub ttl: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LeaseGrantReply {
+    #[prost(int64, tag = "2")]
+    pub id: i64,
+    #[prost(string, tag = "4")]
+    pub error: String,
+}
+
+const LEASE_GRANT: &str = "/etcdserverpb.Lease/LeaseGrant";
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ObjectOp {
     #[prost(message, optional, tag = "1")]
     pub request_range: Option<ObjectRange>,
     #[prost(message, optional, tag = "2")]
-    pub request_put: Option<PutRequest>,
+    pub request_put: Option<ObjectPut>,
     #[prost(message, optional, tag = "3")]
     pub request_delete_range: Option<ObjectDelete>,
 }
@@ -194,10 +221,15 @@ pub fn conditional(key: &[u8], expected: i64, then: ObjectOp) -> ObjectTxn {
 }
 
 pub fn put(key: &[u8], value: Bytes) -> ObjectOp {
+    put_leased(key, value, 0)
+}
+
+pub fn put_leased(key: &[u8], value: Bytes, lease: i64) -> ObjectOp {
     ObjectOp {
-        request_put: Some(PutRequest {
+        request_put: Some(ObjectPut {
             key: Bytes::copy_from_slice(key),
             value,
+            lease,
         }),
         ..ObjectOp::default()
     }
@@ -314,6 +346,24 @@ impl Etcd {
         target
             .conn
             .unary(&target.txn, frame(&txn), decode)
+            .await
+            .map_err(|failure| failure_outcome(&failure))
+    }
+
+    /// Grants a lease of `ttl_s` seconds (etcd may raise a TTL below its
+    /// minimum); its id. A reply with an error and no id is refused.
+    pub(super) async fn grant(&self, conn: usize, ttl_s: i64) -> Result<i64, Outcome> {
+        let target = &self.targets[conn];
+        let request = frame(&LeaseGrantRequest { ttl: ttl_s });
+        let decode = |reply: &[u8]| {
+            LeaseGrantReply::decode(reply)
+                .ok()
+                .filter(|r| r.id != 0 && r.error.is_empty())
+                .map(|r| r.id)
+        };
+        target
+            .conn
+            .unary(&target.conn.uri(LEASE_GRANT), request, decode)
             .await
             .map_err(|failure| failure_outcome(&failure))
     }
