@@ -19,7 +19,7 @@ import numpy.typing as npt
 from dbtester.results import CompactionRecord, Records
 from dbtester.workloads.kubernetes import COMPACTION_ROWS
 
-__all__ = ["compaction_values", "during"]
+__all__ = ["compaction_values", "during", "overlapping"]
 
 
 def during(
@@ -28,14 +28,26 @@ def during(
     end_s: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.bool_]:
     """Which of the spans ``begin_s``..``end_s`` (unix seconds) overlap a
-    compaction (the compactor runs one at a time, so they do not overlap)."""
-    ordered = sorted(compactions, key=lambda c: c.started_unix)
-    starts = np.array([c.started_unix for c in ordered], dtype=np.float64)
-    ends = np.maximum.accumulate(np.array([c.ended_unix for c in ordered], dtype=np.float64))
+    compaction."""
+    windows = [(c.started_unix, c.ended_unix) for c in compactions]
+    return overlapping(windows, begin_s, end_s)
+
+
+def overlapping(
+    windows: Sequence[tuple[float, float]],
+    begin_s: npt.NDArray[np.float64],
+    end_s: npt.NDArray[np.float64],
+) -> npt.NDArray[np.bool_]:
+    """Which of the spans ``begin_s``..``end_s`` overlap one of ``windows``
+    (start, end; unix seconds; in any order, overlapping or not)."""
+    ordered = sorted(windows)
+    starts = np.array([start for start, _ in ordered], dtype=np.float64)
+    ends = np.maximum.accumulate(np.array([end for _, end in ordered], dtype=np.float64))
     if not len(starts):
         return np.zeros(len(begin_s), dtype=bool)
-    # the first compaction that ends at or after the span begins; the span
-    # overlaps it when that compaction starts before the span ends
+    # the first window that ends at or after the span begins (ends running
+    # as their maximum so far); the span overlaps one when that window, or
+    # one before it still open, starts before the span ends
     first = np.searchsorted(ends, begin_s, side="left")
     found = first < len(ends)
     starts_at = starts[np.minimum(first, len(starts) - 1)]

@@ -18,6 +18,7 @@ import pandas as pd
 from dbtester.analyze.compactions import compaction_values
 from dbtester.analyze.correctness import describe as describe_correctness
 from dbtester.analyze.data import DatabaseData
+from dbtester.analyze.expirations import expiration_values
 from dbtester.analyze.faults import (
     FAULT_ROWS,
     fault_figures,
@@ -34,6 +35,7 @@ from dbtester.workloads.kubernetes import (
     COMPACTION_ROWS,
     COUNTER_ROWS,
     EVENT_ROWS,
+    EXPIRATION_ROWS,
     INFORMER_ROWS,
     LIST_RATE_ROWS,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "COUNTER_ROWS",
     "CV_ROW",
     "EVENT_ROWS",
+    "EXPIRATION_ROWS",
     "HOST_ROWS",
     "INFORMER_ROWS",
     "LIST_RATE_ROWS",
@@ -276,7 +279,8 @@ def row_group(row: str) -> str:
     """The group of ROW_GROUPS a table row belongs to."""
     if unstepped(row):
         return "By clients"
-    if _PER_FAULT.match(row) or row in COMPACTION_ROWS:  # compactions: maintenance
+    # compactions and expirations: maintenance, and its cost
+    if _PER_FAULT.match(row) or row in COMPACTION_ROWS or row in EXPIRATION_ROWS:
         return "Faults"
     if row in INFORMER_ROWS and row.endswith("-MS"):
         return "Latency"
@@ -322,6 +326,7 @@ def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
         *COMPACTION_ROWS,
         *INFORMER_ROWS,
         *EVENT_ROWS,
+        *EXPIRATION_ROWS,
         *LIST_RATE_ROWS,
     )
     return rows + [row for row in counted if row in have]
@@ -747,6 +752,7 @@ def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> Non
         if counters.get("event_leases"):
             v.update({row: counters[name] for row, name in EVENT_ROWS.items() if name})
             v["EXPIRATIONS-PER-S-MAX"] = max((n for _, n in load.expirations), default=0)
+            v.update(expiration_values(load.expirations, records))
 
 
 def _latency_per_second(records: Records, mask: npt.NDArray[np.bool_], load_start: float) -> Series:

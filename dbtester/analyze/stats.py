@@ -35,6 +35,7 @@ from dbtester.workloads.kubernetes import (
     COMPACTION_ROWS,
     COUNTER_ROWS,
     EVENT_ROWS,
+    EXPIRATION_ROWS,
     INFORMER_ROWS,
     LIST_RATE_ROWS,
 )
@@ -125,6 +126,7 @@ METRICS: Mapping[str, Metric] = {
         # type: kubernetes (workloads.kubernetes.COUNTER_ROWS, LIST_RATE_ROWS)
         *(_resource(row) for row in COUNTER_ROWS),
         *(_resource(row) for row in EVENT_ROWS),
+        *(_speed(row, "lower") for row in EXPIRATION_ROWS),
         *(_speed(row, "lower") for row in COMPACTION_ROWS),
         # informers: their lags and first list as latency, what they did as resources
         *(

@@ -31,6 +31,7 @@ __all__ = [
     "COMPACTION_ROWS",
     "COUNTER_ROWS",
     "EVENT_ROWS",
+    "EXPIRATION_ROWS",
     "INFORMER_ROWS",
     "LIST_RATE_ROWS",
     "RESOURCE",
@@ -60,6 +61,9 @@ EVENT_ROWS: Mapping[str, str] = {
     "EVENT-EXPIRATIONS": "expirations",
     "EXPIRATIONS-PER-S-MAX": "",
 }
+#: p99 latency (ms) of the requests in flight in a second in which events
+#: expired, and of the rest (analyze.expirations)
+EXPIRATION_ROWS = ("EXPIRATIONS-P99-DURING-MS", "EXPIRATIONS-P99-OUTSIDE-MS")
 #: where events are kept, as the apiserver keeps them
 EVENTS_PREFIX = "/registry/events/"
 #: what lists delivered per second of the load: objects, and MB (10^6 bytes
@@ -108,6 +112,7 @@ class KubernetesWorkload(Workload):
         *COMPACTION_ROWS,
         *INFORMER_ROWS,
         *EVENT_ROWS,
+        *EXPIRATION_ROWS,
         *LIST_RATE_ROWS,
     )
     SEARCH_REFUSED: ClassVar[str | None] = (

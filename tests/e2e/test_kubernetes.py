@@ -385,7 +385,8 @@ def test_events_are_leased_and_expire_with_their_lease(tmp_path: Path, installed
         result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), QUIET)
         events = OPERATIONS.index("event")
         created = int(((result.records.ops == events) & (result.records.code == 0)).sum())
-        assert result.records.counts() == {"ok": 2000}
+        # (a write whose object another client deleted first is a conflict)
+        assert set(result.records.counts()) <= {"ok", "conflict"}, result.records.counts()
         assert 900 < created < 1100
         leases = result.counters["event_leases"]
         # one lease per 100 events at most, and one a second at least

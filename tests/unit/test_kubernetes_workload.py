@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dbtester.analyze.compactions import compaction_values, during
+from dbtester.analyze.compactions import compaction_values, during, overlapping
 from dbtester.analyze.data import DatabaseData
+from dbtester.analyze.expirations import expiration_values
 from dbtester.analyze.figures import compute, table_rows
 from dbtester.analyze.informers import informer_values
 from dbtester.databases.base import LoadSettings
@@ -232,3 +233,28 @@ def test_informer_rows_sum_their_work_and_judge_each() -> None:
     assert informer_values([*good, wrong, behind], None)["INFORMERS-CONVERGED"] == "2 / 4 FAILED"
     assert "INFORMER-LAG-P99-MS" not in informer_values(good, InformerLags.of([[]]))
     assert informer_values([], lags) == {}
+
+
+def test_windows_that_overlap_each_other_still_place_every_span() -> None:
+    # a long window holding a short one, and one that begins inside it:
+    # a span after the short one's end but inside the long one is inside
+    windows = [(10.0, 20.0), (11.0, 12.0), (19.0, 25.0)]
+    begin = np.array([5.0, 13.0, 21.0, 26.0])
+    end = np.array([6.0, 14.0, 22.0, 27.0])
+    assert overlapping(windows, begin, end).tolist() == [False, True, True, False]
+
+
+def test_latency_in_seconds_with_expirations_against_the_rest() -> None:
+    """100 requests 0.1 s apart from t=0, 1 ms each but those sent in the
+    second from 3.0 s, in which 400 events expired, which take 20 ms; a
+    second that counted none is no window."""
+    n = 100
+    due = (np.arange(n) * 1e8).astype(np.int64)
+    latency = np.full(n, 1_000_000, np.int64)
+    latency[(due >= 3e9) & (due < 4e9)] = 20_000_000
+    records = Records(due, latency, latency, np.zeros(n, np.uint8), np.zeros(n, np.uint16), ["ok"])
+    values = expiration_values([(3.0, 400), (7.0, 0)], records)
+    assert values["EXPIRATIONS-P99-DURING-MS"] == pytest.approx(20.0)
+    # the request sent at 2.9 s ends at 2.901 s: outside, as are all others
+    assert values["EXPIRATIONS-P99-OUTSIDE-MS"] == pytest.approx(1.0)
+    assert expiration_values([], records) == {}

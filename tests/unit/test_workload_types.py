@@ -150,6 +150,7 @@ def test_the_rows_a_type_declares_are_the_ones_analysis_computes() -> None:
         *figures.COMPACTION_ROWS,
         *figures.INFORMER_ROWS,
         *figures.EVENT_ROWS,
+        *figures.EXPIRATION_ROWS,
         *figures.LIST_RATE_ROWS,
     )
     assert (*verbs, figures.CONFLICT_ROW, *counted) == TYPES["kubernetes"].ROWS
