@@ -277,7 +277,17 @@ def _run(settings: LoadSettings, work: Callable[[Any], Awaitable[_T]]) -> _T:
     try:
         return _on_client(settings.endpoints, timeout, lambda c: work(c.jetstream(timeout=timeout)))
     except _failures() as exc:
-        raise DbtesterError(f"nats at {', '.join(settings.endpoints)}: {exc!r}") from None
+        raise DbtesterError(f"nats at {', '.join(settings.endpoints)}: {_said(exc)}") from None
+
+
+def _said(exc: BaseException) -> str:
+    """A NATS failure in words: a JetStream refusal's description and codes
+    (its repr says only its class)."""
+    import nats.js.errors
+
+    if isinstance(exc, nats.js.errors.APIError) and exc.description:
+        return f"{exc.description} (JetStream {exc.code}, error {exc.err_code})"
+    return repr(exc)
 
 
 def _failures() -> tuple[type[BaseException], ...]:
@@ -346,7 +356,31 @@ async def _make_bucket(js: Any, client: NatsClient, replicas: int) -> None:
     )
     # The same bucket again (another trial on a cluster of its own, or a
     # cluster given by endpoints) is accepted as it is; another config fails.
-    await js.create_key_value(config)
+    await _until_made(lambda: js.create_key_value(config))
+
+
+#: JetStream's error code for a stream name in use with another config: asking
+#: again cannot help
+_OTHER_CONFIG = 10058
+
+
+async def _until_made(make: Callable[[], Awaitable[object]], pause_s: float = 0.25) -> None:
+    """``make()`` asked again while JetStream refuses it for BUCKET_READY_S:
+    just after its meta leader is elected, a cluster may refuse a stream
+    that it accepts a moment later (a refusal seen in CI). A bucket of
+    another config is refused at once; the last refusal is raised."""
+    import nats.js.errors
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BUCKET_READY_S
+    while True:
+        try:
+            await make()
+            return
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == _OTHER_CONFIG or loop.time() > deadline:
+                raise
+            await asyncio.sleep(pause_s)
 
 
 async def _until_writable(js: Any, member: int) -> None:

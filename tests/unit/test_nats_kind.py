@@ -3,14 +3,23 @@ dbtester key becomes, and what a test case may ask of it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from dbtester.config.load import load_test_case_text
 from dbtester.databases.base import MemberSpec, Peer
-from dbtester.databases.nats import Nats, NatsFlags, _stream_leader, kv_key
+from dbtester.databases.nats import (
+    Nats,
+    NatsFlags,
+    _said,
+    _stream_leader,
+    _until_made,
+    kv_key,
+)
 from dbtester.errors import ConfigError
 from dbtester.install import Installed
 
@@ -107,3 +116,40 @@ def test_serializable_reads_need_the_bucket_direct_gets() -> None:
         "{type: write, requests: 10}", "{type: read, requests: 10, consistency: serializable}"
     )
     assert load_test_case_text(allowed, "case.yaml").case.databases[0].kind == "nats"
+
+
+def _refusing(errors: list[BaseException]) -> tuple[Callable[[], Awaitable[object]], list[int]]:
+    """A bucket creation refused with each of ``errors`` in turn, then made."""
+    calls: list[int] = []
+
+    async def make() -> object:
+        calls.append(len(calls))
+        if len(calls) <= len(errors):
+            raise errors[len(calls) - 1]
+        return "made"
+
+    return make, calls
+
+
+def test_a_bucket_refused_while_jetstream_settles_is_asked_again() -> None:
+    from nats.js.errors import BadRequestError, ServiceUnavailableError
+
+    make, calls = _refusing([BadRequestError(code=400), ServiceUnavailableError(code=503)])
+    asyncio.run(_until_made(make, pause_s=0.0))
+    assert len(calls) == 3
+
+
+def test_a_bucket_of_another_config_is_refused_at_once_and_said() -> None:
+    from nats.js.errors import BadRequestError
+
+    other = BadRequestError(
+        code=400, err_code=10058, description="stream name already in use with a different"
+    )
+    make, calls = _refusing([other, other])
+    with pytest.raises(BadRequestError):
+        asyncio.run(_until_made(make, pause_s=0.0))
+    assert len(calls) == 1
+    assert _said(other) == (
+        "stream name already in use with a different (JetStream 400, error 10058)"
+    )
+    assert _said(TimeoutError()) == "TimeoutError()"
