@@ -56,6 +56,9 @@ use crate::transport::failover::{dial_bound, ordered};
 use crate::workload::OpKind;
 use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 
+/// How long a watcher waits before asking for its watch again.
+const WATCH_RETRY: Duration = Duration::from_millis(200);
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The KV bucket the load reads and writes.
@@ -185,12 +188,23 @@ impl Protocol for Nats {
             try_join_all((0..watch.connections).map(|c| connect(plan, &options, c))).await?;
         let mut tasks = JoinSet::new();
         for watcher in 0..watch.watchers {
+            let started = Instant::now();
             let kv = conns[watcher % watch.connections].kv.clone();
             let what = || format!("nats did not start watcher {watcher}'s watch");
+            // A consumer's creation can time out while JetStream settles
+            // on a fresh bucket (seen in CI): asked again for half the
+            // request timeout, then the last failure is said (the rest of
+            // the timeout bounds that last try).
             let watching = within(plan.timeout, what, async {
-                kv.watch(LOAD_KEYS)
-                    .await
-                    .map_err(|e| EngineError(format!("{}: {}", what(), chain(&e))))
+                loop {
+                    match kv.watch(LOAD_KEYS).await {
+                        Ok(watching) => return Ok(watching),
+                        Err(_) if started.elapsed() < plan.timeout / 2 => {
+                            tokio::time::sleep(WATCH_RETRY).await;
+                        }
+                        Err(e) => return Err(EngineError(format!("{}: {}", what(), chain(&e)))),
+                    }
+                }
             })
             .await?;
             let watcher = Watcher {
