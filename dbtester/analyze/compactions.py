@@ -19,7 +19,7 @@ import numpy.typing as npt
 from dbtester.results import CompactionRecord, Records
 from dbtester.workloads.kubernetes import COMPACTION_ROWS
 
-__all__ = ["compaction_values", "during", "overlapping"]
+__all__ = ["compaction_values", "during", "in_windows", "overlapping"]
 
 
 def during(
@@ -54,6 +54,17 @@ def overlapping(
     return found & (starts_at <= end_s)
 
 
+def in_windows(
+    windows: Sequence[tuple[float, float]], records: Records
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """The successful requests' latency (ms), and which of them were in
+    flight (due time to reply) in one of ``windows`` (unix seconds)."""
+    ok = records.code == 0
+    begin_s = records.due_ns[ok] / 1e9
+    latency_ms = records.latency_ns[ok] / 1e6
+    return latency_ms, overlapping(windows, begin_s, begin_s + latency_ms / 1e3)
+
+
 def compaction_values(
     compactions: Sequence[CompactionRecord], records: Records
 ) -> dict[str, float]:
@@ -64,10 +75,7 @@ def compaction_values(
         return {}
     longest, p99_in, p99_out, max_in, max_out = COMPACTION_ROWS
     values = {longest: max(c.ended_unix - c.started_unix for c in compactions)}
-    ok = records.code == 0
-    begin_s = records.due_ns[ok] / 1e9
-    latency_ms = records.latency_ns[ok] / 1e6
-    inside = during(compactions, begin_s, begin_s + latency_ms / 1e3)
+    latency_ms, inside = in_windows([(c.started_unix, c.ended_unix) for c in compactions], records)
     for mask, p99_row, max_row in ((inside, p99_in, max_in), (~inside, p99_out, max_out)):
         if mask.any():
             values[p99_row] = float(np.percentile(latency_ms[mask], 99))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dbtester.analyze.compactions import overlapping
+from dbtester.analyze.compactions import in_windows
 from dbtester.results import Records
 from dbtester.workloads.kubernetes import EXPIRATION_ROWS
 
@@ -31,10 +31,7 @@ def expiration_values(
     if not expirations:
         return {}
     windows = [(start, start + 1.0) for start, count in expirations if count]
-    ok = records.code == 0
-    begin_s = records.due_ns[ok] / 1e9
-    latency_ms = records.latency_ns[ok] / 1e6
-    inside = overlapping(windows, begin_s, begin_s + latency_ms / 1e3)
+    latency_ms, inside = in_windows(windows, records)
     values = {}
     for mask, row in zip((inside, ~inside), EXPIRATION_ROWS, strict=True):
         if mask.any():

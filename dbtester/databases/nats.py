@@ -365,40 +365,53 @@ _OTHER_CONFIG = 10058
 
 
 async def _until_made(make: Callable[[], Awaitable[object]], pause_s: float = 0.25) -> None:
-    """``make()`` asked again while JetStream refuses it for BUCKET_READY_S:
-    just after its meta leader is elected, a cluster may refuse a stream
-    that it accepts a moment later (a refusal seen in CI). A bucket of
-    another config is refused at once; the last refusal is raised."""
+    """``make()`` asked again while JetStream refuses it: just after its meta
+    leader is elected, a cluster may refuse a stream that it accepts a
+    moment later (a refusal seen in CI). A bucket of another config is
+    refused at once."""
     import nats.js.errors
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + BUCKET_READY_S
-    while True:
-        try:
-            await make()
-            return
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == _OTHER_CONFIG or loop.time() > deadline:
-                raise
-            await asyncio.sleep(pause_s)
+    def settling(exc: BaseException) -> bool:
+        return isinstance(exc, nats.js.errors.APIError) and exc.err_code != _OTHER_CONFIG
+
+    await _asked_until_done(make, again=settling, pause_s=pause_s)
 
 
 async def _until_writable(js: Any, member: int) -> None:
     """Put a probe (key ``r.<member>``, a token no count or watch of the
     load's keys sees) through ``js``'s one member until the stream
-    acknowledges it; the last failure when it does not in BUCKET_READY_S."""
+    acknowledges it."""
     import nats.errors
 
+    subject = _subject(f"{PROBE_PREFIX}.{member}")
+
+    def unanswered(exc: BaseException) -> bool:
+        return isinstance(exc, (nats.errors.Error, TimeoutError))
+
+    await _asked_until_done(
+        lambda: js.publish(subject, b"", timeout=1.0), again=unanswered, pause_s=0.1
+    )
+
+
+async def _asked_until_done(
+    ask: Callable[[], Awaitable[object]],
+    *,
+    again: Callable[[BaseException], bool],
+    pause_s: float,
+) -> None:
+    """``ask()`` until it succeeds, every ``pause_s``, while what it raises
+    is worth asking ``again`` for and BUCKET_READY_S have not passed; then
+    its last failure is raised."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + BUCKET_READY_S
     while True:
         try:
-            await js.publish(_subject(f"{PROBE_PREFIX}.{member}"), b"", timeout=1.0)
+            await ask()
             return
-        except (nats.errors.Error, TimeoutError):
-            if loop.time() > deadline:
+        except Exception as exc:
+            if not again(exc) or loop.time() > deadline:
                 raise
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(pause_s)
 
 
 async def _count(js: Any, subjects: str) -> int:

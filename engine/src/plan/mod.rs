@@ -378,13 +378,7 @@ fn parse_kubernetes(top: &Fields<'_>) -> Result<Option<KubernetesPlan>> {
         Some(_) => {}
     }
     let k = top.dict("objects", KUBERNETES_KEYS, None)?;
-    let prefix = k.string("prefix", "a key prefix ending in \"/\"")?;
-    if !prefix.ends_with('/') || prefix.len() < 2 {
-        return Err(PlanError(format!(
-            "{} must end in \"/\" (a list ranges over it), got {prefix:?}",
-            k.name("prefix")
-        )));
-    }
+    let prefix = listed_prefix(&k, "prefix")?;
     let entries = k.entries("mix", "a dict of shares")?;
     let names: Vec<&str> = entries.iter().map(|(key, _)| key.as_str()).collect();
     let shares = Fields::new(k.name("mix"), k.required("mix", "a dict")?, &names)?;
@@ -414,7 +408,7 @@ fn parse_kubernetes(top: &Fields<'_>) -> Result<Option<KubernetesPlan>> {
         },
         informers: k.int("informers", 0, MAX_INFORMERS)? as usize,
         events: EventsPlan {
-            prefix: k.string("events_prefix", "a key prefix ending in \"/\"")?,
+            prefix: listed_prefix(&k, "events_prefix")?,
             ttl_s: k.int("event_ttl_s", 1, MAX_EVENT_TTL_S)?,
             reuse: Duration::from_secs_f64(k.float(
                 "lease_reuse_s",
@@ -425,6 +419,19 @@ fn parse_kubernetes(top: &Fields<'_>) -> Result<Option<KubernetesPlan>> {
             max_per_lease: k.int("lease_max_objects", 1, MAX_OBJECTS)? as u64,
         },
     }))
+}
+
+/// A key prefix that a list or watch ranges over: it must end in "/" (the
+/// range's end is the prefix with that byte raised by one).
+fn listed_prefix(k: &Fields<'_>, key: &str) -> Result<String> {
+    let prefix = k.string(key, "a key prefix ending in \"/\"")?;
+    if !prefix.ends_with('/') || prefix.len() < 2 {
+        return Err(PlanError(format!(
+            "{} must end in \"/\" (a list ranges over it), got {prefix:?}",
+            k.name(key)
+        )));
+    }
+    Ok(prefix)
 }
 
 /// `auth`: absent or None for none, else a dict the protocol reads (its

@@ -206,8 +206,6 @@ struct Counts {
     compaction_us_max: AtomicU64,
     /// Leases granted for events.
     event_leases: AtomicU64,
-    /// Events a watcher saw deleted: expired with their lease.
-    expirations: AtomicU64,
 }
 
 /// kube-apiserver's lease manager: the lease events are attached to,
@@ -242,6 +240,17 @@ impl LeaseBook {
             attached: 1,
         };
     }
+}
+
+/// What a prefix ranges over: the prefix, and the key after every key that
+/// starts with it.
+fn prefix_range(prefix: &str) -> (Vec<u8>, Vec<u8>) {
+    let from = prefix.as_bytes().to_vec();
+    let mut end = from.clone();
+    if let Some(last) = end.last_mut() {
+        *last += 1; // the plan's prefixes end in '/', so this never overflows
+    }
+    (from, end)
 }
 
 /// The TTL a lease for events is granted with: theirs plus the reuse time.
@@ -318,38 +327,30 @@ impl Objects {
     /// What a list ranges over: the prefix, and the key after every key
     /// that starts with it.
     pub fn range(&self) -> (Vec<u8>, Vec<u8>) {
-        let from = self.plan.prefix.as_bytes().to_vec();
-        let mut end = from.clone();
-        if let Some(last) = end.last_mut() {
-            *last += 1; // the prefix ends in '/', so this never overflows
-        }
-        (from, end)
+        prefix_range(&self.plan.prefix)
     }
 
     /// Object `n`'s key, written into `out`: its namespace is `n` modulo
     /// the namespaces, so a namespace's objects are spread over the numbers.
     pub fn key_into(&self, n: u64, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(self.plan.prefix.as_bytes());
-        let _ = write!(out, "ns-{}/obj-{n:010}", n % self.plan.namespaces);
+        self.name_into(&self.plan.prefix, "obj", n, out);
     }
 
-    /// Event `n`'s key, written into `out`.
+    /// Event `n`'s key, written into `out`, named as an object is.
     pub fn event_key_into(&self, n: u64, out: &mut Vec<u8>) {
+        self.name_into(&self.plan.events.prefix, "ev", n, out);
+    }
+
+    fn name_into(&self, prefix: &str, kind: &str, n: u64, out: &mut Vec<u8>) {
         out.clear();
-        out.extend_from_slice(self.plan.events.prefix.as_bytes());
-        let _ = write!(out, "ns-{}/ev-{n:010}", n % self.plan.namespaces);
+        out.extend_from_slice(prefix.as_bytes());
+        let _ = write!(out, "ns-{}/{kind}-{n:010}", n % self.plan.namespaces);
     }
 
     /// What events are created under: the prefix, and the key after every
     /// key that starts with it.
     pub fn events_range(&self) -> (Vec<u8>, Vec<u8>) {
-        let from = self.plan.events.prefix.as_bytes().to_vec();
-        let mut end = from.clone();
-        if let Some(last) = end.last_mut() {
-            *last += 1; // the prefix ends in '/', so this never overflows
-        }
-        (from, end)
+        prefix_range(&self.plan.events.prefix)
     }
 
     /// How events are leased.
@@ -374,7 +375,6 @@ impl Objects {
 
     /// `n` events were seen deleted (expired) at `at`.
     pub fn expired(&self, n: u64, at: Instant) {
-        self.counts.expirations.fetch_add(n, Ordering::Relaxed);
         let second = at.saturating_duration_since(self.origin).as_secs() as usize;
         let mut expired = self.expired.lock().unwrap_or_else(PoisonError::into_inner);
         if expired.len() <= second {
@@ -435,6 +435,11 @@ impl Objects {
         }
         let mut rng = SplitMix64::for_request(self.seed, r);
         let mut verb = self.shares.draw(rng.unit());
+        if verb == Verb::Event {
+            // an event is no object of the table: its lock is not needed
+            let event = self.next_event.fetch_add(1, Ordering::Relaxed);
+            return task(verb, event, 0);
+        }
         let mut table = self.table();
         let live = table.present.len() as u64;
         if verb == Verb::Create && 2 * live >= 3 * self.plan.count {
@@ -446,10 +451,6 @@ impl Objects {
         }
         if verb == Verb::List {
             return task(verb, 0, 0);
-        }
-        if verb == Verb::Event {
-            let event = self.next_event.fetch_add(1, Ordering::Relaxed);
-            return task(verb, event, 0);
         }
         if verb == Verb::Create || table.present.is_empty() {
             let object = table.next;
@@ -665,7 +666,7 @@ impl Objects {
             ("compactions", read(&c.compactions)),
             ("compaction_us_max", read(&c.compaction_us_max)),
             ("event_leases", read(&c.event_leases)),
-            ("expirations", read(&c.expirations)),
+            ("expirations", self.expirations().iter().sum()),
             ("objects_low", expected.low),
             ("objects_high", expected.high),
         ]
