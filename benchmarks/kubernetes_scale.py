@@ -3,8 +3,8 @@ holding 1,000, 10,000 and 100,000 objects of 2 KB, listed whole by a few
 clients at a time (500 objects a page, every page at the first one's
 revision). Prints, per size: the load phase's create rate, lists per second
 and objects listed per second, the p99 of a whole list, the members' peak
-memory and data directory, and the controller's peak memory (the load
-engine runs in it: its table of objects, the records).
+memory, largest dbSize and data directory, and the controller's peak
+memory (the load engine runs in it: its table of objects, the records).
 
     python benchmarks/kubernetes_scale.py [--sizes 1000 10000 100000] [--lists 40]
         [--version 3.5.17]
@@ -73,12 +73,14 @@ def run(objects: int, lists: int, version: str, scratch: Path) -> None:
     created = objects / max(phase["ended_unix"] - phase["started_unix"], 1e-9)
     server_mb = f["SERVER-MAX-MEMORY-USAGE"] / 1e6
     disk_mb = f["SERVER-AVG-DISK-SPACE-USAGE"] / 1e6
+    db_mb = f.get("SERVER-MAX-DB-SIZE", 0) / 1e6
     client_mb = f["CLIENT-MAX-MEMORY-USAGE"] / 1e6
     print(
         f"{objects:>8,} objects: create {created:7,.0f}/s | {f['AVG-THROUGHPUT']:6,.1f} lists/s,"
         f" {f['LIST-OBJECTS-PER-S']:9,.0f} objects/s, {f['LIST-MB-PER-S']:5,.0f} MB/s,"
         f" list p99 {f['Latency p99']:8,.1f} ms | members' peak memory {server_mb:6,.0f} MB,"
-        f" data dir {disk_mb:5,.0f} MB | controller peak {client_mb:5,.0f} MB | run {took:4.0f} s",
+        f" dbSize {db_mb:5,.0f} MB, data dir {disk_mb:5,.0f} MB |"
+        f" controller peak {client_mb:5,.0f} MB | run {took:4.0f} s",
         flush=True,
     )
 

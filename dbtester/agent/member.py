@@ -169,7 +169,10 @@ class Member:
         if watched is None:  # it died just after the settle: told as at start
             self._settle()
         assert watched is not None  # _settle raised for a process that exited
-        self.sampler = Sampler(watched, self.dir / "metrics.csv", self.spec.data_dir, **sampling)
+        sizes = self.kind.size_probe(self.spec)
+        self.sampler = Sampler(
+            watched, self.dir / "metrics.csv", self.spec.data_dir, sizes=sizes, **sampling
+        )
         self.sampler.start()
         self.state = "running"
         where = f"disk {self.sampler.disk or 'all'}, interface {self.sampler.interface or 'all'}"

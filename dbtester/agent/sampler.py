@@ -27,7 +27,11 @@ transmit_bytes                 delta: bytes transmitted on the network interface
 data_dir_bytes                 disk space used by the data directory (allocated blocks)
 probe_ns                       the host-speed probe: CPU ns of its fixed work (higher: slower)
 steal_ms                       delta: the host's steal time, summed over its CPUs
+db_bytes                       the database file's size, as the database reports it
+db_in_use_bytes                the part of it holding live data (-1 for both: not said)
 =============================  =======================================================
+
+The last two only where the kind reports a size (``DatabaseKind.size_probe``).
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ from typing import TextIO
 
 import psutil
 
-from dbtester.results.metrics import HOST_COLUMNS, SERVER_COLUMNS
+from dbtester.databases.base import SizeProbe
+from dbtester.results.metrics import HOST_COLUMNS, SERVER_COLUMNS, STORAGE_COLUMNS
 from dbtester.util.counters import Counters
 from dbtester.util.speed import probe_ns, steal_ms
 
@@ -126,6 +131,8 @@ class Sampler:
     #: counts 1/n to each (a server of forked processes sharing memory, as
     #: PostgreSQL's backends share its buffers, would count it n times)
     proportional: bool = False
+    #: the database's size, read each sample (None: its kind reports none)
+    sizes: SizeProbe | None = None
     samples: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -155,7 +162,7 @@ class Sampler:
         new_file = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
         with self.csv_path.open("a", newline="") as out:
             if new_file:
-                csv.writer(out).writerow(COLUMNS)
+                csv.writer(out).writerow(self.columns)
                 out.flush()
             self.sample_row()  # baselines for every delta
             start = time.monotonic()
@@ -164,6 +171,10 @@ class Sampler:
             while not self._stop.wait(max(0.0, start + tick * self.interval - time.monotonic())):
                 self._write(out)
                 tick += 1
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (*COLUMNS, *STORAGE_COLUMNS) if self.sizes is not None else COLUMNS
 
     def _write(self, out: TextIO) -> None:
         try:
@@ -226,7 +237,17 @@ class Sampler:
         return [
             now_ms, pid, round(cpu, 2), rss, threads, switches_v, switches_n, read_bytes,
             write_bytes, *disk, *net, dir_usage(self.data_dir), probe_ns(), steal,
+            *self._sizes(bool(tree)),
         ]  # fmt: skip
+
+    def _sizes(self, alive: bool) -> tuple[int, ...]:
+        """STORAGE_COLUMNS' values (none without a probe; -1: not said).
+        The probe waits at most a quarter of the interval: a paused member
+        must not stretch the seconds between samples."""
+        if self.sizes is None:
+            return ()
+        said = self.sizes(min(0.5, self.interval / 4)) if alive else None
+        return said if said is not None else (-1, -1)
 
     def _memory(self, proc: psutil.Process) -> int:
         if self.proportional:

@@ -27,9 +27,16 @@ from dbtester.analyze.faults import (
     watch_fault_figures,
 )
 from dbtester.analyze.heatmap import Heatmap, latency_heatmap
-from dbtester.analyze.informers import informer_values
+from dbtester.analyze.informers import informer_values, p99_by_informer
 from dbtester.analyze.stats import SEARCH_METRICS
-from dbtester.results import NOT_ERRORS, OPERATIONS, FaultSummary, Records, WatchEvents
+from dbtester.results import (
+    NOT_ERRORS,
+    OPERATIONS,
+    STORAGE_COLUMNS,
+    FaultSummary,
+    Records,
+    WatchEvents,
+)
 from dbtester.workloads import TYPES
 from dbtester.workloads.kubernetes import (
     COMPACTION_ROWS,
@@ -225,6 +232,7 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     rows = rows[:at] + ordered + rows[at:]
     companions = sorted({row for f in figures for row in f.values if _COMPANION.match(row)})
     at = rows.index("SERVER-MAX-MEMORY-USAGE") + 1
+    rows[at:at] = [row for row in DB_SIZE_ROWS if any(row in f.values for f in figures)]
     rows[at:at] = companions
     if any(CV_ROW in f.values for f in figures):
         rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
@@ -342,6 +350,14 @@ class Series:
     band: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None
 
 
+@dataclass(frozen=True)
+class Window:
+    """A span of the load's own work (a compaction), in seconds since the load started."""
+
+    start_s: float
+    end_s: float
+
+
 @dataclass
 class Figures:
     """One database: raw row values (None = no data) and chart series."""
@@ -353,6 +369,9 @@ class Figures:
     faults: list[FaultSummary] = field(default_factory=list)
     #: every request's latency by when it was due (one trial's: the median's)
     heatmap: Heatmap | None = None
+    #: what the load itself did that the charts over time mark in the
+    #: database's colour: its compactions (one trial's: the heatmap's)
+    windows: list[Window] = field(default_factory=list)
 
 
 def compute(data: DatabaseData) -> Figures:
@@ -753,6 +772,31 @@ def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> Non
             v.update({row: counters[name] for row, name in EVENT_ROWS.items() if name})
             v["EXPIRATIONS-PER-S-MAX"] = max((n for _, n in load.expirations), default=0)
             v.update(expiration_values(load.expirations, records))
+        _kubernetes_series(data, figures)
+
+
+#: the chart series of a Kubernetes load's expirations per second, and of
+#: each informer's p99 event lag by informer
+EXPIRATION_SERIES = "EXPIRATIONS-PER-S"
+INFORMER_BY_INFORMER = "INFORMER-P99-LAG-BY-INFORMER"
+
+
+def _kubernetes_series(data: DatabaseData, figures: Figures) -> None:
+    """Its compactions as windows, expirations over time, informers' lag."""
+    load = data.record.load
+    assert load is not None
+    start = data.load_start
+    figures.windows = [
+        Window(c.started_unix - start, c.ended_unix - start) for c in load.compactions
+    ]
+    if load.expirations:
+        seconds, counts = zip(*load.expirations, strict=True)
+        figures.series[EXPIRATION_SERIES] = Series(
+            np.array(seconds, dtype=float) - start, np.array(counts, dtype=float)
+        )
+    if data.informer_lags is not None and len(data.informer_lags):
+        numbers, p99s = p99_by_informer(data.informer_lags)
+        figures.series[INFORMER_BY_INFORMER] = Series(np.array(numbers), np.array(p99s))
 
 
 def _latency_per_second(records: Records, mask: npt.NDArray[np.bool_], load_start: float) -> Series:
@@ -1024,6 +1068,28 @@ def _server_rows(data: DatabaseData, figures: Figures) -> None:
             per_second.index.to_numpy(dtype=float), per_second.to_numpy(dtype=float)
         )
     _memory_by_key(data, samples, figures)
+    _database_size(samples, figures)
+
+
+#: the members' database size, where their kind reports one (etcd's dbSize,
+#: dbSizeInUse): its largest sample during the load (bytes), and the chart
+#: series of its average over the members each second (MB)
+DB_SIZE_ROWS = ("SERVER-MAX-DB-SIZE", "SERVER-MAX-DB-SIZE-IN-USE")
+DB_SIZE_SERIES = ("AVG-DB-SIZE-MB", "AVG-DB-SIZE-IN-USE-MB")
+
+
+def _database_size(samples: pd.DataFrame, figures: Figures) -> None:
+    for column, row, chart in zip(STORAGE_COLUMNS, DB_SIZE_ROWS, DB_SIZE_SERIES, strict=True):
+        if column not in samples.columns:
+            return  # a kind that reports no size, or results older than schema 18
+        said = samples[samples[column] >= 0]  # -1: a second the member did not say
+        if not len(said):
+            continue
+        figures.values[row] = int(said[column].max())
+        per_second = said.groupby("second")[column].mean() / 1e6
+        figures.series[chart] = Series(
+            per_second.index.to_numpy(dtype=float), per_second.to_numpy(dtype=float)
+        )
 
 
 def _memory_by_key(data: DatabaseData, samples: pd.DataFrame, figures: Figures) -> None:

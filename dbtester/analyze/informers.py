@@ -13,7 +13,7 @@ import numpy as np
 from dbtester.results import FigureValue, InformerLags, InformerRecord
 from dbtester.workloads.kubernetes import INFORMER_ROWS
 
-__all__ = ["informer_values"]
+__all__ = ["informer_values", "p99_by_informer"]
 
 
 def informer_values(
@@ -38,3 +38,14 @@ def informer_values(
         values[p50], values[p99] = (float(v) for v in np.percentile(lag_ms, (50, 99)))
         values[most] = float(lag_ms.max())
     return values
+
+
+def p99_by_informer(lags: InformerLags) -> tuple[list[float], list[float]]:
+    """Each informer's p99 event lag (ms), by informer number; an informer
+    with no stamped event has no point."""
+    numbers, p99s = [], []
+    lag_ms = lags.lag_ms()
+    for number in np.unique(lags.informer):
+        numbers.append(float(number))
+        p99s.append(float(np.percentile(lag_ms[lags.informer == number], 99)))
+    return numbers, p99s

@@ -106,6 +106,9 @@ METRICS: Mapping[str, Metric] = {
         _resource("SERVER-TOTAL-NETWORK-RX-DATA-SUM"),
         _resource("SERVER-TOTAL-NETWORK-TX-DATA-SUM"),
         _resource("SERVER-AVG-DISK-SPACE-USAGE"),
+        # etcd's dbSize, dbSizeInUse (analyze.figures.DB_SIZE_ROWS)
+        _resource("SERVER-MAX-DB-SIZE"),
+        _resource("SERVER-MAX-DB-SIZE-IN-USE"),
         _resource("SERVER-AVG-WRITES-COMPLETED-DELTA-SUM"),
         _resource("SERVER-AVG-SECTORS-WRITTEN-DELTA-SUM"),
         _resource("CLIENT-MAX-CPU-USAGE"),

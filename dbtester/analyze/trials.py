@@ -59,6 +59,9 @@ def combine(
     combined.notes = _notes(trials, numbers)
     combined.faults = [f for trial in trials for f in trial.faults]
     combined.heatmap = _median_heatmap(trials, numbers)
+    # the heatmap's trial's: its panel marks them (the first's without one)
+    chosen = combined.heatmap.trial if combined.heatmap is not None else numbers[0]
+    combined.windows = trials[list(numbers).index(chosen)].windows
     return combined, estimates
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "Options",
     "PasswordAuth",
     "Peer",
+    "SizeProbe",
     "TlsFiles",
     "TokenAuth",
     "go_arch",
@@ -246,6 +247,12 @@ class Companion:
     unprivileged: bool = False
 
 
+#: reads a member's database size: given a timeout in seconds, (bytes of its
+#: database file, bytes of it holding live data), or None when the member does
+#: not say (paused, starting, stopped)
+SizeProbe = Callable[[float], tuple[int, int] | None]
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """How to start a member: an argv list (never a shell string), files to write
@@ -430,6 +437,12 @@ class DatabaseKind(ABC):
     @abstractmethod
     def launch(self, installed: Installed, member: MemberSpec) -> LaunchPlan:
         """The command line and config files for ``member``."""
+
+    def size_probe(self, member: MemberSpec) -> SizeProbe | None:
+        """How the agent's sampler reads ``member``'s database size each
+        second, beside its data directory's (etcd: dbSize and dbSizeInUse);
+        None: the kind does not report one, by default."""
+        return None
 
     def engine_target(self, settings: LoadSettings) -> dict[str, Any]:
         """The load engine's view of this kind: its wire ``protocol`` (one of the

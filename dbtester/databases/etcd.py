@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
@@ -21,6 +22,7 @@ from dbtester.databases.base import (
     Options,
     PasswordAuth,
     Peer,
+    SizeProbe,
     go_arch,
     reported_version,
 )
@@ -35,6 +37,7 @@ from dbtester.install import (
     go_proxy_versions,
 )
 from dbtester.util.keys import PREFIX
+from dbtester.util.prometheus import read_gauges
 
 __all__ = ["Etcd", "EtcdClient", "EtcdFlags"]
 
@@ -76,8 +79,15 @@ class Etcd(DatabaseKind):
     name: ClassVar[str] = "etcd"
     #: "http": etcd's HTTP endpoints (/metrics, /health) apart from the client
     #: port, with TLS only: on one TLS port etcd hands gRPC to its HTTP server,
-    #: which answered 2-3 times slower here than gRPC served natively
-    default_ports: ClassVar[Mapping[str, int]] = {"client": 2379, "peer": 2380, "http": 2382}
+    #: which answered 2-3 times slower here than gRPC served natively.
+    #: "metrics": /metrics in plain HTTP, always (the agent's sampler reads
+    #: the database's size there each second, whatever the client port asks)
+    default_ports: ClassVar[Mapping[str, int]] = {
+        "client": 2379,
+        "peer": 2380,
+        "http": 2382,
+        "metrics": 2381,
+    }
     flags_model = EtcdFlags
     client_model = EtcdClient
     protocol: ClassVar[str] = "etcd"
@@ -142,6 +152,7 @@ class Etcd(DatabaseKind):
             f"--initial-cluster={cluster}",
             "--initial-cluster-state=new",
             f"--initial-cluster-token={member.cluster_token}",
+            f"--listen-metrics-urls={me.url('metrics')}",
             "--logger=zap",
             "--log-outputs=stderr",
         ]
@@ -157,6 +168,12 @@ class Etcd(DatabaseKind):
             return LaunchPlan(argv)
         argv += [f"--listen-client-http-urls={me.url('http', scheme)}", *_tls_flags(member.tls_dir)]
         return LaunchPlan(argv, files=member.tls.files(member.tls_dir))
+
+    def size_probe(self, member: MemberSpec) -> SizeProbe:
+        """The member's dbSize and dbSizeInUse, as its /metrics gauges
+        (what its status reports, without a client's TLS and credentials:
+        Status needs the root role once auth is on)."""
+        return partial(_db_sizes, f"{member.me.url('metrics')}/metrics")
 
     def serving(self, peer: Peer, timeout: float = 1.0, access: Access = PLAIN) -> bool:
         """The member answers its status and knows a leader."""
@@ -249,6 +266,20 @@ class Etcd(DatabaseKind):
         from dbtester.databases.etcd_client import count_keys
 
         return count_keys(settings, "etcd", prefix)
+
+
+#: the gauges of a member's database file and of the part of it in use
+DB_SIZE, DB_IN_USE = "etcd_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_use_in_bytes"
+
+
+def _db_sizes(url: str, timeout: float) -> tuple[int, int] | None:
+    try:
+        found = read_gauges(url, (DB_SIZE, DB_IN_USE), timeout)
+    except OSError:  # paused, starting or gone: the sampler records "not known"
+        return None
+    if DB_SIZE not in found or DB_IN_USE not in found:
+        return None
+    return int(found[DB_SIZE]), int(found[DB_IN_USE])
 
 
 def _tls_flags(folder: Path) -> list[str]:

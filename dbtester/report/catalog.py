@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbtester.analyze.figures import (
+    DB_SIZE_SERIES,
+    EXPIRATION_SERIES,
+    INFORMER_BY_INFORMER,
     SEARCH_CURVE,
     SEARCH_TARGET,
     WATCH_BY_WATCHER,
@@ -95,6 +98,21 @@ CHARTS = (
         optional=True,
         markers=True,
     ),
+    Chart(
+        EXPIRATION_SERIES,
+        "Event leases' expirations (a watcher of the events' deletes)",
+        SECONDS,
+        "Expired events per second",
+        optional=True,
+    ),
+    Chart(
+        INFORMER_BY_INFORMER,
+        "Informer event lag p99 by informer (put sent to event received)",
+        "Informer",
+        "Lag p99 (ms)",
+        optional=True,
+        markers=True,
+    ),
     Chart("AVG-LATENCY-MS-BY-KEY", "Average latency by keys written", KEYS, "Latency (ms)"),
     Chart(
         "AVG-LATENCY-MS-BY-KEY-ERROR-POINTS",
@@ -126,6 +144,20 @@ CHARTS = (
         KEYS,
         "Resident memory (MB)",
         error_points=True,
+    ),
+    Chart(
+        DB_SIZE_SERIES[0],
+        "Database size (avg per member; etcd's dbSize)",
+        SECONDS,
+        "Database file (MB)",
+        optional=True,
+    ),
+    Chart(
+        DB_SIZE_SERIES[1],
+        "Database size in use (avg per member; etcd's dbSizeInUse)",
+        SECONDS,
+        "Live data in the file (MB)",
+        optional=True,
     ),
     Chart(
         "HOST-SPEED",

@@ -82,6 +82,7 @@ def _draw(chart: Chart, labels: Sequence[str], figures: Sequence[Figures], path:
             _reference(ax, chart, figures)
         if chart.over_time:
             _shade(ax, fault_spans(figures))
+            _mark_windows(ax, labels, figures)
         ax.set_title(chart.title)
         ax.set_xlabel(chart.x_label)
         if chart.log_x:
@@ -113,6 +114,22 @@ def _shade(ax: Axes, spans: Sequence[Span]) -> None:
         end = span.end if span.end is not None else right
         ax.axvspan(span.start, end, color="0.5", alpha=0.15, linewidth=0)
         label_span(ax, span, "0.3")
+
+
+def _mark_windows(ax: Axes, labels: Sequence[str], figures: Sequence[Figures]) -> None:
+    """Each database's compactions, bands in its line's colour (the lines
+    took the colour cycle in order, one per database), named once in the legend."""
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (label, figure) in enumerate(zip(labels, figures, strict=True)):
+        for number, window in enumerate(figure.windows):
+            ax.axvspan(
+                window.start_s,
+                window.end_s,
+                color=colors[index % len(colors)],
+                alpha=0.15,
+                linewidth=0,
+                label=f"{label}: compactions" if number == 0 else None,
+            )
 
 
 def _log_ticks(ax: Axes, series: Sequence[Series | None]) -> None:

@@ -18,14 +18,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from bokeh import plotting
 from bokeh.models import ColumnDataSource, HoverTool, LogColorMapper, Range1d
-from bokeh.models.annotations import ColorBar, Label
+from bokeh.models.annotations import BoxAnnotation, ColorBar, Label
 from bokeh.models.annotations import Span as BokehSpan
 from bokeh.palettes import Viridis256
 from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import NullLocator
 
-from dbtester.analyze.figures import Figures
+from dbtester.analyze.figures import Figures, Window
 from dbtester.analyze.heatmap import Heatmap
 from dbtester.analyze.trials import BY_TRIAL
 from dbtester.report.spans import Span, fault_spans, label_span
@@ -71,6 +71,7 @@ def draw_heatmap(labels: Sequence[str], figures: Sequence[Figures], path: Path, 
         sharex=True,
         sharey=True,
         figsize=(8, 1.2 + PANEL_HEIGHT_IN * len(mapped)),
+        layout="constrained",  # the panels and colour bars clear of the title
     )
     try:
         top = highest(mapped)
@@ -86,6 +87,7 @@ def draw_heatmap(labels: Sequence[str], figures: Sequence[Figures], path: Path, 
             ax.set_ylabel(Y_LABEL)
             ax.set_title(panel_title(label, heatmap, figures), fontsize="small", loc="left")
             _lines(ax, spans)
+            _strips(ax, _windows(label, labels, figures))
             bar = fig.colorbar(mesh, ax=ax, label="Requests", pad=0.01)
             # powers of ten only: a log colour bar's default minor ticks took
             # a third of the drawing's time
@@ -96,6 +98,33 @@ def draw_heatmap(labels: Sequence[str], figures: Sequence[Figures], path: Path, 
         fig.savefig(path, dpi=150)
     finally:
         plt.close(fig)
+
+
+def _windows(label: str, labels: Sequence[str], figures: Sequence[Figures]) -> list[Window]:
+    """The compactions of the database ``label`` names: its panel marks them."""
+    return figures[list(labels).index(label)].windows
+
+
+#: the colour of the strips along a panel's foot that mark its compactions:
+#: seen on the white of no requests and on every colour of the map
+STRIP = "#d62728"
+
+
+def _strips(ax: Axes, windows: Sequence[Window]) -> None:
+    """The compactions as strips along the panel's foot (a band over the
+    cells would hide what they did to the latency), named at the first."""
+    for window in windows:
+        ax.axvspan(window.start_s, window.end_s, ymin=0.0, ymax=0.04, color=STRIP, linewidth=0)
+    if windows:
+        ax.annotate(
+            "compactions",
+            (windows[0].end_s, 0.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, 2),
+            textcoords="offset points",
+            fontsize="x-small",
+            color=STRIP,
+        )
 
 
 def _lines(ax: Axes, spans: Sequence[Span]) -> None:
@@ -113,6 +142,7 @@ def heatmap_plot(
     figures: Sequence[Figures],
     top_count: int,
     tag: str,
+    windows: Sequence[Window] = (),
 ) -> plotting.figure:
     """One database's heatmap for report.html: zoom and pan as the other
     plots, hovering a cell gives its time, latency bucket and count. Colours
@@ -164,6 +194,18 @@ def heatmap_plot(
         )
     )
     plot.add_layout(ColorBar(color_mapper=mapper, title="Requests"), "right")
+    floor = float(heatmap.edges_ms[0])
+    for window in windows:  # its compactions: strips along the foot, as in the SVG
+        box = BoxAnnotation(
+            left=window.start_s,
+            right=window.end_s,
+            bottom=floor,
+            top=floor * (top / floor) ** 0.04,  # the foot's 4% on the log axis
+            fill_color=STRIP,
+            fill_alpha=1.0,
+            line_alpha=0.0,
+        )
+        plot.add_layout(box)
     for span in fault_spans(figures):
         for at in (span.start, span.end):
             if at is not None:

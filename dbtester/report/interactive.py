@@ -125,7 +125,7 @@ def _plots(
         return [_plot(chart, labels, figures)]
     top = highest(heatmaps(labels, figures))
     return [
-        heatmap_plot(chart.title, label, f.heatmap, figures, top, _tag(index))
+        heatmap_plot(chart.title, label, f.heatmap, figures, top, _tag(index), f.windows)
         for index, (label, f) in enumerate(zip(labels, figures, strict=True))
         if f.heatmap is not None
     ]
@@ -162,6 +162,8 @@ def _plot(chart: Chart, labels: Sequence[str], figures: Sequence[Figures]) -> pl
         _reference(plot, chart, figures)
     if chart.over_time:
         _shade(plot, fault_spans(figures))
+        for index, found in enumerate(figures):
+            _mark_windows(plot, found, Category10_10[index % len(Category10_10)], _tag(index))
     if chart.log_x:
         ticks = sorted({float(x) for f in figures if (s := f.series.get(chart.name)) for x in s.x})
         plot.xaxis.ticker = FixedTicker(ticks=ticks)
@@ -209,6 +211,16 @@ def _shade(plot: plotting.figure, spans: Sequence[Span]) -> None:
                 y_offset=PLOT_HEIGHT - 90,
             )
         )
+
+
+def _mark_windows(plot: plotting.figure, found: Figures, color: str, tag: str) -> None:
+    """The database's compactions, boxes in its line's colour."""
+    for window in found.windows:
+        box = BoxAnnotation(
+            left=window.start_s, right=window.end_s, fill_color=color, fill_alpha=0.15
+        )
+        box.tags = [tag]
+        plot.add_layout(box)
 
 
 def _draw(

@@ -68,7 +68,7 @@ def format_value(row: str, value: float | int | str | None) -> str:
         return f"{value:.6f} ms"
     if row.endswith("CPU-USAGE"):
         return f"{value:.2f} %"
-    if "NETWORK" in row or "MEMORY" in row or "DISK-SPACE" in row:
+    if any(word in row for word in ("NETWORK", "MEMORY", "DISK-SPACE", "DB-SIZE")):
         return human_bytes(value)
     return f"{value:,.0f}"
 

@@ -9,7 +9,13 @@ it imports nothing from dbtester above ``errors``.
 from dbtester.results.checked import CheckedOperations
 from dbtester.results.informers import InformerLags
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
-from dbtester.results.metrics import CLIENT_COLUMNS, HOST_COLUMNS, SERVER_COLUMNS, read_metrics
+from dbtester.results.metrics import (
+    CLIENT_COLUMNS,
+    HOST_COLUMNS,
+    SERVER_COLUMNS,
+    STORAGE_COLUMNS,
+    read_metrics,
+)
 from dbtester.results.model import (
     KNOWN_REFUSALS,
     CheckedOperationRecord,
@@ -57,6 +63,7 @@ __all__ = [
     "OPERATIONS",
     "SCHEMA_VERSION",
     "SERVER_COLUMNS",
+    "STORAGE_COLUMNS",
     "CaseInfo",
     "CheckedOperationRecord",
     "CheckedOperations",

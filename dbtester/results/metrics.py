@@ -22,7 +22,7 @@ from dbtester.results.files import check_regular_file, present
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CLIENT_COLUMNS", "HOST_COLUMNS", "SERVER_COLUMNS", "read_metrics"]
+__all__ = ["CLIENT_COLUMNS", "HOST_COLUMNS", "SERVER_COLUMNS", "STORAGE_COLUMNS", "read_metrics"]
 
 SERVER_COLUMNS = (
     "unix_ms",
@@ -48,6 +48,13 @@ SERVER_COLUMNS = (
 #: of work took (dbtester.util.speed; higher is a slower CPU), and steal_ms,
 #: the delta of the host's steal time summed over its CPUs
 HOST_COLUMNS = ("probe_ns", "steal_ms")
+
+#: the database's own size, where its kind reports one (etcd's dbSize and
+#: dbSizeInUse; DatabaseKind.size_probe), last in a member's file since
+#: results schema 18: db_bytes, its database file, and db_in_use_bytes, the
+#: part of it holding live data; -1 in a second the member did not say
+#: (paused, starting): read back as not known
+STORAGE_COLUMNS = ("db_bytes", "db_in_use_bytes")
 
 # unix_ms, cpu_percent (100 = one core, the whole load generator), rss_bytes,
 # receive_bytes, transmit_bytes (deltas), requests_done, errors (cumulative).

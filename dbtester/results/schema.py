@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -163,6 +163,13 @@ HISTORY: tuple[str, ...] = (
         "wrong, ``violation``: the first, its ``key`` naming it). A version 16 file upgrades as "
         "it is."
     ),
+    (
+        "The database's own size. A member's ``server-<i>-metrics.csv`` ends with ``db_bytes`` "
+        "and ``db_in_use_bytes`` where its kind reports them (etcd's dbSize and dbSizeInUse, "
+        "read each second; -1 in a second the member did not answer), and the table has "
+        "SERVER-MAX-DB-SIZE and SERVER-MAX-DB-SIZE-IN-USE. Only columns and rows were added: "
+        "a version 17 directory upgrades as it is, without them."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -248,6 +255,10 @@ def _v16_to_v17(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 17}
 
 
+def _v17_to_v18(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 18}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -266,6 +277,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     14: _v14_to_v15,
     15: _v15_to_v16,
     16: _v16_to_v17,
+    17: _v17_to_v18,
 }
 
 

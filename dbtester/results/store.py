@@ -23,7 +23,13 @@ from dbtester.results.checked import CheckedOperations
 from dbtester.results.files import check_unicode, present, read_regular_file
 from dbtester.results.informers import InformerLags
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
-from dbtester.results.metrics import CLIENT_COLUMNS, SERVER_COLUMNS, read_metrics
+from dbtester.results.metrics import (
+    CLIENT_COLUMNS,
+    HOST_COLUMNS,
+    SERVER_COLUMNS,
+    STORAGE_COLUMNS,
+    read_metrics,
+)
 from dbtester.results.model import DatabaseRecord, RunSummary
 from dbtester.results.requests import Records
 from dbtester.results.schema import upgrade
@@ -237,7 +243,7 @@ class ResultsDir:
         layout = self.database(db_id, trial)
         servers = []
         for index, path in layout.server_metric_files():
-            frame = read_metrics(path, SERVER_COLUMNS)
+            frame = read_metrics(path, SERVER_COLUMNS, (*HOST_COLUMNS, *STORAGE_COLUMNS))
             if frame is not None:
                 servers.append((index, frame))
         return TrialResults(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dbtester.analyze.figures import step_row
+from dbtester.analyze.figures import DB_SIZE_SERIES, step_row
 from dbtester.analyze.steps import SCALING_SERIES
 from dbtester.report.charts import STANDARD
 from tests.support.cases import database, make_case
@@ -31,9 +31,10 @@ VERSIONS = ("3.5.17", "3.6.8")
 STEPS = (2, 8, 32)
 #: the first database's column label: '@' and '$' name fields in a tooltip template
 TRICKY = "etcd 3.5 @x $y <b>"
-#: every standard chart, the four scaling ones, the host-speed probe's and
-#: the latency heatmap (one trial: no THROUGHPUT-BY-TRIAL)
-SECTIONS = len(STANDARD) + len(SCALING_SERIES) + 2
+#: every standard chart, the four scaling ones, the host-speed probe's, the
+#: latency heatmap and etcd's database size's two (one trial: no
+#: THROUGHPUT-BY-TRIAL)
+SECTIONS = len(STANDARD) + len(SCALING_SERIES) + 2 + len(DB_SIZE_SERIES)
 #: the heatmap's section holds a plot for each database
 HEATMAPS = len(VERSIONS)
 PLOTS = SECTIONS - 1 + HEATMAPS

@@ -1,6 +1,6 @@
 """`dbtester run` end to end on the embedded default: real agents, real
-clusters, real load, the table, 19 charts (and the host-speed one and the
-latency heatmap) and a README."""
+clusters, real load, the table, 19 charts (and the host-speed one, the
+latency heatmap and etcd's database size) and a README."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dbtester.analyze.figures import ROWS
+from dbtester.analyze.figures import DB_SIZE_ROWS, DB_SIZE_SERIES, ROWS
 from dbtester.report.charts import HEATMAP
 from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.results import SCHEMA_VERSION
@@ -82,6 +82,16 @@ def _check_members(out: Path, result_json: dict[str, Any], databases: tuple[str,
         assert (out / db / "server-0-metrics.csv").exists()
 
 
+def _check_database_size(db: dict[str, Any]) -> None:
+    """etcd's members say their database's size (read from their /metrics);
+    the other kinds say none."""
+    size, in_use = (db["figures"].get(r) for r in DB_SIZE_ROWS)
+    if db["id"].startswith("etcd"):
+        assert size is not None and in_use is not None and 0 < in_use <= size, db["id"]
+    else:
+        assert size is None and in_use is None, db["id"]
+
+
 @pytest.mark.parametrize(("workload", "requests"), [("write", 3000), ("read", 3000)])
 def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int) -> None:
     config = tmp_path / "case.yaml"
@@ -117,20 +127,22 @@ def test_run_end_to_end(tmp_path: Path, home: Path, workload: str, requests: int
         assert db["figures"]["TOTAL-REQUEST-NUMBER"] == requests
         if workload == "write":
             assert db["verification"]["found"] == requests
+        _check_database_size(db)
 
-    # the 19 standard charts, the host-speed probe's and the latency
-    # heatmap, each a real SVG
+    # the 19 standard charts, the host-speed probe's, the latency heatmap
+    # and etcd's database size's two, each a real SVG
     charts = sorted((out / "charts").glob("*.svg"))
-    assert {c.stem for c in charts} == {c.name for c in CHARTS} | {"HOST-SPEED", HEATMAP.name}
-    assert len(charts) == 21
+    extra = {"HOST-SPEED", HEATMAP.name, *DB_SIZE_SERIES}
+    assert {c.stem for c in charts} == {c.name for c in CHARTS} | extra
+    assert len(charts) == 23
     assert len(CHARTS) == 19
     for chart in charts:
         assert ET.parse(chart).getroot().tag.endswith("svg")
 
-    # README links resolve: the report and the 21 charts
+    # README links resolve: the report and the 23 charts
     readme = (out / "README.md").read_text()
     links = re.findall(r"\]\(([^)]+)\)", readme)
-    assert len(links) == 22 and links[0] == "report.html"
+    assert len(links) == 24 and links[0] == "report.html"
     assert all((out / link).exists() for link in links)
 
     _check_members(out, result_json, databases)

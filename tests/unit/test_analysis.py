@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from dbtester.analyze.figures import PERCENTILES, ROWS, Figures, compute
 from dbtester.report.table import format_value, human_bytes, render_table
@@ -194,3 +195,24 @@ def test_a_companion_server_gets_rows_of_its_own_beside_the_members() -> None:
         "SERVER-POSTGRES-MAX-MEMORY-USAGE",
     ]
     assert format_value("SERVER-POSTGRES-MAX-MEMORY-USAGE", 40e6) == "40 MB"
+
+
+def test_the_database_size_where_the_members_said_it() -> None:
+    data = analysis_data()
+    for member, frame in enumerate(data.servers):
+        frame["db_bytes"] = [-1] + [(member + 1) * 1_000_000 + s for s in range(1, 12)]
+        frame["db_in_use_bytes"] = [-1] * 12 if member else [500_000] * 12
+    figures = compute(data)
+    v = figures.values
+    assert v["SERVER-MAX-DB-SIZE"] == 3_000_011
+    assert v["SERVER-MAX-DB-SIZE-IN-USE"] == 500_000  # the -1s (not said) are no sizes
+    size = figures.series["AVG-DB-SIZE-MB"]
+    assert size.y[-1] == pytest.approx(2.000011)  # the three members' mean, in MB
+    assert figures.series["AVG-DB-SIZE-IN-USE-MB"].y.max() == pytest.approx(0.5)
+    names = [
+        line.split("|")[1].strip() for line in render_table(["etcd"], [figures]).splitlines()[3:-1]
+    ]
+    at = names.index("SERVER-MAX-MEMORY-USAGE")
+    assert names[at + 1 : at + 3] == ["SERVER-MAX-DB-SIZE", "SERVER-MAX-DB-SIZE-IN-USE"]
+    assert format_value("SERVER-MAX-DB-SIZE", 3_000_011) == "3.0 MB"
+    assert "SERVER-MAX-DB-SIZE" not in compute(analysis_data()).values  # a kind that says none

@@ -3,6 +3,8 @@ its objects accounted for, and its counters turned into table rows."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -258,3 +260,58 @@ def test_latency_in_seconds_with_expirations_against_the_rest() -> None:
     # the request sent at 2.9 s ends at 2.901 s: outside, as are all others
     assert values["EXPIRATIONS-P99-OUTSIDE-MS"] == pytest.approx(1.0)
     assert expiration_values([], records) == {}
+
+
+def test_compactions_expirations_and_informer_lag_are_drawn_per_database(tmp_path: Path) -> None:
+    from bokeh.models.annotations import BoxAnnotation
+
+    from dbtester.analyze.figures import EXPIRATION_SERIES, INFORMER_BY_INFORMER, Window
+    from dbtester.report.charts import CHARTS, render_charts
+    from dbtester.report.interactive import _plot
+
+    n = 100
+    due = (START * 1e9 + np.arange(n) * 1e8).astype(np.int64)
+    latency = np.full(n, 1_000_000, np.int64)
+    ops = np.full(n, OPERATIONS.index("update"), np.uint8)
+    records = Records(
+        due, latency, latency, np.zeros(n, np.uint8), np.zeros(n, np.uint16), ["ok"], ops
+    )
+    load = LoadWindow(
+        started_unix=START,
+        ended_unix=START + 10,
+        workers=1,
+        cpu_seconds=1.0,
+        counters={"update_conflicts": 0, "event_leases": 1, "expirations": 30},
+        compactions=(CompactionRecord(started_unix=START + 2, ended_unix=START + 2.5, revision=9),),
+        expirations=((START + 4, 10), (START + 5, 20)),
+        informers=tuple(
+            InformerRecord(synced_s=0.1, relists=0, resumes=0, events=3, converged=True)
+            for _ in range(3)
+        ),
+    )
+    record = DatabaseRecord(
+        run_id="run",
+        database={"id": "etcd", "kind": "etcd", "version": "3.6.8", "workload": {}},
+        started_unix=START,
+        load=load,
+    )
+    lags = InformerLags.of([[1_000, 2_000, 100_000], [], [5_000]])  # µs; the second saw none
+    data = DatabaseData("etcd", "etcd", record, records, None, [], informer_lags=lags)
+    figures = compute(data)
+    start = data.load_start
+    assert figures.windows == [Window(START + 2 - start, START + 2.5 - start)]
+    expired = figures.series[EXPIRATION_SERIES]
+    assert list(expired.x) == [START + 4 - start, START + 5 - start]
+    assert list(expired.y) == [10, 20]
+    by_informer = figures.series[INFORMER_BY_INFORMER]
+    assert list(by_informer.x) == [0.0, 2.0]  # the informer without a lag has no point
+    assert by_informer.y[0] == pytest.approx(np.percentile([1, 2, 100], 99))
+    # drawn on the charts over time in the database's colour, named once
+    render_charts(lambda name: tmp_path / f"{name}.svg", ["etcd"], [figures])
+    assert "etcd: compactions" in (tmp_path / "AVG-THROUGHPUT.svg").read_text()
+    assert "compactions" not in (tmp_path / "AVG-LATENCY-MS-BY-KEY.svg").read_text()
+    assert "compactions" in (tmp_path / "LATENCY-HEATMAP.svg").read_text()
+    (chart,) = [c for c in CHARTS if c.name == "AVG-THROUGHPUT"]
+    boxes = [b for b in _plot(chart, ["etcd"], [figures]).center if isinstance(b, BoxAnnotation)]
+    (window,) = figures.windows
+    assert [(b.left, b.right) for b in boxes] == [(window.start_s, window.end_s)]

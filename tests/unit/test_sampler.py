@@ -12,6 +12,7 @@ import pytest
 
 from dbtester.agent.auth import is_loopback_peer
 from dbtester.agent.sampler import COLUMNS, Sampler, _thread_switches, dir_usage
+from dbtester.results import STORAGE_COLUMNS
 from dbtester.util.counters import Counters
 from tests.support.poll import poll_until
 
@@ -144,3 +145,31 @@ def test_dir_usage_counts_allocated_blocks(tmp_path: Path) -> None:
 )
 def test_loopback_peers(peer: str, loopback: bool) -> None:
     assert is_loopback_peer(peer) is loopback
+
+
+def test_a_kind_that_reports_its_size_gets_two_more_columns(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    said = iter([(4096, 1024), None])  # then the member stops answering (paused)
+    timeouts: list[float] = []
+
+    def sizes(timeout: float) -> tuple[int, int] | None:
+        timeouts.append(timeout)
+        return next(said, None)
+
+    sampler = Sampler(
+        psutil.Process(proc.pid), tmp_path / "m.csv", tmp_path, None, None, 0.4, sizes=sizes
+    )
+    try:
+        first, second = sampler.sample_row(), sampler.sample_row()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+    assert sampler.columns == (*COLUMNS, *STORAGE_COLUMNS)
+    assert first[-2:] == [4096, 1024] and second[-2:] == [-1, -1]
+    assert len(first) == len(sampler.columns)
+    assert timeouts == [0.1, 0.1]  # a quarter of the interval: a silent member costs little
+    without = Sampler(psutil.Process(), tmp_path / "n.csv", tmp_path, None, None)
+    assert without.columns == COLUMNS and len(without.sample_row()) == len(COLUMNS)

@@ -128,3 +128,23 @@ def test_validate_names_the_tls_and_the_user_never_the_secret(
     line = describe_database(_spec(tmp_path, members=3, tls=True, auth=auth))
     said = "mutual TLS (certificates made for the run), as bench (password_env BENCH_PASSWORD)"
     assert said in line and "planted-secret" not in line, line
+
+
+def test_etcd_members_serve_metrics_in_plain_http_whatever_their_clients_use(
+    tmp_path: Path,
+) -> None:
+    from dbtester.databases.base import MemberSpec, MemberTls
+    from dbtester.databases.etcd import Etcd, EtcdFlags
+    from dbtester.install import Installed
+
+    ports = {"client": 2379, "peer": 2380, "http": 2382, "metrics": 2381}
+    peers = tuple(Peer(f"m{i}", f"10.0.0.{i + 1}", ports) for i in range(3))
+    installed = Installed("etcd", "3.6.8", tmp_path, "test", {"etcd": "etcd"}, "now")
+    tls = MemberTls(ca="CA\n", cert="CERT\n", key="KEY\n")
+    for member_tls in (None, tls):
+        spec = MemberSpec(1, peers, EtcdFlags(), tmp_path, tmp_path / "data", "t", member_tls)
+        argv = Etcd().launch(installed, spec).argv
+        # the agent on the member's host reads its size there, without a
+        # client's certificate or credentials
+        assert "--listen-metrics-urls=http://10.0.0.2:2381" in argv
+    assert "--listen-client-urls=https://10.0.0.2:2379" in argv
