@@ -19,18 +19,7 @@ import numpy.typing as npt
 from dbtester.results import CompactionRecord, Records
 from dbtester.workloads.kubernetes import COMPACTION_ROWS
 
-__all__ = ["compaction_values", "during", "in_windows", "overlapping"]
-
-
-def during(
-    compactions: Sequence[CompactionRecord],
-    begin_s: npt.NDArray[np.float64],
-    end_s: npt.NDArray[np.float64],
-) -> npt.NDArray[np.bool_]:
-    """Which of the spans ``begin_s``..``end_s`` (unix seconds) overlap a
-    compaction."""
-    windows = [(c.started_unix, c.ended_unix) for c in compactions]
-    return overlapping(windows, begin_s, end_s)
+__all__ = ["compaction_values", "in_windows", "overlapping"]
 
 
 def overlapping(

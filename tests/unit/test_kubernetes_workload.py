@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dbtester.analyze.compactions import compaction_values, during, overlapping
+from dbtester.analyze.compactions import compaction_values, overlapping
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.expirations import expiration_values
 from dbtester.analyze.figures import compute, table_rows
@@ -177,7 +177,8 @@ def test_requests_overlapping_a_compaction_are_during_it() -> None:
     # its end, between, at the second's end exactly, after both
     begin = np.array([1.0, 9.5, 10.2, 10.9, 12.0, 20.5, 21.0])
     end = np.array([2.0, 10.1, 10.3, 11.5, 19.0, 20.6, 22.0])
-    assert during(compactions, begin, end).tolist() == [
+    windows = [(c.started_unix, c.ended_unix) for c in compactions]
+    assert overlapping(windows, begin, end).tolist() == [
         False,
         True,
         True,
@@ -187,8 +188,8 @@ def test_requests_overlapping_a_compaction_are_during_it() -> None:
         False,
     ]
     # in any order, and with none
-    assert during(compactions[::-1], begin, end).tolist()[1:4] == [True, True, True]
-    assert not during([], begin, end).any()
+    assert overlapping(windows[::-1], begin, end).tolist()[1:4] == [True, True, True]
+    assert not overlapping([], begin, end).any()
 
 
 def test_latency_during_compactions_against_outside_them() -> None:

@@ -20,7 +20,7 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::kubernetes::COMPACTED;
+use crate::driver::kubernetes::{Listed, pages};
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Plan, Step};
 use crate::protocols::{News, ObjectEvent, Protocol};
@@ -170,42 +170,23 @@ impl<P: Protocol + 'static> Informers<P> {
     }
 }
 
-/// Every object from a list at the latest revision, each later page at the
-/// first one's; made again whole if that revision is compacted away first.
+/// Every object from a list at the latest revision, as the measured lists
+/// page it (made again whole if its revision is compacted away first).
 async fn list_all<P: Protocol>(
     proto: &P,
     conn: usize,
     objects: &Objects,
 ) -> Result<Snapshot, Outcome> {
-    let (first, end) = objects.range();
-    let mut from = first.clone();
     let mut snapshot = Snapshot::default();
-    loop {
-        let at = snapshot.revision;
-        let page = match proto
-            .list_page(conn, &from, &end, objects.page_size(), at)
-            .await
-        {
-            Err(Outcome::Named(COMPACTED)) if at != 0 => {
-                (from, snapshot) = (first.clone(), Snapshot::default());
-                continue;
-            }
-            page => page?,
-        };
-        if at == 0 {
-            snapshot.revision = page.revision;
+    pages(proto, conn, objects, |listed| match listed {
+        Listed::Restarted => snapshot = Snapshot::default(),
+        Listed::Page(page, at) => {
+            snapshot.revision = at;
+            snapshot.objects.extend(page.objects);
         }
-        let next = page.objects.last().map(|(key, _)| key.clone());
-        snapshot.objects.extend(page.objects);
-        match next {
-            Some(last) if page.more => {
-                from.clear();
-                from.extend_from_slice(&last);
-                from.push(0); // the key right after the last one
-            }
-            _ => return Ok(snapshot),
-        }
-    }
+    })
+    .await?;
+    Ok(snapshot)
 }
 
 /// How a watch ended.

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome};
-use crate::protocols::{News, Protocol, Seen, Written};
+use crate::protocols::{News, Page, Protocol, Seen, Written};
 use crate::workload::Workload;
 use crate::workload::kubernetes::{Compacted, Objects, Task, Verb, lease_ttl_s};
 
@@ -148,14 +148,58 @@ async fn until_written<P: Protocol>(
     }
 }
 
+/// What a list in pages hands its reader.
+pub(crate) enum Listed {
+    /// A page, and the revision every page of the list is read at.
+    Page(Page, i64),
+    /// The list's revision was compacted away: it starts again, whole.
+    Restarted,
+}
+
 /// Every page of the resource, each after the first at the first one's
-/// revision (as client-go's pager continues a list). A page read at a past
-/// revision carries the current one in its header: what every page shows
-/// is as of the first's. When that revision is compacted away before the
-/// last page (etcd: OUT_OF_RANGE), the list is made again whole, in one
-/// Range at the latest revision, as client-go's pager falls back to a full
-/// list when its continue token expired.
-/// `counted`: its pages count in the run's list figures.
+/// revision (as client-go's pager continues a list), handed to `seen`. A
+/// page read at a past revision carries the current one in its header: what
+/// every page shows is as of the first's. When that revision is compacted
+/// away before the last page (etcd: OUT_OF_RANGE), the list is made again
+/// whole, in one Range at the latest revision, as client-go's pager falls
+/// back to a full list when its continue token expired. The measured lists
+/// and the informers' both list this way.
+pub(crate) async fn pages<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    objects: &Objects,
+    mut seen: impl FnMut(Listed),
+) -> Result<(), Outcome> {
+    let (mut from, end) = objects.range();
+    let (mut at, mut limit) = (0, objects.page_size());
+    loop {
+        let got = match proto.list_page(conn, &from, &end, limit, at).await {
+            Err(Outcome::Named(COMPACTED)) if at != 0 => {
+                seen(Listed::Restarted);
+                (from, at, limit) = (objects.range().0, 0, 0);
+                continue;
+            }
+            got => got?,
+        };
+        if at == 0 {
+            at = got.revision;
+        }
+        let next = got.objects.last().map(|(key, _)| key.clone());
+        let more = got.more;
+        seen(Listed::Page(got, at));
+        match next {
+            Some(last) if more => {
+                from.clear();
+                from.extend_from_slice(&last);
+                from.push(0); // the key right after the last one
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// A measured (or the first) list: every object it returns updates the
+/// table; `counted`: its pages count in the run's list figures.
 async fn list<P: Protocol>(
     proto: &P,
     conn: usize,
@@ -163,35 +207,18 @@ async fn list<P: Protocol>(
     task: &Task,
     counted: bool,
 ) -> Result<(), Outcome> {
-    let (mut from, end) = objects.range();
-    let (mut at, mut limit) = (0, objects.page_size());
-    loop {
-        let page = match proto.list_page(conn, &from, &end, limit, at).await {
-            Err(Outcome::Named(COMPACTED)) if at != 0 => {
-                objects.list_restarted();
-                (from, at, limit) = (objects.range().0, 0, 0);
-                continue;
+    pages(proto, conn, objects, |listed| match listed {
+        Listed::Restarted => objects.list_restarted(),
+        Listed::Page(page, at) => {
+            if counted {
+                objects.page(page.objects.len(), page.bytes);
             }
-            page => page?,
-        };
-        if at == 0 {
-            at = page.revision;
-        }
-        if counted {
-            objects.page(page.objects.len(), page.bytes);
-        }
-        for (key, mod_revision) in &page.objects {
-            objects.listed(task, key, at, *mod_revision);
-        }
-        match page.objects.last() {
-            Some((last, _)) if page.more => {
-                from.clear();
-                from.extend_from_slice(last);
-                from.push(0); // the key right after the last one
+            for (key, mod_revision) in &page.objects {
+                objects.listed(task, key, at, *mod_revision);
             }
-            _ => return Ok(()),
         }
-    }
+    })
+    .await
 }
 
 /// The table's first sight of the objects: one list before the measured

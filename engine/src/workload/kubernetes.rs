@@ -202,8 +202,6 @@ struct Counts {
     /// Lists whose pinned revision was compacted away under them, done again.
     list_restarts: AtomicU64,
     compactions: AtomicU64,
-    /// The longest Compact call, in microseconds.
-    compaction_us_max: AtomicU64,
     /// Leases granted for events.
     event_leases: AtomicU64,
 }
@@ -567,11 +565,6 @@ impl Objects {
     /// A compaction ran (its Compact call's send and reply).
     pub fn compacted(&self, done: Compacted) {
         self.counts.compactions.fetch_add(1, Ordering::Relaxed);
-        let took = done.ended.saturating_duration_since(done.started);
-        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.counts
-            .compaction_us_max
-            .fetch_max(us, Ordering::Relaxed);
         self.compacted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -664,7 +657,6 @@ impl Objects {
             ("list_bytes", read(&c.list_bytes)),
             ("list_restarts", read(&c.list_restarts)),
             ("compactions", read(&c.compactions)),
-            ("compaction_us_max", read(&c.compaction_us_max)),
             ("event_leases", read(&c.event_leases)),
             ("expirations", self.expirations().iter().sum()),
             ("objects_low", expected.low),
