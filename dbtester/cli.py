@@ -163,15 +163,21 @@ def validate(config: str, as_json: bool) -> None:
             click.echo(f"      own workload: {describe_workload(db.workload, case.search)}")
     if case.search is not None:
         click.echo(f"  search: {describe_search(case.search)}")
+    what = "trials per database, interleaved"
+    if case.interleave == "slices":
+        what = (
+            f"slices of {case.slice_s:g} s per database, every cluster up at once, a slice"
+            " each per round in a random order"
+        )
     if case.repeat == "auto":
         budget = f", within {case.time_budget:g} s" if case.time_budget else ""
         metrics = " and ".join(case.stopping_metrics)
         click.echo(
-            f"  repeat: auto: trials per database, interleaved, until {metrics} are"
+            f"  repeat: auto: {what}, until {metrics} are"
             f" decided (at most {case.max_trials}{budget})"
         )
-    elif case.repeat > 1:
-        click.echo(f"  repeat: {case.repeat} trials per database, interleaved")
+    elif case.repeat > 1 or case.interleave == "slices":
+        click.echo(f"  repeat: {case.repeat} {what}")
     if case.faults:
         click.echo(f"  faults during each load: {'; '.join(f.describe() for f in case.faults)}")
         click.echo(

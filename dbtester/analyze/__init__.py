@@ -22,7 +22,7 @@ from dbtester.analyze.stats import (
     compare,
 )
 from dbtester.analyze.steps import add_steps
-from dbtester.analyze.trials import combine
+from dbtester.analyze.trials import add_trend, combine
 from dbtester.results import (
     ComparisonRecord,
     DatabaseResults,
@@ -172,6 +172,8 @@ def _database(db: DatabaseResults, cores: int | None) -> DatabaseAnalysis:
     trials = tuple(prepare(db.id, db.label, t, cores) for t in db.trials)
     figures = tuple(_figures(t) for t in trials)
     combined, estimates = combine(figures, [t.trial for t in trials])
+    if len(trials) > 1:
+        add_trend(db.label, figures, [t.load_start for t in trials], combined)
     return DatabaseAnalysis(db.id, db.label, trials, figures, combined, estimates)
 
 

@@ -55,9 +55,13 @@ __all__ = [
     "CONFLICT_ROW",
     "COUNTER_ROWS",
     "CV_ROW",
+    "DB_SIZE_ROWS",
+    "DB_SIZE_SERIES",
     "EVENT_ROWS",
     "EXPIRATION_ROWS",
+    "EXPIRATION_SERIES",
     "HOST_ROWS",
+    "INFORMER_BY_INFORMER",
     "INFORMER_ROWS",
     "LIST_RATE_ROWS",
     "OPERATION_ROWS",
@@ -70,11 +74,13 @@ __all__ = [
     "STALE_READ",
     "STALE_ROW",
     "STEP_ROWS",
+    "TREND_ROW",
     "WATCH_BY_WATCHER",
     "WATCH_ROWS",
     "WATCH_SERIES",
     "Figures",
     "Series",
+    "Window",
     "compute",
     "grouped_rows",
     "offered_rate",
@@ -142,6 +148,10 @@ CHECK_ROWS = ("CORRECTNESS", "STALE-SERIALIZABLE-READS")
 
 #: repeated runs only: AVG-THROUGHPUT's coefficient of variation across trials, in %
 CV_ROW = "THROUGHPUT-CV"
+#: runs of 4 trials or more: AVG-THROUGHPUT's change per minute across them,
+#: in % (analyze.stats.trend): a cluster that slows as it fills, under
+#: interleave: slices, or a machine that drifted
+TREND_ROW = "THROUGHPUT-TREND"
 
 #: runs with ``search:``: the highest offered rate that met the target (None:
 #: no rate did), and the search's percentile of latency at that rate, in ms
@@ -236,6 +246,8 @@ def table_rows(figures: Sequence[Figures]) -> list[str]:
     rows[at:at] = companions
     if any(CV_ROW in f.values for f in figures):
         rows.insert(rows.index("AVG-THROUGHPUT") + 1, CV_ROW)
+    if any(TREND_ROW in f.values for f in figures):
+        rows.insert(rows.index("AVG-THROUGHPUT") + 1 + (CV_ROW in rows), TREND_ROW)
     if any(SEARCH_ROWS[0] in f.values for f in figures):
         rows[:0] = SEARCH_ROWS  # what the run was for comes first
     if any(WATCH_ROWS[0] in f.values for f in figures):

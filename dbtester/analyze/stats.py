@@ -51,8 +51,10 @@ __all__ = [
     "Change",
     "Estimate",
     "Metric",
+    "Trend",
     "compare",
     "estimate",
+    "trend",
 ]
 
 CONFIDENCE = 0.95
@@ -207,6 +209,46 @@ def estimate(values: Sequence[float]) -> Estimate:
 
     t = float(scipy_stats.t.ppf((1 + CONFIDENCE) / 2, n - 1))
     return Estimate(n, mean, sd, t * sd / math.sqrt(n))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How a row moved across trials: its change per minute, in % (from a
+    least-squares line through the log values against each trial's start),
+    and that slope's 95% interval."""
+
+    pct_per_min: float
+    low: float
+    high: float
+
+    @property
+    def clear(self) -> bool:
+        """Its interval excludes no change."""
+        return self.low > 0 or self.high < 0
+
+
+#: the fewest trials a trend is drawn through (two points always fit a line)
+MIN_TREND_TRIALS = 4
+
+
+def trend(values: Sequence[float], starts_s: Sequence[float]) -> Trend | None:
+    """The trend of ``values`` (one per trial, each positive) over their
+    trials' start times (seconds); None with too few trials or no spread of
+    times."""
+    x = np.asarray(starts_s, dtype=float) / 60.0
+    y = np.asarray(values, dtype=float)
+    if len(y) < MIN_TREND_TRIALS or len(x) != len(y) or (y <= 0).any() or np.ptp(x) == 0:
+        return None
+    from scipy import stats as scipy_stats  # 1.6 s to import: only when used
+
+    fit = scipy_stats.linregress(x, np.log(y))
+    t = float(scipy_stats.t.ppf((1 + CONFIDENCE) / 2, len(y) - 2))
+    slope, spread = float(fit.slope), float(fit.stderr)
+
+    def pct(log_slope: float) -> float:
+        return 100.0 * math.expm1(log_slope)
+
+    return Trend(pct(slope), pct(slope - t * spread), pct(slope + t * spread))
 
 
 @dataclass(frozen=True)

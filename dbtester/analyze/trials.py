@@ -14,11 +14,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from dbtester.analyze.figures import CV_ROW, Figures, Series
+from dbtester.analyze.figures import CV_ROW, TREND_ROW, Figures, Series
 from dbtester.analyze.heatmap import Heatmap
-from dbtester.analyze.stats import Estimate, estimate
+from dbtester.analyze.stats import Estimate, estimate, trend
 
-__all__ = ["BY_TRIAL", "combine"]
+__all__ = ["BY_TRIAL", "add_trend", "combine"]
 
 #: each trial's AVG-THROUGHPUT against its number
 BY_TRIAL = "THROUGHPUT-BY-TRIAL"
@@ -63,6 +63,27 @@ def combine(
     chosen = combined.heatmap.trial if combined.heatmap is not None else numbers[0]
     combined.windows = trials[list(numbers).index(chosen)].windows
     return combined, estimates
+
+
+def add_trend(
+    label: str, trials: Sequence[Figures], starts_s: Sequence[float], combined: Figures
+) -> None:
+    """TREND_ROW in ``combined``: AVG-THROUGHPUT's trend across ``trials``
+    (their loads begun at ``starts_s``, unix seconds; none unless every
+    trial has a throughput), and a note when it is clear."""
+    values = [f.values.get("AVG-THROUGHPUT") for f in trials]
+    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    if len(numbers) != len(trials) or (drift := trend(numbers, starts_s)) is None:
+        return
+    combined.values[TREND_ROW] = drift.pct_per_min
+    if drift.clear:
+        way = "fell" if drift.pct_per_min < 0 else "rose"
+        combined.notes.append(
+            f"{label}: its throughput {way} {abs(drift.pct_per_min):.1f}% a minute across its"
+            f" trials (95% interval {drift.low:+.1f}% to {drift.high:+.1f}%): a cluster that"
+            " changes as it fills (interleave: slices load one cluster throughout), or a"
+            " machine that drifted; the trials' mean hides it"
+        )
 
 
 def _median_heatmap(trials: Sequence[Figures], numbers: Sequence[int]) -> Heatmap | None:

@@ -83,6 +83,8 @@ DEFAULT_MAX_TRIALS = 20
 AUTO_ONLY_KEYS = ("max_trials", "time_budget", "equivalence", "stopping_metrics")
 #: repeat: auto's first look (analyze.sequential.MIN_TRIALS; a test checks they agree)
 MIN_AUTO_TRIALS = 3
+#: interleave: slices: each slice's length by default, seconds
+DEFAULT_SLICE_S = 5.0
 
 
 class _Model(BaseModel):
@@ -386,6 +388,18 @@ class TestCase(_Model):
         description="Trials per database, interleaved (A1 B1 A2 B2 ...), each on a fresh"
         " cluster; auto: until the stopping metrics are decided",
     )
+    interleave: Literal["trials", "slices"] = Field(
+        "trials",
+        description="trials: each database in turn, each trial on a fresh cluster; slices:"
+        " every database's cluster up at once and the load alternating between them in"
+        " slices of slice_s, in a random order each round, each slice a trial",
+    )
+    slice_s: float = Field(
+        DEFAULT_SLICE_S,
+        gt=0,
+        le=600,
+        description="interleave: slices: each slice's length, seconds or a duration like 10s",
+    )
     max_trials: int = Field(
         DEFAULT_MAX_TRIALS,
         ge=MIN_AUTO_TRIALS,
@@ -438,6 +452,46 @@ class TestCase(_Model):
 
     _recovery = field_validator("fault_recovery", mode="before")(parse_duration)
     _budget = field_validator("time_budget", mode="before")(parse_duration)
+    _slice = field_validator("slice_s", mode="before")(parse_duration)
+
+    @field_validator("interleave")
+    @classmethod
+    def _sliceable(cls, value: str, info: ValidationInfo) -> str:
+        if value != "slices":
+            return value
+        databases: tuple[DatabaseSpec, ...] = info.data.get("databases", ())
+        if len(databases) < 2:
+            raise ValueError("slices alternate the load between databases: give at least two")
+        for db in databases:
+            if why := slices_refusal(db.workload):
+                raise ValueError(f"database {db.id}: {why}")
+        owner: dict[str, str] = {}
+        for db in databases:
+            for host in {h.address for h in db.hosts}:
+                if host in owner:
+                    raise ValueError(
+                        f"databases {owner[host]} and {db.id} both run on {host}: with slices"
+                        " every cluster is up at once, and their ports would collide"
+                    )
+                owner[host] = db.id
+        return value
+
+    @field_validator("search")
+    @classmethod
+    def _search_alone(cls, value: Search | None, info: ValidationInfo) -> Search | None:
+        if value is not None and info.data.get("interleave") == "slices":
+            raise ValueError(
+                "a search probes rates on one cluster at a time: interleave trials (remove"
+                " interleave: slices) to search"
+            )
+        return value
+
+    @field_validator("slice_s")
+    @classmethod
+    def _only_with_slices(cls, value: float, info: ValidationInfo) -> float:
+        if info.data.get("interleave") != "slices":
+            raise ValueError("slice_s is for interleave: slices only; remove it")
+        return value
 
     @field_validator(*AUTO_ONLY_KEYS)
     @classmethod
@@ -500,6 +554,11 @@ class TestCase(_Model):
         databases: tuple[DatabaseSpec, ...] = info.data.get("databases", ())
         if not faults or not databases:
             return faults
+        if info.data.get("interleave") == "slices":
+            raise ValueError(
+                "faults are applied to one load of a fresh cluster: interleave trials"
+                " (remove interleave: slices) to run them"
+            )
         loaded = [db.id for db in databases if db.endpoints]
         if loaded:
             raise ValueError(
@@ -539,6 +598,8 @@ class TestCase(_Model):
             raise ValueError(
                 "search probes run on this machine: give load_hosts or search, not both"
             )
+        if info.data.get("interleave") == "slices":
+            raise ValueError("slices run from this machine: give load_hosts or slices, not both")
         remote = [h.address for h in hosts if not is_loopback(h.address)]
         for db in info.data.get("databases", ()):
             if problem := spread_problem(db.workload, len(hosts)):
@@ -576,6 +637,15 @@ class TestCase(_Model):
             if override:
                 db_raw["workload"] = override
         return raw
+
+
+def slices_refusal(workload: Workload) -> str | None:
+    """Why ``workload`` cannot be run in slices (None: it can)."""
+    if workload.SLICES_REFUSED:
+        return f"type: {workload.type}: {workload.SLICES_REFUSED}"
+    if workload.client_steps:
+        return "client_steps make each trial a sequence of loads; interleave trials"
+    return None
 
 
 def spread_problem(workload: Workload, hosts: int) -> str | None:

@@ -17,6 +17,8 @@ wrote, built from whichever phases ran; the heartbeat thread reports into a
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -47,13 +49,16 @@ from dbtester.control.measure import (
     load_problem,
     measure_load,
     measure_search,
+    measure_slices,
     seed,
     warm,
 )
-from dbtester.control.record import Collected, record
+from dbtester.control.record import Collected, record, slice_record, slice_records
+from dbtester.control.slices import Turns
 from dbtester.control.verify import count, judge_check, verify, violation
 from dbtester.databases.base import Access
 from dbtester.errors import DbtesterError
+from dbtester.load import LoadResult
 from dbtester.results import DatabaseRecord, ResultsDir
 from dbtester.util.progress import Reporter
 
@@ -72,14 +77,17 @@ def run_database(
     fault_recovery_s: float = DEFAULT_FAULT_RECOVERY_S,
     search: Search | None = None,
     load_hosts: Sequence[Host] = (),
-) -> DatabaseRecord:
+    turns: Turns | None = None,
+) -> tuple[DatabaseRecord, ...]:
     """Run ``db`` (``trial`` k of a repeated run: a fresh cluster of its own)
     and return the record written into ``store``; a failure is in its
     ``error``. ``faults`` are applied during the load, which fails when no
     request succeeds for ``fault_recovery_s``. With ``search`` the load is a
     search for the highest rate that meets its target, on this one cluster.
-    With ``load_hosts`` their agents share the measured load.
-    KeyboardInterrupt propagates once the partial record is written."""
+    With ``load_hosts`` their agents share the measured load. With
+    ``turns`` its measured load comes in slices (interleave: slices): a
+    record for each. KeyboardInterrupt propagates once the partial record
+    is written."""
     job = DatabaseJob(
         db,
         run_id,
@@ -92,13 +100,15 @@ def run_database(
         fault_recovery_s,
         search,
         tuple(load_hosts),
+        turns,
     )
     return run_job(job)
 
 
-def run_job(job: DatabaseJob) -> DatabaseRecord:
-    """Run ``job``'s phases; the record is always written, also on Ctrl-C.
-    Its error is the first failure's; else the stop's problem."""
+def run_job(job: DatabaseJob) -> tuple[DatabaseRecord, ...]:
+    """Run ``job``'s phases; the record is always written, also on Ctrl-C
+    (with slices, one per slice). Its error is the first failure's; else
+    the stop's problem."""
     job.out.root.mkdir(parents=True, exist_ok=True)
     trail = _Trail(Collected(started_unix=time.time()))
     error = ""
@@ -110,14 +120,38 @@ def run_job(job: DatabaseJob) -> DatabaseRecord:
         error = "interrupted (Ctrl-C)"
         raise
     finally:
-        collected = trail.collected
-        result = record(job, replace(collected, error=error or collected.error))
-        job.store.write_record(result)
+        collected = replace(trail.collected, error=error or trail.collected.error)
+        if job.turns is None:
+            results: tuple[DatabaseRecord, ...] = (record(job, collected),)
+        else:
+            results = slice_records(job, collected)
+            _share_member_files(job, len(results))
+        for result in results:
+            job.store.write_record(result)
     # Every request's record and watch event is saved now and the phases'
     # outputs go with this frame: the next database and the analysis (which
     # reads them from disk) do not find them held here too (a watch load's
     # 10^7 events: 300 MB).
-    return result
+    return results
+
+
+def _share_member_files(job: DatabaseJob, slices: int) -> None:
+    """The members' samples, fetched once into ``<db-id>/``, in every
+    slice's directory too: each slice's analysis reads the seconds of its
+    own load from them (linked where the file system allows)."""
+    whole = job.out
+    files = [path for _, path in whole.server_metric_files()]
+    files += [path for _, _, path in whole.companion_metric_files()]
+    for number in range(1, slices + 1):
+        into = job.store.database(job.db.id, number).root
+        into.mkdir(parents=True, exist_ok=True)
+        for path in files:
+            target = into / path.name
+            target.unlink(missing_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:
+                shutil.copyfile(path, target)
 
 
 class _Trail:
@@ -206,10 +240,20 @@ def _on_cluster(job: DatabaseJob, cluster: Cluster, trail: _Trail) -> None:
 
 
 def _measure(job: DatabaseJob, cluster: Cluster, warmed: Warmed, trail: _Trail) -> Measured:
-    """The search, or the measured load with the fault schedule beside it
-    (its records kept whatever happens to the load)."""
+    """The search, the slices, or the measured load with the fault schedule
+    beside it (its records kept whatever happens to the load)."""
     if job.search is not None:
         return measure_search(job, cluster, warmed, job.search)
+    if job.turns is not None:
+
+        def keep(number: int, load: LoadResult) -> None:
+            # written at once: repeat: auto's look reads the slices so far
+            so_far = replace(trail.collected, measured=Measured(load))
+            job.store.write_record(slice_record(job, so_far, number))
+
+        measured = measure_slices(job, cluster, warmed, job.turns, keep)
+        trail.collected = replace(trail.collected, measured=measured)
+        return measured
     with ExitStack() as stack:
         hosts = connect_load_hosts(job, stack)
         runner = fault_runner(job, cluster)

@@ -9,6 +9,7 @@ from pathlib import Path
 from dbtester.config.faults import Fault
 from dbtester.config.model import DEFAULT_FAULT_RECOVERY_S, DatabaseSpec, Host
 from dbtester.config.search import Search
+from dbtester.control.slices import Turns
 from dbtester.databases import get_kind
 from dbtester.databases.base import PLAIN, Access, DatabaseKind, LoadSettings
 from dbtester.errors import DbtesterError
@@ -41,6 +42,9 @@ class DatabaseJob:
     search: Search | None = None
     #: the agents that share the measured load (none: this process runs it)
     load_hosts: tuple[Host, ...] = ()
+    #: interleave: slices: when this database's measured load takes its
+    #: turns (None: it runs once, as a trial)
+    turns: Turns | None = None
 
     @property
     def agent_run_id(self) -> str:

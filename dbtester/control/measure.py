@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
@@ -27,7 +27,8 @@ from dbtester.control.cluster import (
 )
 from dbtester.control.faults import FaultRunner
 from dbtester.control.job import DatabaseJob
-from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
+from dbtester.control.search import KeysExhaustedError, ProbeLoads, SearchOutcome, search_rate
+from dbtester.control.slices import Turns
 from dbtester.control.spread import LoadHosts, run_spread
 from dbtester.databases.base import LoadSettings
 from dbtester.errors import AgentError, DbtesterError
@@ -54,6 +55,7 @@ __all__ = [
     "load_problem",
     "measure_load",
     "measure_search",
+    "measure_slices",
     "seed",
     "warm",
 ]
@@ -90,12 +92,16 @@ class Measured:
     load: LoadResult | None
     load_hosts: tuple[LoadHostRecord, ...] = ()
     searched: SearchOutcome | None = None
+    #: interleave: slices: every slice's load, in order (``load`` is the last)
+    slices: tuple[LoadResult, ...] = ()
 
     @property
     def loads(self) -> tuple[LoadResult, ...]:
-        """Every measured load: the search's probes, or the one load."""
+        """Every measured load: the search's probes, the slices, or the one load."""
         if self.searched is not None:
             return tuple(self.searched.loads)
+        if self.slices:
+            return self.slices
         return () if self.load is None else (self.load,)
 
 
@@ -254,6 +260,64 @@ def measure_search(job: DatabaseJob, cluster: Cluster, warmed: Warmed, search: S
         _adopt(job.out.probe(outcome.chosen + 1), job.out)
     job.say(found(outcome, search))
     return Measured(load, searched=outcome)
+
+
+def measure_slices(
+    job: DatabaseJob,
+    cluster: Cluster,
+    warmed: Warmed,
+    turns: Turns,
+    keep: Callable[[int, LoadResult], None],
+) -> Measured:
+    """The measured load in slices, one each time ``turns`` says, each into
+    the database's trial of that number (``keep`` is given it at once), its
+    keys past the earlier slices'; until no more turns come, the workload's
+    ``requests`` are spent, or a slice stops early."""
+    w = job.db.workload
+    options = replace(
+        job.load_options(),
+        health=lambda: cluster.health.problem or turns.health(),
+        warm_inserts=warmed.inserts,
+        max_error_rate=w.max_error_rate,
+        # a closed loop's slice ends on time; an open loop's has its requests
+        duration_s=None if w.rate else turns.slice_s,
+    )
+    loads = ProbeLoads(
+        job.db.kind,
+        job.settings(cluster.endpoints, cluster.access),
+        w,
+        job.out,
+        options,
+        into=lambda number: job.store.database(job.db.id, number),
+        what="slice",
+    )
+    turns.ready()
+    done: list[LoadResult] = []
+    left = w.requests
+    while (number := turns.next_slice()) is not None:
+        per_slice = round(w.rate * turns.slice_s) if w.rate else _closed_slice_cap(done, left)
+        try:
+            load = loads(number, w.rate, max(1, min(per_slice, left)))
+        except KeysExhaustedError as exc:
+            turns.done(more=False)
+            raise job.failed(exc) from None
+        done.append(load)
+        keep(number, load)
+        left -= len(load.records)
+        more = left > 0 and not load.aborted
+        turns.done(more)
+        if not more:
+            break
+    return Measured(done[-1] if done else None, slices=tuple(done))
+
+
+def _closed_slice_cap(done: Sequence[LoadResult], left: int) -> int:
+    """A closed-loop slice's most requests: it ends on time, and the engine
+    makes room for its records up front, so three times the last slice's
+    (at least 10,000), not every request left."""
+    if not done:
+        return left
+    return min(left, max(10_000, 3 * len(done[-1].records)))
 
 
 def load_problem(

@@ -6,7 +6,7 @@ notes included. Pure."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dbtester.analyze.probes import Probe
 from dbtester.control.job import DatabaseJob
@@ -24,7 +24,7 @@ from dbtester.results import (
     SearchRecord,
 )
 
-__all__ = ["Collected", "load_hosts_note", "record"]
+__all__ = ["Collected", "load_hosts_note", "record", "slice_record", "slice_records"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,31 @@ def record(job: DatabaseJob, collected: Collected) -> DatabaseRecord:
     )
 
 
+def slice_record(job: DatabaseJob, collected: Collected, number: int) -> DatabaseRecord:
+    """Slice ``number``'s record (interleave: slices): its load is trial
+    ``number``'s; the load phase and warm-up, which ran once before every
+    slice, are the first's."""
+    if number != 1:
+        collected = replace(collected, seeded=Seeded(), warmed=Warmed())
+    return record(replace(job, trial=number), collected)
+
+
+def slice_records(job: DatabaseJob, collected: Collected) -> tuple[DatabaseRecord, ...]:
+    """Every slice's record once the cluster stopped: each its own load, the
+    members as they ended; the keys' count, the check's verdict and the
+    error (they are the whole run's) on the last. None ran: one record,
+    trial 1's, saying why."""
+    slices = collected.measured.slices if collected.measured else ()
+    if not slices:
+        return (slice_record(job, collected, 1),)
+    last = len(slices)
+    before = replace(collected, counted=Counted(), judged=Judged(), error="")
+    return tuple(
+        slice_record(job, replace(collected if n == last else before, measured=Measured(load)), n)
+        for n, load in enumerate(slices, 1)
+    )
+
+
 def _notes(job: DatabaseJob, c: Collected) -> tuple[str, ...]:
     w = job.db.workload
     notes = [
@@ -82,10 +107,21 @@ def _notes(job: DatabaseJob, c: Collected) -> tuple[str, ...]:
         _warmup_note(w.warmup_requests),
         _faults_note(job),
         _search_note(job, c.measured.searched if c.measured else None),
+        _slices_note(job),
         # how this kind's watchers work, where it shapes the figures
         (job.kind.watch_note or None) if w.WATCHES else None,
     ]
     return tuple(n for n in notes if n)
+
+
+def _slices_note(job: DatabaseJob) -> str | None:
+    if job.turns is None:
+        return None
+    return (
+        f"interleave: slices: each trial a slice of {job.turns.slice_s:g} s of load on one"
+        " cluster, started once; every database's cluster up at once, their slices"
+        " alternating in an order drawn at random each round"
+    )
 
 
 def _search_record(job: DatabaseJob, outcome: SearchOutcome | None) -> SearchRecord | None:

@@ -14,15 +14,16 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from dbtester import slowdisk
 from dbtester.analyze.sequential import MIN_TRIALS
 from dbtester.config import Loaded, TestCase
-from dbtester.config.model import AUTO_ONLY_KEYS
+from dbtester.config.model import AUTO_ONLY_KEYS, DatabaseSpec
 from dbtester.control.auto import Auto
 from dbtester.control.database_run import run_database
 from dbtester.control.environment import environment
+from dbtester.control.slices import Slices, Turns
 from dbtester.databases import get_kind
 from dbtester.errors import BadInputError, DbtesterError, InterruptedRunError
 from dbtester.render import render
@@ -102,34 +103,89 @@ class _Trials:
     records: list[DatabaseRecord] = field(default_factory=list)
     rounds: int = 0
     stopped: str = "max_trials"
+    #: an exception a database's thread ended with (interleave: slices)
+    crashed: BaseException | None = None
 
     def __post_init__(self) -> None:
         self.auto = Auto(self.case, self.store.root) if self.case.repeat == "auto" else None
 
     def run(self) -> None:
+        if self.case.interleave == "slices":
+            self._slices()
+            return
         # Trials interleaved (A1 B1 A2 B2 ...): drift on the machine over the
         # minutes of a run falls on every database alike.
         began = time.monotonic()
         for number in range(1, self.case.trials + 1):
             self.rounds = number
             self._round(number)
-            if self.auto is None:
-                continue
-            if number >= MIN_TRIALS:
-                for line in self.auto.look():
-                    self.reporter.say(line)
-                if self.auto.done():
-                    self.stopped = "decided"
-                    return
-            budget = self.case.time_budget
-            # Never before the first look: a budget spent sooner would leave
-            # no verdict and no interval, only trials nobody judged.
-            first_looked = number >= MIN_TRIALS
-            if budget is not None and first_looked and time.monotonic() - began >= budget:
-                if number < self.case.trials:
-                    self.stopped = "time_budget"
-                    self.reporter.say(f"repeat: auto: the time budget ({budget:g} s) is spent")
+            if self._enough(number, began):
                 return
+
+    def _enough(self, number: int, began: float) -> bool:
+        """After round ``number``: with repeat: auto, whether its metrics are
+        decided or its time budget spent."""
+        if self.auto is None:
+            return False
+        if number >= MIN_TRIALS:
+            for line in self.auto.look():
+                self.reporter.say(line)
+            if self.auto.done():
+                self.stopped = "decided"
+                return True
+        budget = self.case.time_budget
+        # Never before the first look: a budget spent sooner would leave
+        # no verdict and no interval, only trials nobody judged.
+        first_looked = number >= MIN_TRIALS
+        if budget is not None and first_looked and time.monotonic() - began >= budget:
+            if number < self.case.trials:
+                self.stopped = "time_budget"
+                self.reporter.say(f"repeat: auto: the time budget ({budget:g} s) is spent")
+            return True
+        return False
+
+    def _slices(self) -> None:
+        """interleave: slices: every cluster up, then rounds of slices, each
+        round's order drawn at random (control.slices)."""
+        case = self.case
+        slices = Slices([db.id for db in case.databases], self._sliced, case.slice_s)
+        try:
+            slices.start()
+            began = time.monotonic()
+            for number in range(1, case.trials + 1):
+                if not slices.ready:
+                    break
+                self.rounds = number
+                order = slices.order()
+                self.reporter.say(f"== round {number} of slices: {', then '.join(order)}")
+                slices.round(number, order)
+                if self._enough(number, began):
+                    break
+        except KeyboardInterrupt:
+            slices.interrupt()
+            raise
+        slices.finish()
+        if self.crashed is not None:
+            raise self.crashed
+
+    def _sliced(self, turns: Turns) -> None:
+        """One database's thread: its cluster, its slices, its records."""
+        case, db = self.case, self.case.database(turns.db_id)
+        self.reporter.say(f"== {db.id}: {db.kind} {db.version} (slices of {case.slice_s:g} s)")
+        try:
+            records = self._database(db, fault_recovery_s=case.fault_recovery, turns=turns)
+        except BaseException as exc:  # a bug: raised in the run's thread once all stopped
+            self.crashed = exc
+            return
+        self.records.extend(records)  # one thread at a time: list.extend holds the GIL
+        for failed in (r for r in records if not r.passed):
+            self.reporter.say(f"{db.id} (slice {failed.trial}): FAILED: {failed.error}")
+
+    def _database(self, db: DatabaseSpec, **keys: Any) -> tuple[DatabaseRecord, ...]:
+        """run_database of ``db`` in this run, with ``keys``."""
+        return run_database(
+            db, self.run_id, self.store, self.scratch, self.workers, self.reporter, **keys
+        )
 
     def _round(self, number: int) -> None:
         case = self.case
@@ -138,18 +194,13 @@ class _Trials:
         for db in case.databases:
             of = f" (trial {number} of {most})" if trial else ""
             self.reporter.say(f"== {db.id}: {db.kind} {db.version}{of}")
-            record = run_database(
+            (record,) = self._database(
                 db,
-                self.run_id,
-                self.store,
-                self.scratch,
-                self.workers,
-                self.reporter,
-                trial,
-                case.faults,
-                case.fault_recovery,
-                case.search,
-                case.load_hosts,
+                trial=trial,
+                faults=case.faults,
+                fault_recovery_s=case.fault_recovery,
+                search=case.search,
+                load_hosts=case.load_hosts,
             )
             self.records.append(record)
             if not record.passed:

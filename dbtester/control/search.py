@@ -151,11 +151,17 @@ class ProbeLoads:
         workload: Workload,
         out: DatabaseLayout,
         options: LoadOptions = PROBE_OPTIONS,
+        into: Callable[[int], DatabaseLayout] | None = None,
+        what: str = "probe",
     ) -> None:
         self.kind = kind
         self.settings = settings
         self.workload = workload
         self.out = out
+        #: where load n's files go (default: ``out.probe(n)``); ``what`` names
+        #: it in its label and errors (interleave: slices runs "slice"s)
+        self.into = into or out.probe
+        self.what = what
         #: every probe's; its label gains the probe's number, and its seed,
         #: keys and write ids are the probe's own
         self.options = options
@@ -165,7 +171,7 @@ class ProbeLoads:
         self._inserts = options.warm_inserts
         self._write_ids = workload.warmup_requests
 
-    def __call__(self, number: int, rate: float, requests: int) -> LoadResult:
+    def __call__(self, number: int, rate: float | None, requests: int) -> LoadResult:
         w = self.workload
         # Only a write load's keys move: a mixed load chooses among the keys
         # there are (its inserts follow them), a read reads its one key.
@@ -178,19 +184,19 @@ class ProbeLoads:
             capacity = KeySpace.capacity(w.key_size)
             if first_key + requests > capacity:
                 raise KeysExhaustedError(
-                    f"key_size {w.key_size} holds {capacity:,} distinct keys; probe"
+                    f"key_size {w.key_size} holds {capacity:,} distinct keys; {self.what}"
                     f" {number} would need keys up to {first_key + requests:,}"
                 )
         load = w.model_copy(update={"rate": rate, "requests": requests, "client_steps": ()})
         options = replace(
             self.options,
-            label=f"{self.options.label} probe {number}".strip(),
+            label=f"{self.options.label} {self.what} {number}".strip(),
             seed=number,
             first_key=first_key,
             warm_inserts=self._inserts,
             write_id_base=self._write_ids,
         )
-        result = run_load(self.kind, self.settings, load, self.out.probe(number), options)
+        result = run_load(self.kind, self.settings, load, self.into(number), options)
         self._next_key = first_key + requests
         self._inserts += int((result.records.ops == OPERATIONS.index("insert")).sum())
         self._write_ids += requests

@@ -146,6 +146,10 @@ class LoadOptions:
     #: request, every connection open), at most a poll (POLL_S) after it;
     #: never when the load stopped before it began
     on_begin: Callable[[float], None] | None = None
+    #: no new request is sent once this long has passed since the load
+    #: began (a slice: it ends on time, not early), judged at each poll
+    #: (POLL_S); requests in flight then finish (None: all ``requests``)
+    duration_s: float | None = None
 
     @property
     def threads(self) -> int:
@@ -192,7 +196,7 @@ def run_load(
     sched.sample()
     called = time.time()
     load = native.start(load_plan)
-    began = _Began(load, options.on_begin)
+    began = _Began(load, options.on_begin, options.duration_s)
     sampler = ClientSampler(
         psutil.Process(), out.client_metrics, settings.endpoints, lambda: load.progress()[:2]
     )
@@ -465,12 +469,20 @@ class EarlyStop:
 
 
 class _Began:
-    """Reads when ``load`` began and tells ``on_begin``, once."""
+    """Reads when ``load`` began and tells ``on_begin``, once; stops it
+    ``duration_s`` after (None: never)."""
 
-    def __init__(self, load: Load, on_begin: Callable[[float], None] | None) -> None:
+    def __init__(
+        self,
+        load: Load,
+        on_begin: Callable[[float], None] | None,
+        duration_s: float | None = None,
+    ) -> None:
         self.load = load
         self.on_begin = on_begin
+        self.duration_s = duration_s
         self.at: float | None = None
+        self.ended = False
 
     def poll(self) -> float | None:
         if self.at is None:
@@ -487,8 +499,16 @@ class _Began:
         def tick() -> None:
             sched.sample()
             self.poll()
+            self._end_on_time()
 
         return tick
+
+    def _end_on_time(self) -> None:
+        if self.ended or self.duration_s is None or self.at is None:
+            return
+        if time.time() - self.at >= self.duration_s:
+            self.load.stop()  # what is in flight finishes: the engine's grace
+            self.ended = True
 
 
 def _watch(

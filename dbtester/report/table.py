@@ -7,7 +7,14 @@ import csv
 import io
 from collections.abc import Mapping, Sequence
 
-from dbtester.analyze.figures import CV_ROW, Figures, table_rows, unoperated, unstepped
+from dbtester.analyze.figures import (
+    CV_ROW,
+    TREND_ROW,
+    Figures,
+    table_rows,
+    unoperated,
+    unstepped,
+)
 from dbtester.analyze.stats import Estimate
 
 __all__ = ["format_cell", "format_value", "render_csv", "render_table"]
@@ -31,6 +38,7 @@ def human_bytes(value: float) -> str:
 #: rows shown in one fixed format, by name
 _FORMATS = {
     CV_ROW: "{:.1f} %",
+    TREND_ROW: "{:+.2f} %/min",
     "HOST-SPEED-CV": "{:.1f} %",
     "HOST-SPEED": "{:,.0f} probes/s",
     "TOTAL-SECONDS": "{:.4f} sec",

@@ -103,6 +103,8 @@ class Workload(BaseModel):
     STALE_IF_MISSING: ClassVar[bool] = False
     #: why a search cannot run this type (None: it can)
     SEARCH_REFUSED: ClassVar[str | None] = None
+    #: why ``interleave: slices`` cannot run this type (None: it can)
+    SLICES_REFUSED: ClassVar[str | None] = None
     #: the rows it adds to the table (analyze computes them from its data)
     ROWS: ClassVar[tuple[str, ...]] = ()
     #: one line on what the type is, for the key reference and `type`'s help

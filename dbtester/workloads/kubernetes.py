@@ -118,6 +118,9 @@ class KubernetesWorkload(Workload):
     SEARCH_REFUSED: ClassVar[str | None] = (
         "a search's probes would each start from the objects the last one left: not yet"
     )
+    SLICES_REFUSED: ClassVar[str | None] = (
+        "its informers, compactor and objects span one load; interleave trials"
+    )
     SUMMARY: ClassVar[str] = (
         "kube-apiserver's gets, paginated lists and optimistic creates, updates and deletes"
         " over `objects` objects"

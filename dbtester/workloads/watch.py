@@ -47,6 +47,9 @@ class WatchWorkload(KeyWriting):
         "a search cannot run type: watch yet (its watchers time the events of one"
         " rate); search a write workload"
     )
+    SLICES_REFUSED: ClassVar[str | None] = (
+        "its watchers watch one load from start to end; interleave trials"
+    )
     SUMMARY: ClassVar[str] = (
         "writes of distinct keys at `rate` while `watchers` watch them, timing each event"
     )

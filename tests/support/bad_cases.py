@@ -393,6 +393,49 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         "4:10",
         ("check's model: linearizability does not judge type: kubernetes", "model: informer"),
     ),
+    (
+        "slice_s without slices",
+        GOOD + "slice_s: 3s\n",
+        "11:10",
+        ("slice_s is for interleave: slices only",),
+    ),
+    (
+        "slices with one database",
+        GOOD + "interleave: slices\n",
+        "11:13",
+        ("slices alternate the load between databases", "at least two"),
+    ),
+    (
+        "slices of a watch load",
+        GOOD.replace("type: write", "type: watch\n  rate: 100")
+        + "  - {id: b, kind: etcd, version: 3.6.8}\ninterleave: slices\n",
+        "13:13",
+        ("database a: type: watch", "interleave trials"),
+    ),
+    (
+        "slices with faults",
+        GOOD
+        + "  - {id: b, kind: etcd, version: 3.6.8}\ninterleave: slices\nfaults:\n"
+        + "  - {at: 1s, action: kill, member: leader}\n",
+        "14:3",
+        ("faults are applied to one load of a fresh cluster", "interleave trials"),
+    ),
+    (
+        "slices with a search",
+        GOOD.replace("  requests: 100\n", "")
+        + "  - {id: b, kind: etcd, version: 3.6.8}\ninterleave: slices\n"
+        + "search: {slo_ms: 10}\n",
+        "12:9",
+        ("a search probes rates on one cluster at a time",),
+    ),
+    (
+        "slices of two databases on one host",
+        GOOD.replace("    version: 3.5.17", "    version: 3.5.17\n    hosts: [{address: 10.0.0.5}]")
+        + "  - {id: b, kind: etcd, version: 3.6.8, hosts: [{address: 10.0.0.5}]}\n"
+        + "interleave: slices\n",
+        "13:13",
+        ("databases a and b both run on 10.0.0.5", "ports would collide"),
+    ),
     ("top is a list", "- a\n- b\n", "1:1", ("expected a mapping of keys at the top",)),
     ("top is a scalar", "hello\n", "1:1", ("expected a mapping",)),
     ("duplicate key", GOOD + "title: again\n", "11:1", ("duplicate key 'title'",)),

@@ -131,8 +131,9 @@ def test_a_key_with_a_newline_is_shown_on_one_line(tmp_path: Path) -> None:
         load_test_case(path)
     assert [p.message for p in caught.value.problems] == [
         "unknown key 'a\\nb' (allowed here:"
-        " title, description, workload, databases, repeat, max_trials, time_budget,"
-        " equivalence, stopping_metrics, faults, fault_recovery, search, load_hosts, publish)"
+        " title, description, workload, databases, repeat, interleave, slice_s, max_trials,"
+        " time_budget, equivalence, stopping_metrics, faults, fault_recovery, search,"
+        " load_hosts, publish)"
     ]
 
 

@@ -85,3 +85,18 @@ def test_values_that_never_vary() -> None:
     assert same.verdict == "~"
     more = compare(METRICS["CLIENT-ERROR-COUNT"], [1.0, 1.0], [3.0, 3.0])
     assert (more.verdict, more.worse, more.change_pct) == ("more", True, 200.0)
+
+
+def test_a_trend_across_trials_is_per_minute_with_its_interval() -> None:
+    from dbtester.analyze.stats import trend
+
+    starts = [0.0, 60.0, 120.0, 180.0, 240.0]
+    falling = [1000 * 0.98**k for k in range(5)]  # 2% less each minute
+    found = trend(falling, starts)
+    assert found is not None and found.pct_per_min == pytest.approx(-2.0)
+    assert found.clear and found.high < 0
+    noisy = [1000.0, 1100.0, 950.0, 1050.0, 1000.0]
+    flat = trend(noisy, starts)
+    assert flat is not None and not flat.clear and flat.low < 0 < flat.high
+    assert trend(falling[:3], starts[:3]) is None  # too few trials for a line
+    assert trend(falling, [5.0] * 5) is None  # no spread of times
