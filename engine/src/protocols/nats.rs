@@ -58,6 +58,10 @@ use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 
 /// How long a watcher waits before asking for its watch again.
 const WATCH_RETRY: Duration = Duration::from_millis(200);
+/// How long connecting asks for the bucket at least, while JetStream settles.
+const LOOKUP_WINDOW: Duration = Duration::from_secs(30);
+/// How long one ask for the bucket waits.
+const LOOKUP_ASK: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -300,8 +304,8 @@ async fn connect(plan: &Plan, options: &Options, c: usize) -> Result<Conn, Engin
         })
         .collect::<Result<Vec<_>, _>>()?;
     let count = servers.len();
-    within(plan.timeout, what, async {
-        let client = ConnectOptions::new()
+    let client = within(plan.timeout, what, async {
+        ConnectOptions::new()
             // The plan's order (the crate shuffles by default) and only its
             // servers: those the cluster advertises may be addresses this
             // host cannot reach.
@@ -313,33 +317,65 @@ async fn connect(plan: &Plan, options: &Options, c: usize) -> Result<Conn, Engin
             .reconnect_delay_callback(move |attempt| reconnect_delay(attempt, count))
             .connect(servers)
             .await
-            .map_err(|e| EngineError(format!("{}: {}", what(), chain(&e))))?;
-        let jetstream = ContextBuilder::new()
-            .timeout(plan.timeout)
-            // A put the engine gave up on (at its timeout) holds one of the
-            // context's permits for unanswered acks until this passes (30 s
-            // by default), and a client has 5,000 of them.
-            .ack_timeout(plan.timeout)
-            .build(client.clone());
-        let kv = jetstream
-            .get_key_value(options.bucket.as_str())
-            .await
-            .map_err(|e| EngineError(bucket_error(&options.bucket, &listed, &e)))?;
-        Ok(Conn { client, kv })
+            .map_err(|e| EngineError(format!("{}: {}", what(), chain(&e))))
     })
-    .await
+    .await?;
+    let jetstream = ContextBuilder::new()
+        .timeout(plan.timeout)
+        // A put the engine gave up on (at its timeout) holds one of the
+        // context's permits for unanswered acks until this passes (30 s by
+        // default), and a client has 5,000 of them.
+        .ack_timeout(plan.timeout)
+        .build(client.clone());
+    let kv = bucket(&jetstream, &options.bucket, &listed, plan.timeout).await?;
+    Ok(Conn { client, kv })
 }
 
-/// Why the bucket could not be looked up, naming it and the servers.
-fn bucket_error(bucket: &str, servers: &str, error: &(dyn StdError + 'static)) -> String {
-    let missing = error
+/// The bucket, asked for again while JetStream settles: just after the
+/// bucket is made its stream elects a leader, and a lookup sent meanwhile
+/// may go unanswered (seen in CI: no answer within 10 s). Each ask waits
+/// at most LOOKUP_ASK; asking goes on for `timeout` or LOOKUP_WINDOW,
+/// whichever is longer. A bucket that is not there fails at once.
+async fn bucket(
+    jetstream: &jetstream::Context,
+    name: &str,
+    listed: &str,
+    timeout: Duration,
+) -> Result<Store, EngineError> {
+    let deadline = Instant::now() + timeout.max(LOOKUP_WINDOW);
+    let ask = timeout.min(LOOKUP_ASK);
+    loop {
+        let failed = match tokio::time::timeout(ask, jetstream.get_key_value(name)).await {
+            Ok(Ok(kv)) => return Ok(kv),
+            Ok(Err(e)) if missing(&e) => return Err(EngineError(bucket_error(name, listed, &e))),
+            Ok(Err(e)) => bucket_error(name, listed, &e),
+            Err(_) => format!(
+                "cannot look up the KV bucket {name:?} on nats at {listed}: no answer within \
+                 {:.3} s",
+                ask.as_secs_f64()
+            ),
+        };
+        if Instant::now() >= deadline {
+            return Err(EngineError(failed));
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// The lookup's error says the bucket's stream is not there.
+fn missing(error: &(dyn StdError + 'static)) -> bool {
+    error
         .source()
         .and_then(|e| e.downcast_ref::<GetStreamError>())
         .is_some_and(|e| {
             matches!(e.kind(), GetStreamErrorKind::JetStream(api)
                 if api.error_code() == ErrorCode::STREAM_NOT_FOUND)
-        });
-    if missing {
+        })
+}
+
+/// Why the bucket could not be looked up, naming it and the servers.
+fn bucket_error(bucket: &str, servers: &str, error: &(dyn StdError + 'static)) -> String {
+    if missing(error) {
         format!(
             "nats at {servers} has no KV bucket {bucket:?} (stream KV_{bucket}; dbtester \
              makes it before the load)"
