@@ -38,21 +38,26 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[net.PORT_RANGE_ENV] = f"{low}-{low + span - 1}"
 
 
-#: the longest test files, longest first (their seconds under three
-#: workers, measured: 789, 193, 165, 128, 127, 115, 113, 109, 99, 86),
-#: run first: with each file whole in one worker (--dist loadfile), a long
-#: one handed out last leaves the other workers idle at the end
+#: the longest test files, longest first (their seconds under two workers
+#: in CI, measured with --durations=0 on 2026-11-28: 259, 113, 113, 110,
+#: 107, 93, 89, 85, 80, 67, 65, 60, 60, 59), run first: with each file whole
+#: in one worker (--dist loadfile), a long one handed out last leaves the
+#: other worker idle at the end
 LONGEST_FIRST = (
     "tests/integration/test_multihost.py",
-    "tests/e2e/test_watch.py",
-    "tests/integration/test_history.py",
-    "tests/e2e/test_failover.py",
-    "tests/e2e/test_maintenance.py",
     "tests/e2e/test_fault_suite.py",
+    "tests/e2e/test_watch.py",
+    "tests/e2e/test_failover.py",
+    "tests/integration/test_history.py",
+    "tests/e2e/test_search.py",
+    "tests/e2e/test_maintenance.py",
     "tests/e2e/test_tls.py",
-    "tests/e2e/test_trials.py",
     "tests/e2e/test_run.py",
-    "tests/integration/test_agent_faults.py",
+    "tests/integration/test_engine_failover.py",
+    "tests/integration/test_load.py",
+    "tests/unit/test_trials.py",
+    "tests/e2e/test_trials.py",
+    "tests/e2e/test_check.py",
 )
 
 

@@ -82,6 +82,8 @@ class Slices:
 
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
+        #: the databases whose threads ended
+        self._gone: set[str] = set()
 
     def start(self) -> None:
         """Each database's cluster up and its load ready, one after another
@@ -109,9 +111,10 @@ class Slices:
         random one); the order it ran in."""
         order = list(order) if order is not None else self.order()
         for db_id in order:
+            if db_id in self._gone:  # it ended meanwhile (Ctrl-C, a failure)
+                continue
             self.turns[db_id].inbox.put(number)
-            if self._wait(db_id) == "gone":
-                self.ready.remove(db_id)
+            self._wait(db_id)
         return order
 
     def finish(self) -> None:
@@ -134,11 +137,16 @@ class Slices:
             turns.gone()
 
     def _wait(self, db_id: str) -> Event:
-        """The next event of ``db_id`` (ready, done or gone); only the
-        database asked has anything to say meanwhile."""
-        while True:
+        """The next event of ``db_id`` (ready, done or gone; gone at once if
+        its thread ended before). Only the database asked has anything to
+        say meanwhile, but a thread may end at any time: every "gone" is
+        kept, and the database leaves the ready ones."""
+        while db_id not in self._gone:
             who, what = self.events.get()
+            if what == "gone":
+                self._gone.add(who)
+                if who in self.ready:
+                    self.ready.remove(who)
             if who == db_id:
                 return what
-            if what == "gone" and who in self.ready:  # it failed between its turns
-                self.ready.remove(who)
+        return "gone"

@@ -124,3 +124,39 @@ def test_kine_members_share_one_postgres_killed_under_load(
     started = [int(pid) for pid in re.findall(r"postgres serves as pid (\d+)", agent_log)]
     assert started[1] == server_pids[1], (started, server_pids)  # the restart's new server
     assert not any(psutil.pid_exists(pid) for pid in started), "PostgreSQL outlived the run"
+
+
+def test_kubernetes_traffic_on_kine(tmp_path: Path, installed_home: Any) -> None:
+    """kine takes kube-apiserver's traffic as etcd does (it exists to serve
+    it): gets, paginated lists, creates, updates and deletes as optimistic
+    transactions, and informers that list, watch and converge."""
+    home = installed_home("kine", KINE)
+    workload = {
+        "type": "kubernetes",
+        "objects": 300,
+        "object_size": 1024,
+        "namespaces": 3,
+        "page_size": 100,
+        "requests": 1500,
+        "rate": 300,
+        "clients": 10,
+        "connections": 2,
+        "informers": 2,
+        "list_proportion": 0.05,
+        "get_proportion": 0.15,
+        # objects are sized and named as the apiserver's: not the write keys
+        "key_size": None,
+        "value_size": None,
+    }
+    case = make_case(
+        title="kine kubernetes",
+        workload=workload,
+        databases=[database("kine", "kine", version=KINE)],
+    )
+    figures = _figures(_run(tmp_path, home, case))["kine"]
+    assert figures["KEYS-VERIFIED"].endswith(" OK"), figures["KEYS-VERIFIED"]
+    for verb in ("get", "list", "create", "update", "delete"):
+        assert figures[f"{verb.upper()}-THROUGHPUT"] > 0, verb
+    assert figures["LIST-PAGES"] >= figures["LIST-THROUGHPUT"]  # 3+ pages a list
+    assert figures["INFORMERS-CONVERGED"] == "2 / 2 OK", figures["INFORMERS-CONVERGED"]
+    assert figures["CLIENT-ERROR-COUNT"] == 0

@@ -54,68 +54,64 @@ def home(installed_home) -> Path:
     return Path(installed_home("etcd", VERSION))
 
 
-def test_closed_loop_slices_alternate_and_every_write_is_kept_once(
+def test_slices_alternate_keep_their_schedule_and_every_write_once(
     home: Path, tmp_path: Path
 ) -> None:
+    """ "open" loads open loop, "closed" closed loop, in slices of one run."""
+    rate = 400
     case = make_case(
         title="slices",
         workload={"requests": 1_000_000, "clients": 8, "connections": 2},
-        databases=[database("a", version=VERSION), database("b", version=VERSION)],
+        databases=[
+            database("open", version=VERSION, workload={"rate": rate}),
+            database("closed", version=VERSION),
+        ],
         interleave="slices",
         slice_s=SLICE_S,
         repeat=ROUNDS,
     )
     out = _run(home, tmp_path, case)
-    spans = {db: _windows(out, db) for db in ("a", "b")}
+    spans = {db: _windows(out, db) for db in ("open", "closed")}
     every = sorted((w, db) for db in spans for w in spans[db])
     # one database loaded at a time: no slice overlaps the next
     assert all(one[0][1] <= two[0][0] for one, two in itertools.pairwise(every))
     # round k holds both databases' slice k, before round k + 1 begins
-    assert [db for _, db in every].count("a") == ROUNDS
     for k in range(ROUNDS - 1):
-        assert max(spans["a"][k][1], spans["b"][k][1]) <= min(
-            spans["a"][k + 1][0], spans["b"][k + 1][0]
+        assert max(spans["open"][k][1], spans["closed"][k][1]) <= min(
+            spans["open"][k + 1][0], spans["closed"][k + 1][0]
         )
-    for db in ("a", "b"):
-        for start, end in spans[db]:
-            assert SLICE_S - 0.1 <= end - start <= SLICE_S + 0.75, (db, end - start)
-        total = 0
-        for k in range(1, ROUNDS + 1):
-            record = json.loads((out / db / f"trial-{k}" / "run.json").read_text())
-            assert record["trial"] == k and not record["error"]
-            # the members' samples, fetched once, are each slice's too
-            assert (out / db / f"trial-{k}" / "server-0-metrics.csv").exists()
-            requests = ResultsDir(out).read_requests(db, k)
-            assert requests is not None and requests.errors() == 0
-            total += len(requests)
-        # every slice's writes went to keys of their own, all found on the one
-        # cluster: counted once, on the last slice's record
-        last = json.loads((out / db / f"trial-{ROUNDS}" / "run.json").read_text())
-        assert last["verification"]["attempted"] == last["verification"]["found"] == total
+    # a closed loop's slice ends on time
+    for start, end in spans["closed"]:
+        assert SLICE_S - 0.1 <= end - start <= SLICE_S + 0.75, end - start
+    for k in range(1, ROUNDS + 1):
+        records = ResultsDir(out).read_requests("open", k)
+        assert records is not None
+        # rate x slice_s requests, each due on the schedule from the slice's
+        # start: no backlog from the slices it sat out
+        assert len(records) == rate * SLICE_S
+        due = np.sort(records.due_ns)
+        assert np.allclose(np.diff(due), 1e9 / rate, atol=1e3)  # 1 µs: the schedule's own
+    for db in ("open", "closed"):
+        _every_write_once(out, db)
     summary = json.loads((out / "result.json").read_text())
     assert all(len(db["trial_figures"]) == ROUNDS for db in summary["databases"])
 
 
-def test_open_loop_slices_keep_their_schedule(home: Path, tmp_path: Path) -> None:
-    rate = 400
-    case = make_case(
-        title="open-loop slices",
-        workload={"requests": 1_000_000, "rate": rate, "clients": 8, "connections": 2},
-        databases=[database("a", version=VERSION), database("b", version=VERSION)],
-        interleave="slices",
-        slice_s=SLICE_S,
-        repeat=ROUNDS,
-    )
-    out = _run(home, tmp_path, case)
-    for db in ("a", "b"):
-        for k in range(1, ROUNDS + 1):
-            records = ResultsDir(out).read_requests(db, k)
-            assert records is not None
-            # rate x slice_s requests, each due on the schedule from the
-            # slice's start: no backlog from the slices it sat out
-            assert len(records) == rate * SLICE_S
-            due = np.sort(records.due_ns)
-            assert np.allclose(np.diff(due), 1e9 / rate, atol=1e3)  # 1 µs: the schedule's own
+def _every_write_once(out: Path, db: str) -> None:
+    """Each slice is a trial of its own, every write of every slice found."""
+    total = 0
+    for k in range(1, ROUNDS + 1):
+        record = json.loads((out / db / f"trial-{k}" / "run.json").read_text())
+        assert record["trial"] == k and not record["error"]
+        # the members' samples, fetched once, are each slice's too
+        assert (out / db / f"trial-{k}" / "server-0-metrics.csv").exists()
+        requests = ResultsDir(out).read_requests(db, k)
+        assert requests is not None and requests.errors() == 0
+        total += len(requests)
+    # every slice's writes went to keys of their own, all found on the one
+    # cluster: counted once, on the last slice's record
+    last = json.loads((out / db / f"trial-{ROUNDS}" / "run.json").read_text())
+    assert last["verification"]["attempted"] == last["verification"]["found"] == total
 
 
 def test_repeat_auto_finds_the_capped_database_slower(home: Path, tmp_path: Path) -> None:
