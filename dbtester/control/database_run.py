@@ -17,8 +17,6 @@ wrote, built from whichever phases ran; the heartbeat thread reports into a
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -60,6 +58,7 @@ from dbtester.databases.base import Access
 from dbtester.errors import DbtesterError
 from dbtester.load import LoadResult
 from dbtester.results import DatabaseRecord, ResultsDir
+from dbtester.util.paths import link_or_copy
 from dbtester.util.progress import Reporter
 
 __all__ = ["run_database", "run_job"]
@@ -146,12 +145,7 @@ def _share_member_files(job: DatabaseJob, slices: int) -> None:
         into = job.store.database(job.db.id, number).root
         into.mkdir(parents=True, exist_ok=True)
         for path in files:
-            target = into / path.name
-            target.unlink(missing_ok=True)
-            try:
-                os.link(path, target)
-            except OSError:
-                shutil.copyfile(path, target)
+            link_or_copy(path, into / path.name)
 
 
 class _Trail:

@@ -9,8 +9,6 @@ scheduled faults run beside the measured load (``control.faults``).
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -43,6 +41,7 @@ from dbtester.load import (
 )
 from dbtester.results import OPERATIONS, DatabaseLayout, FaultRecord, LoadHostRecord
 from dbtester.util.net import is_loopback
+from dbtester.util.paths import link_or_copy
 from dbtester.util.progress import Progress
 
 __all__ = [
@@ -399,10 +398,5 @@ def _adopt(probe: DatabaseLayout, trial: DatabaseLayout) -> None:
         (probe.requests, trial.requests),
         (probe.client_metrics, trial.client_metrics),
     ):
-        if not source.exists():
-            continue
-        target.unlink(missing_ok=True)
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copyfile(source, target)
+        if source.exists():
+            link_or_copy(source, target)

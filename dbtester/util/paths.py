@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +73,13 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """``target`` becomes ``source``'s content: a hard link where the file
+    system allows, else a copy (an existing ``target`` is replaced)."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
