@@ -12,6 +12,12 @@ when (lowest failing - highest passing) / highest passing is within
 precision. Every probe is offered inside the bracket, so the highest
 passing rate is always below the lowest failing one.
 
+Before it ends, the bisection probes its lowest failing rate a second time
+(once per rate): one stall of a busy host fails a probe far below the
+database's capacity, and a failure taken on one look would then bound the
+whole search there. A rate's verdict is its latest probe's, so a failure
+that passes on the second look reopens the bracket above it.
+
 Once the bisection has ended, the highest passing rate is probed once more:
 the cluster kept every earlier probe's data (and went through the
 overloaded ones), so a maximum that no longer passes at the end depends on
@@ -62,14 +68,23 @@ class RateSearch:
             raise ValueError("precision must be above 0")
 
     @property
+    def verdicts(self) -> dict[float, bool]:
+        """Each rate probed, and whether its latest probe passed."""
+        return dict(self.probes)
+
+    @property
     def passing(self) -> float | None:
-        """The highest rate that passed."""
-        return max((rate for rate, ok in self.probes if ok), default=None)
+        """The highest rate that passed (on its latest probe)."""
+        return max((rate for rate, ok in self.verdicts.items() if ok), default=None)
 
     @property
     def failing(self) -> float | None:
-        """The lowest rate that failed."""
-        return min((rate for rate, ok in self.probes if not ok), default=None)
+        """The lowest rate that failed (on its latest probe)."""
+        return min((rate for rate, ok in self.verdicts.items() if not ok), default=None)
+
+    def looks(self, rate: float) -> int:
+        """How many probes offered ``rate`` so far."""
+        return sum(1 for offered, _ in self.probes if offered == rate)
 
     @property
     def nothing_meets(self) -> bool:
@@ -97,7 +112,8 @@ class RateSearch:
         if passing is None:  # every probe failed: down
             return None if self.nothing_meets else max(failing / 2, self.floor)
         if (failing - passing) / passing <= self.precision:
-            return None
+            # a failure bounds the result only once seen twice
+            return failing if self.looks(failing) < 2 else None
         return (passing + failing) / 2
 
 
@@ -131,9 +147,9 @@ class SearchOutcome:
         passing one, else the lowest rate tried (None: no probe ran)."""
         if not self.probes:
             return None
-        if self.maximum is not None:
-            return next(i for i, p in enumerate(self.probes) if p.offered == self.maximum)
         bisected = self.bisected
+        if self.maximum is not None:  # its latest probe in the search passed
+            return max(i for i, p in enumerate(bisected) if p.offered == self.maximum and p.passed)
         return min(range(len(bisected)), key=lambda i: bisected[i].offered)
 
 
@@ -228,11 +244,18 @@ def search_rate(
     loads: list[LoadResult] = []
     deadline = time.monotonic() + budget_s
 
-    def probe_at(rate: float, *, again: bool = False) -> Probe:
+    def probe_at(rate: float, *, again: bool = False, second: bool = False) -> Probe:
         result = run_probe(len(probes) + 1, rate, max(1, round(rate * hold_s)))
         loads.append(result)
         probes.append(judge(result.records, rate, rule, clients, _busy(result)))
-        say(_line(len(probes), probes[-1], rule, again=again))
+        which = (
+            "the highest passing rate again"
+            if again
+            else "the lowest failing rate again"
+            if second
+            else ""
+        )
+        say(_line(len(probes), probes[-1], rule, which))
         return probes[-1]
 
     stopped = ""
@@ -241,7 +264,7 @@ def search_rate(
             stopped = "time budget"
             break
         try:
-            probe = probe_at(rate)
+            probe = probe_at(rate, second=search.looks(rate) > 0)
         except KeysExhaustedError as exc:
             say(f"search stopped: {exc}")
             stopped = "key space"
@@ -281,7 +304,7 @@ def _busy(result: LoadResult) -> float | None:
     return (run + wait) / took / result.workers
 
 
-def _line(number: int, probe: Probe, rule: ProbeRule, *, again: bool = False) -> str:
+def _line(number: int, probe: Probe, rule: ProbeRule, which: str) -> str:
     verdict = "passed" if probe.passed else "failed: " + "; ".join(probe.failures)
     if probe.client_bound:
         busy = (
@@ -293,8 +316,8 @@ def _line(number: int, probe: Probe, rule: ProbeRule, *, again: bool = False) ->
             f" (client-bound: the engine ran {probe.engine_lag_ms:,.2f} ms late{busy}:"
             " this rate tested the client, not the database)"
         )
-    which = f"probe {number} (the highest passing rate again)" if again else f"probe {number}"
+    name = f"probe {number} ({which})" if which else f"probe {number}"
     return (
-        f"{which}: offered {probe.offered:,.0f}/s, answered {probe.achieved:,.0f}/s,"
+        f"{name}: offered {probe.offered:,.0f}/s, answered {probe.achieved:,.0f}/s,"
         f" p{rule.percentile:g} {probe.latency_ms:,.2f} ms: {verdict}"
     )

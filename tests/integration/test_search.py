@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dbtester.analyze.probes import ProbeRule
-from dbtester.control.search import ProbeLoads, SearchOutcome, search_rate
+from dbtester.control.search import ProbeLoads, RateSearch, SearchOutcome, search_rate
 from dbtester.databases.base import LoadSettings
 from dbtester.load.runner import LoadOptions, run_load
 from dbtester.results import DatabaseLayout
@@ -100,9 +100,16 @@ def test_a_loose_target_finds_the_servers_capacity(tmp_path: Path, slow_server) 
     # the maximum was probed once more at the end, and said so
     assert outcome.confirmed is not None and outcome.probes[-1].offered == outcome.maximum
     assert "(the highest passing rate again)" in lines[-1]
-    # doubled from 50/s until the first failure, and every probe said so
-    assert [p.offered for p in outcome.probes[:3]] == [50.0, 100.0, 200.0]
+    # every rate was the one the search's rule picks after the probes before
+    # it (doubled from 50/s while passing, the lowest failure looked at
+    # twice), and every probe said so
+    replay = RateSearch(50.0, 0.05)
+    for probe in outcome.bisected:
+        assert replay.next_rate() == probe.offered, lines
+        replay.record(probe.offered, probe.passed)
+    assert replay.next_rate() is None
     assert len(lines) == len(outcome.probes)
+    assert sum("(the lowest failing rate again)" in line for line in lines) >= 1
     assert lines[0].startswith("probe 1: offered 50/s, answered ")
     # the probes above capacity failed for falling behind or for their queue
     for probe in outcome.probes:

@@ -142,6 +142,34 @@ def test_the_search_doubles_then_bisects_to_the_precision() -> None:
     assert passing >= 200.0 / 1.05
 
 
+def test_the_lowest_failing_rate_is_probed_twice_before_it_bounds_the_result() -> None:
+    search = _search(200.0, start_rate=50.0, precision=0.05)
+    failing = search.failing
+    assert failing is not None
+    assert search.looks(failing) == 2
+    assert search.probes[-2:] == [(failing, False), (failing, False)]
+    # the other failures were not probed again
+    assert all(search.looks(rate) == 1 for rate, ok in search.probes if rate != failing)
+
+
+def test_a_stall_far_below_capacity_does_not_bound_the_search() -> None:
+    """A CI run's first probe, 50/s against a server answering 160/s, failed
+    on one stall: the search bisected down to 48/s and reported that."""
+    search = RateSearch(start_rate=50.0, precision=0.05)
+    stalled = True
+    while (rate := search.next_rate()) is not None:
+        search.record(rate, rate <= 160.0 and not stalled)
+        stalled = False
+        assert len(search.probes) < 60
+    rates = [rate for rate, _ in search.probes]
+    assert rates[:2] == [50.0, 25.0]  # halved after the stall
+    assert (50.0, True) in search.probes  # the second look passed
+    passing, failing = search.passing, search.failing
+    assert passing is not None and failing is not None
+    assert passing <= 160.0 < failing
+    assert (failing - passing) / passing <= 0.05
+
+
 def test_the_search_halves_while_the_first_probes_fail() -> None:
     search = _search(130.0, start_rate=1000.0, precision=0.05)
     assert [rate for rate, _ in search.probes][:4] == [1000.0, 500.0, 250.0, 125.0]
