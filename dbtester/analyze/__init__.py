@@ -63,8 +63,18 @@ class DatabaseAnalysis:
 
     def values(self, row: str) -> list[float]:
         """``row`` in every trial that has it, as numbers."""
-        found = (f.values.get(row) for f in self.trial_figures)
-        return [float(v) for v in found if isinstance(v, int | float)]
+        return list(self.by_trial(row).values())
+
+    def by_trial(self, row: str) -> dict[int, float]:
+        """``row`` by trial number, in the trials that have it."""
+        pairs = zip(self.trials, self.trial_figures, strict=True)
+        found = ((t.trial, f.values.get(row)) for t, f in pairs)
+        return {trial: float(v) for trial, v in found if isinstance(v, int | float)}
+
+    @property
+    def sliced(self) -> bool:
+        """Its trials were slices (interleave: slices): trial k ran in round k."""
+        return bool(self.trials) and all(t.record.slice_s is not None for t in self.trials)
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,7 @@ class Compared:
             high_pct=c.high_pct,
             p_value=c.p_value,
             verdict=c.verdict,
+            paired=c.paired,
         )
 
 
@@ -189,16 +200,25 @@ def compare_databases(
     other: DatabaseAnalysis,
     metrics: Sequence[str] = COMPARED_BY_DEFAULT,
     alpha: float = ALPHA,
+    *,
+    paired: bool = False,
 ) -> list[Compared]:
     """``other`` against ``baseline`` on each metric both have values for
     (by default COMPARED_BY_DEFAULT: a search's rows, where both searched, a
     watch load's, where both watched, and DEFAULT_METRICS), significant
-    where p < ``alpha``."""
+    where p < ``alpha``. ``paired``: trial k of each ran in round k of one
+    run's slices, and only the rounds both have a value in are compared."""
     found = []
     for row in metrics:
-        a, b = baseline.values(row), other.values(row)
+        if paired:
+            mine, theirs = baseline.by_trial(row), other.by_trial(row)
+            rounds = sorted(mine.keys() & theirs.keys())
+            a, b = [mine[k] for k in rounds], [theirs[k] for k in rounds]
+        else:
+            a, b = baseline.values(row), other.values(row)
         if a and b:
-            found.append(Compared(baseline.id, other.id, compare(METRICS[row], a, b, alpha)))
+            change = compare(METRICS[row], a, b, alpha, paired=paired)
+            found.append(Compared(baseline.id, other.id, change))
     return found
 
 
@@ -206,7 +226,14 @@ def analyze(results: RunResults) -> Analysis:
     # The controller ran the load: its machine's cores are the client's.
     cores = results.summary.environment.cores if results.summary else None
     databases = tuple(_database(db, cores) for db in results.databases)
-    comparisons = tuple(c for db in databases[1:] for c in compare_databases(databases[0], db))
+    first = databases[0] if databases else None
+    comparisons = tuple(
+        c
+        for db in databases[1:]
+        for c in compare_databases(
+            databases[0], db, paired=bool(first and first.sliced and db.sliced)
+        )
+    )
     for db in databases[1:]:
         _note_other_machines(databases[0], db)
     _note_slow_trials(databases)

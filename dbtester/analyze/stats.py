@@ -16,6 +16,11 @@ fresh clusters, so their values are what varies from run to run.
   share of A's mean, and the two-sided p-value. Significant means p < 0.05;
   then the verdict says which way (``faster``/``slower`` for throughput and
   latency, ``more``/``less`` for resources); otherwise it is ``~``.
+* **Slices** (``interleave: slices``) are not independent trials: trial k of
+  every database ran in round k, each a few seconds from the others, on the
+  same host in the same state. Their comparison is a paired t-test over the
+  rounds (each round's difference B - A is one observation), so what the
+  host did during a round cancels out instead of widening the interval.
 
 Pure: numbers in, numbers out (scipy computes the t quantiles and the test).
 """
@@ -264,6 +269,8 @@ class Change:
     p_value: float | None  # None when either side has fewer than 2 trials
     #: the significance level: a gate over many rows may ask for a stricter one
     alpha: float = ALPHA
+    #: a paired t-test over rounds (slices); else Welch's over trials
+    paired: bool = False
 
     @property
     def significant(self) -> bool:
@@ -286,26 +293,40 @@ class Change:
 
 
 def compare(
-    metric: Metric, baseline: Sequence[float], other: Sequence[float], alpha: float = ALPHA
+    metric: Metric,
+    baseline: Sequence[float],
+    other: Sequence[float],
+    alpha: float = ALPHA,
+    *,
+    paired: bool = False,
 ) -> Change:
     """Welch's t-test of ``other``'s trials against ``baseline``'s on
-    ``metric``, significant where p < ``alpha``."""
+    ``metric``, significant where p < ``alpha``; with ``paired``, a paired
+    t-test of ``other[k] - baseline[k]`` (both as long: round k's slices)."""
+    if paired and len(baseline) != len(other):
+        raise ValueError("a paired comparison needs one value of each side per round")
     a, b = estimate(baseline), estimate(other)
     scale = 100.0 / abs(a.mean) if a.mean else math.nan
     change = (b.mean - a.mean) * scale if a.mean else math.nan
     if a.n < 2 or b.n < 2:
-        return Change(metric, a, b, change, None, None, None, alpha)
-    if a.sd == 0 and b.sd == 0:
-        # No spread at all (a count that never varies): any difference is real.
+        return Change(metric, a, b, change, None, None, None, alpha, paired)
+    spread = float(np.std(np.subtract(other, baseline))) if paired else max(a.sd, b.sd)
+    if spread == 0:
+        # No spread at all (a count that never varies, or the same difference
+        # every round): any difference is real.
         p = 1.0 if a.mean == b.mean else 0.0
         diff = (b.mean - a.mean) * scale
-        return Change(metric, a, b, change, diff, diff, p, alpha)
+        return Change(metric, a, b, change, diff, diff, p, alpha, paired)
     with warnings.catch_warnings():
         # scipy warns of precision loss when values are nearly identical
         warnings.simplefilter("ignore", RuntimeWarning)
         from scipy import stats as scipy_stats  # 1.6 s to import: only when used
 
-        result = scipy_stats.ttest_ind(other, baseline, equal_var=False)
+        result = (
+            scipy_stats.ttest_rel(other, baseline)
+            if paired
+            else scipy_stats.ttest_ind(other, baseline, equal_var=False)
+        )
         interval = result.confidence_interval(CONFIDENCE)
     return Change(
         metric,
@@ -316,4 +337,5 @@ def compare(
         float(interval.high) * scale,
         float(result.pvalue),
         alpha,
+        paired,
     )

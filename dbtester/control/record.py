@@ -69,6 +69,7 @@ def record(job: DatabaseJob, collected: Collected) -> DatabaseRecord:
         load_hosts=measured.load_hosts if measured else (),
         notes=_notes(job, c),
         not_found_outcome=job.kind.not_found,
+        slice_s=job.turns.slice_s if job.turns is not None else None,
     )
 
 

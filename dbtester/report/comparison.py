@@ -9,12 +9,24 @@ from dbtester.analyze.figures import SEARCH_ROWS
 from dbtester.analyze.sequential import interval_text
 from dbtester.analyze.stats import Change
 
-__all__ = ["change_parts", "describe_change", "headline", "render_comparisons"]
+__all__ = ["change_parts", "describe_change", "headline", "method", "render_comparisons"]
 
 METHOD = (
     "change of the mean against the baseline, its 95% interval and the p-value of"
     " Welch's t-test over the trials; a verdict where p < 0.05, ~ where not"
 )
+#: interleave: slices: trial k of every database ran in round k
+PAIRED_METHOD = (
+    "change of the mean against the baseline, its 95% interval and the p-value of"
+    " a paired t-test over the rounds of slices (each round's difference one"
+    " observation); a verdict where p < 0.05, ~ where not"
+)
+
+
+def method(analysis: Analysis) -> str:
+    """How the comparisons were made: over rounds of slices, or independent trials."""
+    paired = analysis.comparisons and all(c.change.paired for c in analysis.comparisons)
+    return PAIRED_METHOD if paired else METHOD
 
 
 def render_comparisons(analysis: Analysis) -> str:
@@ -31,10 +43,10 @@ def render_comparisons(analysis: Analysis) -> str:
             " intervals and verdicts.\n"
         )
     lines = _sequential(analysis)
-    method = METHOD + (
+    how = method(analysis) + (
         "; after repeat: auto stopped, these assume a fixed number of trials" if lines else ""
     )
-    lines.append(f"Compared with {baseline} ({trials} trials each; {method}):")
+    lines.append(f"Compared with {baseline} ({trials} trials each; {how}):")
     width = max(len(c.change.metric.row) for c in compared) if compared else 0
     for db in databases[1:]:
         lines.append(f"  {db.label}")
@@ -120,7 +132,10 @@ def headline(analysis: Analysis) -> list[str]:
             f" {_STOPPED.get(sequential.stopped, sequential.stopped)}."
         )
     else:
-        lines.append(f"{trials} trials each; 95% intervals, Welch's t-test.")
+        test = (
+            "a paired t-test over rounds" if method(analysis) == PAIRED_METHOD else "Welch's t-test"
+        )
+        lines.append(f"{trials} trials each; 95% intervals, {test}.")
     return lines
 
 

@@ -41,7 +41,7 @@ from dbtester import __version__
 from dbtester.analyze import Analysis, Compared
 from dbtester.analyze.figures import Figures, Series, grouped_rows, table_rows
 from dbtester.report.charts import Chart, Span, drawn, fault_spans
-from dbtester.report.comparison import change_parts, headline
+from dbtester.report.comparison import change_parts, headline, method
 from dbtester.report.heatmap import heatmap_plot, heatmaps, highest
 from dbtester.report.table import format_cell
 from dbtester.results import RunSummary
@@ -363,12 +363,15 @@ def _comparison(analysis: Analysis, text: str) -> str:
     baseline = html.escape(analysis.databases[0].label)
     return (
         f"<h3>Compared with {baseline}</h3>"
-        '<p class="method">Change of the mean against the baseline, its 95% interval and the'
-        " p-value of Welch's t-test over the trials; a verdict where p &lt; 0.05,"
-        " ~ where not.</p>"
+        f'<p class="method">{html.escape(_sentence(method(analysis)))}</p>'
         f'<table class="comparison"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: its first letter capital, a full stop at its end."""
+    return text[:1].upper() + text[1:] + "."
 
 
 def _comparison_row(item: Compared, labels: dict[str, str]) -> str:

@@ -486,6 +486,9 @@ class DatabaseRecord(_Versioned):
     #: kind gives it one (ZooKeeper's NoNode, NATS's key-not-found; schema 14):
     #: a mixed load's read of a key known to exist that gets it was stale
     not_found_outcome: str = ""
+    #: interleave: slices: this trial was one slice of this many seconds on a
+    #: cluster started once (None: a trial on a fresh cluster; schema 19)
+    slice_s: float | None = None
 
     @property
     def id(self) -> str:
@@ -582,6 +585,8 @@ class ComparisonRecord(_Record):
     high_pct: float | None
     p_value: float | None
     verdict: str  # faster slower more less ~ ?
+    #: a paired t-test over rounds of slices (schema 19); else Welch's over trials
+    paired: bool = False
 
 
 class LookRecord(_Record):

@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -170,6 +170,14 @@ HISTORY: tuple[str, ...] = (
         "SERVER-MAX-DB-SIZE and SERVER-MAX-DB-SIZE-IN-USE. Only columns and rows were added: "
         "a version 17 directory upgrades as it is, without them."
     ),
+    (
+        "Slices compared in pairs. ``run.json`` has ``slice_s``: under ``interleave: slices``, "
+        "the length of the slice this trial was (null for a trial on a fresh cluster); "
+        "``result.json``'s ``comparisons`` have ``paired``: true where the databases' slices "
+        "were compared round by round (a paired t-test), false for Welch's test over "
+        "independent trials. A version 18 file upgrades as it is: its trials were compared "
+        "by Welch's test."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -259,6 +267,10 @@ def _v17_to_v18(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 18}
 
 
+def _v18_to_v19(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 19}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -278,6 +290,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     15: _v15_to_v16,
     16: _v16_to_v17,
     17: _v17_to_v18,
+    18: _v18_to_v19,
 }
 
 

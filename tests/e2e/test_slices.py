@@ -95,6 +95,21 @@ def test_slices_alternate_keep_their_schedule_and_every_write_once(
         _every_write_once(out, db)
     summary = json.loads((out / "result.json").read_text())
     assert all(len(db["trial_figures"]) == ROUNDS for db in summary["databases"])
+    _compared_round_by_round(out, summary)
+
+
+def _compared_round_by_round(out: Path, summary: dict[str, Any]) -> None:
+    """The run's comparison pairs round k's slices: a paired t-test."""
+    from scipy import stats
+
+    compared = summary["comparisons"]
+    assert compared and all(c["paired"] for c in compared)
+    (throughput,) = [c for c in compared if c["row"] == "AVG-THROUGHPUT"]
+    open_, closed = (
+        [t["AVG-THROUGHPUT"] for t in db["trial_figures"]] for db in summary["databases"]
+    )
+    assert throughput["p_value"] == pytest.approx(stats.ttest_rel(closed, open_).pvalue, rel=1e-9)
+    assert "paired t-test over the rounds" in (out / "comparison.txt").read_text()
 
 
 def _every_write_once(out: Path, db: str) -> None:
@@ -103,6 +118,7 @@ def _every_write_once(out: Path, db: str) -> None:
     for k in range(1, ROUNDS + 1):
         record = json.loads((out / db / f"trial-{k}" / "run.json").read_text())
         assert record["trial"] == k and not record["error"]
+        assert record["slice_s"] == SLICE_S
         # the members' samples, fetched once, are each slice's too
         assert (out / db / f"trial-{k}" / "server-0-metrics.csv").exists()
         requests = ResultsDir(out).read_requests(db, k)

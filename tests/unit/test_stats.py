@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dbtester.analyze.stats import METRICS, compare, estimate
@@ -100,3 +101,32 @@ def test_a_trend_across_trials_is_per_minute_with_its_interval() -> None:
     assert flat is not None and not flat.clear and flat.low < 0 < flat.high
     assert trend(falling[:3], starts[:3]) is None  # too few trials for a line
     assert trend(falling, [5.0] * 5) is None  # no spread of times
+
+
+def test_paired_rounds_cancel_what_the_host_shared() -> None:
+    """Each round's host speed moves both databases alike: Welch's test sees
+    the spread between rounds, the paired test only what differs within one."""
+    host = np.array([1.00, 0.82, 1.10, 0.91, 1.05, 0.87])
+    a = list(10_000 * host)
+    b = list(9_500 * host * np.array([1.002, 0.998, 1.001, 0.999, 1.0, 1.003]))
+    welch = compare(METRICS["AVG-THROUGHPUT"], a, b)
+    paired = compare(METRICS["AVG-THROUGHPUT"], a, b, paired=True)
+    assert welch.verdict == "~" and not welch.paired
+    assert paired.verdict == "slower" and paired.paired
+    assert paired.p_value is not None and paired.p_value < 1e-4
+    assert paired.low_pct is not None and paired.high_pct is not None
+    assert paired.low_pct < paired.change_pct < paired.high_pct < 0
+    # the change is still B's mean against A's, whichever test judged it
+    assert paired.change_pct == pytest.approx(welch.change_pct)
+
+
+def test_a_paired_comparison_needs_equal_rounds() -> None:
+    with pytest.raises(ValueError, match="per round"):
+        compare(METRICS["AVG-THROUGHPUT"], [1.0, 2.0, 3.0], [1.0, 2.0], paired=True)
+
+
+def test_the_same_difference_every_round_is_significant() -> None:
+    change = compare(
+        METRICS["AVG-THROUGHPUT"], [100.0, 90.0, 110.0], [95.0, 85.0, 105.0], paired=True
+    )
+    assert change.p_value == 0.0 and change.verdict == "slower"
