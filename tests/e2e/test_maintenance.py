@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cases import database, make_case, write_case
+from tests.support.cases import database, fast_elections, make_case, write_case
 from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,7 @@ def _run(
     case = make_case(
         title=f"e2e maintenance {kind}",
         workload=WORKLOAD | workload,
-        databases=[database(kind, kind, members=3)],
+        databases=[database(kind, kind, members=3, **fast_elections(kind))],
         faults=faults,
     )
     config = write_case(tmp_path / "case.yaml", case)

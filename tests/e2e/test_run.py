@@ -20,7 +20,7 @@ from dbtester.report.charts import STANDARD as CHARTS
 from dbtester.results import SCHEMA_VERSION
 from dbtester.util.host import host_facts
 from tests.integration.agents import alive
-from tests.support.cases import database, make_case
+from tests.support.cases import database, fast_elections, make_case
 from tests.support.cluster import VERSIONS, dbtester
 
 pytestmark = pytest.mark.integration
@@ -43,7 +43,7 @@ def _case(kind: str, requests: int) -> dict[str, object]:
     every = [
         *(database(f"etcd-{v}", version=v, members=3) for v in ETCD_VERSIONS),
         database("zk", "zookeeper", members=3),
-        database("consul", "consul", members=3),
+        database("consul", "consul", members=3, **fast_elections("consul")),
     ]
     return make_case(
         title=f"e2e {kind}",

@@ -84,7 +84,11 @@ def cluster(
     """A ``members``-member cluster of ``kind`` on loopback agents, serving;
     with ``tls_in``, over TLS, a client's files (ca.pem, client.pem,
     client-key.pem) in that folder; with ``auth``, started for
-    authentication (its user is the caller's to set up)."""
+    authentication (its user is the caller's to set up). Without ``flags``,
+    Consul elects at production timing (tests.support.cases.FAST_CONSUL):
+    its default waits about 5 s for a first leader."""
+    if flags is None and kind == "consul":
+        flags = {"raft_multiplier": 1}
     peers = loopback_peers(kind, members)
     tls = issue(kind, peers, tls_in) if tls_in else MembersAccess()
     with agents(tmp, members, home=home) as running:
