@@ -266,6 +266,23 @@ def _mine(job: DatabaseJob, member: Any) -> bool:
     return bool((member.run_id, member.database_id) == job.member_ref)
 
 
+def running_members(job: DatabaseJob, cluster: Cluster) -> int | None:
+    """How many of the database's members their agents say run and are
+    reachable (not paused, exited or isolated); an agent that does not answer
+    counts its member out. None: no agents (the test case's own endpoints)."""
+    running = 0
+    for i, client in enumerate(cluster.clients):
+        try:
+            members = client.status(timeout=2.0).members
+        except AgentError:
+            continue
+        running += any(
+            _mine(job, m) and m.member_index == i and m.state == "running" and not m.isolated
+            for m in members
+        )
+    return running if cluster.clients else None
+
+
 def _check_members(job: DatabaseJob, clients: Sequence[AgentClient]) -> None:
     for i, client in enumerate(clients):
         for member in client.status(timeout=5.0).members:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from dbtester.analyze.correctness import FaultSpan, judge, judge_informers, judge_watch
 from dbtester.analyze.faults import windows
-from dbtester.control.cluster import Cluster
+from dbtester.control.cluster import Cluster, running_members
 from dbtester.control.job import DatabaseJob
 from dbtester.control.measure import Measured, Seeded, Warmed
 from dbtester.errors import DbtesterError
@@ -121,13 +121,30 @@ def _count_keys(job: DatabaseJob, cluster: Cluster) -> int:
             )
         except PermissionError:
             raise  # refused: asking again is refused again
-        except Exception:
+        except Exception as exc:
             if time.monotonic() >= deadline:
                 raise
+            members = len(cluster.clients)
+            running = running_members(job, cluster)
+            short = short_of_quorum(running, members, kind.quorum(members))
+            if short:  # asking again cannot help
+                raise DbtesterError(f"{short} ({exc})") from None
             time.sleep(COUNT_RETRY_PAUSE_S)
         # The next try asks the next member first: one a fault left down
         # answers nothing.
         endpoints = endpoints[1:] + endpoints[:1]
+
+
+def short_of_quorum(running: int | None, members: int, quorum: int) -> str:
+    """Why a cluster of ``members`` cannot answer while ``running`` of them
+    run and it needs ``quorum`` ("" when it may, or the running members are
+    unknown)."""
+    if running is None or running >= quorum:
+        return ""
+    return (
+        f"{running} of {members} member{'s' if members != 1 else ''} running, fewer than"
+        f" the {quorum} it needs to answer"
+    )
 
 
 def judge_check(job: DatabaseJob, measured: Measured, faults: Sequence[FaultRecord]) -> Judged:

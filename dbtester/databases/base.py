@@ -429,6 +429,12 @@ class DatabaseKind(ABC):
         making them at once fail). False by default: all start at once."""
         return False
 
+    def quorum(self, members: int) -> int:
+        """How many of ``members`` must run for the database to answer: a
+        majority (Raft, Zab). A cluster with fewer is not asked again and
+        again for its keys."""
+        return members // 2 + 1
+
     def members_limit(self, flags: Options) -> tuple[int | None, str]:
         """The most members a database with ``flags`` may have (None: no
         limit of the kind's own), and why: ``max_members`` by default."""

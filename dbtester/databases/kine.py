@@ -96,6 +96,11 @@ class Kine(DatabaseKind):
     cannot: ClassVar[Mapping[str, str]] = {
         "serializable": "kine answers every read from its database: it refuses serializable ones",
     }
+
+    def quorum(self, members: int) -> int:
+        # its members share one SQL database: any one of them answers
+        return 1 if members else 0
+
     event_notes: ClassVar[Mapping[str, str]] = {
         "compact": "kine compacts by itself (--compact-interval) or when the apiserver's"
         " transaction asks; dbtester does not send it yet",

@@ -163,3 +163,5 @@ def test_an_unscheduled_death_still_fails_a_run_with_faults(tmp_path: Path, inst
     record = json.loads((tmp_path / "out" / "etcd" / "run.json").read_text())
     assert "member 2" in record["error"], record["error"]
     assert "member 0" not in record["error"]  # the scheduled kill is not the failure
+    # two of three gone: no majority to count the keys, and none asked for again
+    assert "counting keys failed: 1 of 3 members running, fewer than the 2" in text, text[-3000:]

@@ -68,7 +68,9 @@ def test_a_stalled_agent_fails_its_database(tmp_path: Path, installed_home) -> N
     home = installed_home("etcd", ETCD)
     # 15 s at 4,000/s: the load outlasts the stall's detection (unthrottled, it
     # could end first, and the agent's watchdog would stop its member instead)
-    config = write_case(tmp_path / "case.yaml", ["stalled", "after"], 60000, {"rate": 4000})
+    config = write_case(
+        tmp_path / "case.yaml", ["stalled", "after"], 60000, {"rate": 4000}, after=4000
+    )
     log = tmp_path / "run.log"
     run = start_run(home, config, tmp_path / "out", log)
     members: list[int] = []
@@ -201,6 +203,8 @@ def test_a_database_killed_mid_load(tmp_path: Path, installed_home) -> None:
     failed = {k: n for k, n in counts.items() if k != "ok"}
     assert counts["ok"] > 0 and failed, counts
     assert "exited unexpectedly" in record["error"] or "stopped early" in record["error"]
+    # its one member gone, the keys were not asked for again and again
+    assert "counting keys failed: 0 of 1 member running, fewer than the 1" in text, text[-3000:]
     readme = (tmp_path / "out" / "README.md").read_text()
     assert "requests failed (" in readme and "throughput went from" in readme
     for kind in failed:

@@ -15,7 +15,8 @@ from dbtester.control import verify as verify_phase
 from dbtester.control.cluster import Cluster
 from dbtester.control.job import DatabaseJob
 from dbtester.control.measure import Measured, Seeded, Warmed
-from dbtester.control.verify import Counted, count, verify
+from dbtester.control.verify import Counted, count, short_of_quorum, verify
+from dbtester.databases import get_kind
 from dbtester.errors import DbtesterError
 from dbtester.load.runner import LoadResult
 from dbtester.results import Records, ResultsDir, Verification
@@ -215,3 +216,24 @@ def test_the_report_says_when_throughput_fell() -> None:
     assert "4,000 requests failed (UNAVAILABLE 3,900, timeout 100)" in note
     assert "the first 6.0 s into the load" in note
     assert "from 1,000 req/s in the second before to 0 req/s" in note
+
+
+@pytest.mark.parametrize(
+    ("running", "members", "quorum", "said"),
+    [
+        (1, 3, 2, "1 of 3 members running, fewer than the 2 it needs to answer"),
+        (0, 1, 1, "0 of 1 member running, fewer than the 1 it needs to answer"),
+        (2, 3, 2, ""),  # a majority: maybe electing, worth asking again
+        (None, 3, 2, ""),  # the test case's own endpoints: nobody knows
+        (1, 3, 1, ""),  # kine: any member answers
+    ],
+)
+def test_a_cluster_short_of_its_quorum_is_not_asked_again(
+    running: int | None, members: int, quorum: int, said: str
+) -> None:
+    assert short_of_quorum(running, members, quorum) == said
+
+
+def test_a_majority_answers_and_kine_any_member() -> None:
+    assert [get_kind("etcd").quorum(n) for n in (1, 3, 5)] == [1, 2, 3]
+    assert [get_kind("kine").quorum(n) for n in (1, 3)] == [1, 1]
