@@ -12,7 +12,7 @@ Each run is the demo's case (3 members each, 100 clients, ``repeat: auto``
 on AVG-THROUGHPUT alone, ``time_budget``) with ``interleave: trials`` or
 ``interleave: slices``. Every run appends one line to ``--log`` (JSON), so
 the script can be stopped and run again to add runs; the table is printed
-over every line in the log:
+over every line in the log, each slice length (``--slice``) its own design:
 
     python benchmarks/design_error_rates.py [--runs 2] [--budget 120]
         [--slice 5] [--log benchmarks/design_error_rates.jsonl] [--table-only]
@@ -123,24 +123,30 @@ def one(design: str, kind: str, args: argparse.Namespace, capped: float) -> dict
     }
 
 
+def _design(line: dict[str, Any]) -> str:
+    """A run's design, with its slice length for slices ("slices 5s")."""
+    if line["design"] == "slices":
+        return f"slices {line['slice_s']:g}s"
+    return str(line["design"])
+
+
 def table(lines: list[dict[str, Any]]) -> None:
+    """Per design (each slice length apart) and test: how often a run
+    decided, how often wrongly, its median wall time."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for line in lines:
-        groups[(line["design"], line["kind"])].append(line)
-    print(f"{'design':8} {'test':5} {'runs':>5} {'decided':>8} {'wrong':>6} {'median s':>9}")
-    for design in DESIGNS:
-        for kind in KINDS:
-            found = groups.get((design, kind), [])
-            if not found:
-                continue
-            judged = [right(kind, x["verdict"]) for x in found]
-            decided = sum(j is not None for j in judged)
-            wrong = sum(j is False for j in judged)
-            seconds = median(x["seconds"] for x in found)
-            print(
-                f"{design:8} {kind:5} {len(found):5d} {decided:4d} ({decided / len(found):4.0%})"
-                f" {wrong:3d} ({wrong / len(found):3.0%}) {seconds:9.0f}"
-            )
+        groups[(_design(line), line["kind"])].append(line)
+    print(f"{'design':11} {'test':5} {'runs':>5} {'decided':>10} {'wrong':>9} {'median s':>9}")
+    for design, kind in sorted(groups):
+        found = groups[(design, kind)]
+        judged = [right(kind, x["verdict"]) for x in found]
+        decided = sum(j is not None for j in judged)
+        wrong = sum(j is False for j in judged)
+        seconds = median(x["seconds"] for x in found)
+        print(
+            f"{design:11} {kind:5} {len(found):5d} {decided:4d} ({decided / len(found):4.0%})"
+            f" {wrong:3d} ({wrong / len(found):3.0%}) {seconds:9.0f}"
+        )
 
 
 def main() -> None:

@@ -22,10 +22,19 @@ def write_case(
     ids: list[str],
     requests: int,
     workload: Mapping[str, object] | None = None,
+    *,
+    after: int | None = None,
     **extra: object,
 ) -> Path:
     """A write case of one-member etcd databases named ``ids``; ``workload``
-    adds workload keys, ``extra`` database keys."""
+    adds workload keys, ``extra`` database keys. ``after``: the requests of
+    every database but the first (one that only shows the run goes on)."""
+    databases: list[dict[str, object]] = [
+        {"id": i, "kind": "etcd", "version": ETCD, "members": 1, **extra} for i in ids
+    ]
+    if after is not None:
+        for entry in databases[1:]:
+            entry["workload"] = {"requests": after}
     case = {
         "title": "faults",
         "workload": {
@@ -37,9 +46,7 @@ def write_case(
             "connections": 4,
             **(workload or {}),
         },
-        "databases": [
-            {"id": i, "kind": "etcd", "version": ETCD, "members": 1, **extra} for i in ids
-        ],
+        "databases": databases,
     }
     path.write_text(yaml.safe_dump(case))
     return path
