@@ -20,13 +20,19 @@ from tests.support.cluster import KINE, NATS, VERSIONS, dbtester
 pytestmark = pytest.mark.integration
 
 PUTS = 4000
-KINE_CHECK = {"clients": 4, "keys": 4, "on_violation": "report"}
+#: reported, not failed: kine's put may lose an overwrite it acknowledged
+#: (docs/kine.md), and ZooKeeper's synced read may be stale, its sync not a
+#: quorum operation (ZOOKEEPER-1675, docs/correctness.md; a CI run saw one
+#: while the killed leader was down)
+REPORTED = {"kine", "zookeeper"}
+REPORT = {"clients": 4, "keys": 4, "on_violation": "report"}
 
 
-def _an_acknowledged_overwrite_lost(violation: dict[str, Any]) -> bool:
-    """Whether ``violation`` is kine's known one (docs/kine.md): a read, sent
-    after a write and the overwrite that followed it were both acknowledged,
-    returned the overwritten value. Any other violation is not kine's."""
+def _a_read_of_an_overwritten_value(violation: dict[str, Any]) -> bool:
+    """Whether ``violation`` is the one kine and ZooKeeper are known to
+    allow: a read, sent after a write and the overwrite that followed it
+    were both acknowledged, returned the overwritten value. Any other
+    violation is not theirs."""
     ops = violation["operations"]
     writes = {op["value"]: op for op in ops if op["kind"] == "write" and op["outcome"] == "ok"}
     for read in (op for op in ops if op["kind"] == "read" and op["value"] in writes):
@@ -40,6 +46,11 @@ def _an_acknowledged_overwrite_lost(violation: dict[str, Any]) -> bool:
             ):
                 return True
     return False
+
+
+def _reported(kind: str) -> dict[str, Any]:
+    """The database entry's keys that report ``kind``'s violation, not fail on it."""
+    return {"workload": {"check": dict(REPORT)}} if kind in REPORTED else {}
 
 
 def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_home) -> None:
@@ -57,9 +68,11 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         databases=[
             # Consul at production timing: a new leader while the old one is
             # down (at its default, only after the restart), 10 s sooner
-            *(database(kind, kind, members=3, **fast_elections(kind)) for kind in VERSIONS),
-            # reported, not failed: kine's put may lose an overwrite it acknowledged
-            database("kine", "kine", version=KINE, workload={"check": KINE_CHECK}),
+            *(
+                database(kind, kind, members=3, **fast_elections(kind), **_reported(kind))
+                for kind in VERSIONS
+            ),
+            database("kine", "kine", version=KINE, **_reported("kine")),
             database("nats", "nats", version=NATS, members=3),
         ],
     )
@@ -72,9 +85,9 @@ def test_checked_clients_beside_a_load_on_every_kind(tmp_path: Path, installed_h
         kind, figures = db["id"], db["figures"]
         run = json.loads((out / kind / "run.json").read_text())
         correctness = run["correctness"]
-        if kind == "kine" and correctness["violation"] is not None:
-            assert _an_acknowledged_overwrite_lost(correctness["violation"]), correctness
-            print(f"kine lost an acknowledged overwrite: {correctness['violation']}")
+        if kind in REPORTED and correctness["violation"] is not None:
+            assert _a_read_of_an_overwritten_value(correctness["violation"]), correctness
+            print(f"{kind} read an overwritten value: {correctness['violation']}")
         else:
             assert correctness["violated_keys"] == 0 and correctness["violation"] is None, kind
             assert correctness["linearizable_keys"] == 4, kind
