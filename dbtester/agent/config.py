@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dbtester.config.model import VERSION_PATTERN
+from dbtester.config.faults import VERSION_PATTERN
 from dbtester.config.source import load_yaml_file
 from dbtester.errors import ConfigError, DbtesterError, Problem
 from dbtester.util.paths import dbtester_home
