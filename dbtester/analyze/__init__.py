@@ -226,13 +226,10 @@ def analyze(results: RunResults) -> Analysis:
     # The controller ran the load: its machine's cores are the client's.
     cores = results.summary.environment.cores if results.summary else None
     databases = tuple(_database(db, cores) for db in results.databases)
-    first = databases[0] if databases else None
     comparisons = tuple(
         c
         for db in databases[1:]
-        for c in compare_databases(
-            databases[0], db, paired=bool(first and first.sliced and db.sliced)
-        )
+        for c in compare_databases(databases[0], db, paired=databases[0].sliced and db.sliced)
     )
     for db in databases[1:]:
         _note_other_machines(databases[0], db)

@@ -244,17 +244,11 @@ def search_rate(
     loads: list[LoadResult] = []
     deadline = time.monotonic() + budget_s
 
-    def probe_at(rate: float, *, again: bool = False, second: bool = False) -> Probe:
+    def probe_at(rate: float, which: str = "") -> Probe:
+        """A probe at ``rate``; ``which`` says why in its line ("": the search's next)."""
         result = run_probe(len(probes) + 1, rate, max(1, round(rate * hold_s)))
         loads.append(result)
         probes.append(judge(result.records, rate, rule, clients, _busy(result)))
-        which = (
-            "the highest passing rate again"
-            if again
-            else "the lowest failing rate again"
-            if second
-            else ""
-        )
         say(_line(len(probes), probes[-1], rule, which))
         return probes[-1]
 
@@ -264,7 +258,7 @@ def search_rate(
             stopped = "time budget"
             break
         try:
-            probe = probe_at(rate, second=search.looks(rate) > 0)
+            probe = probe_at(rate, "the lowest failing rate again" if search.looks(rate) else "")
         except KeysExhaustedError as exc:
             say(f"search stopped: {exc}")
             stopped = "key space"
@@ -287,7 +281,7 @@ def search_rate(
     confirmed = None
     rate = search.passing
     if stopped == "precision" and rate is not None and time.monotonic() + hold_s <= deadline:
-        confirmed = probe_at(rate, again=True).passed
+        confirmed = probe_at(rate, "the highest passing rate again").passed
     return SearchOutcome(
         tuple(probes), tuple(loads), search.passing, search.failing, stopped, confirmed
     )

@@ -97,10 +97,6 @@ class Kine(DatabaseKind):
         "serializable": "kine answers every read from its database: it refuses serializable ones",
     }
 
-    def quorum(self, members: int) -> int:
-        # its members share one SQL database: any one of them answers
-        return 1 if members else 0
-
     event_notes: ClassVar[Mapping[str, str]] = {
         "compact": "kine compacts by itself (--compact-interval) or when the apiserver's"
         " transaction asks; dbtester does not send it yet",
@@ -109,6 +105,10 @@ class Kine(DatabaseKind):
         "transfer_leader": "kine has no leader: it is one process",
         "upgrade": "not yet for kine",
     }
+
+    def quorum(self, members: int) -> int:
+        # its members share one SQL database: any one of them answers
+        return 1 if members else 0
 
     def default_description(self, version: str) -> str:
         return f"kine v{version} (SQLite)"

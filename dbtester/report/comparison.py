@@ -9,24 +9,26 @@ from dbtester.analyze.figures import SEARCH_ROWS
 from dbtester.analyze.sequential import interval_text
 from dbtester.analyze.stats import Change
 
-__all__ = ["change_parts", "describe_change", "headline", "method", "render_comparisons"]
+__all__ = ["change_parts", "describe_change", "headline", "method", "paired", "render_comparisons"]
 
-METHOD = (
-    "change of the mean against the baseline, its 95% interval and the p-value of"
-    " Welch's t-test over the trials; a verdict where p < 0.05, ~ where not"
-)
-#: interleave: slices: trial k of every database ran in round k
-PAIRED_METHOD = (
-    "change of the mean against the baseline, its 95% interval and the p-value of"
-    " a paired t-test over the rounds of slices (each round's difference one"
-    " observation); a verdict where p < 0.05, ~ where not"
-)
+
+def paired(analysis: Analysis) -> bool:
+    """Whether the comparisons paired round k's slices (interleave: slices)
+    rather than set independent trials against each other."""
+    return bool(analysis.comparisons) and all(c.change.paired for c in analysis.comparisons)
 
 
 def method(analysis: Analysis) -> str:
-    """How the comparisons were made: over rounds of slices, or independent trials."""
-    paired = analysis.comparisons and all(c.change.paired for c in analysis.comparisons)
-    return PAIRED_METHOD if paired else METHOD
+    """How the comparisons were made, in words."""
+    test = (
+        "a paired t-test over the rounds of slices (each round's difference one observation)"
+        if paired(analysis)
+        else "Welch's t-test over the trials"
+    )
+    return (
+        "change of the mean against the baseline, its 95% interval and the p-value of"
+        f" {test}; a verdict where p < 0.05, ~ where not"
+    )
 
 
 def render_comparisons(analysis: Analysis) -> str:
@@ -132,9 +134,7 @@ def headline(analysis: Analysis) -> list[str]:
             f" {_STOPPED.get(sequential.stopped, sequential.stopped)}."
         )
     else:
-        test = (
-            "a paired t-test over rounds" if method(analysis) == PAIRED_METHOD else "Welch's t-test"
-        )
+        test = "a paired t-test over rounds" if paired(analysis) else "Welch's t-test"
         lines.append(f"{trials} trials each; 95% intervals, {test}.")
     return lines
 
