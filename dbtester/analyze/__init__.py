@@ -205,7 +205,8 @@ def compare_databases(
 ) -> list[Compared]:
     """``other`` against ``baseline`` on each metric both have values for
     (by default COMPARED_BY_DEFAULT: a search's rows, where both searched, a
-    watch load's, where both watched, and DEFAULT_METRICS), significant
+    watch load's, where both watched, Kubernetes traffic's, where both ran
+    it, and DEFAULT_METRICS), significant
     where p < ``alpha``. ``paired``: trial k of each ran in round k of one
     run's slices, and only the rounds both have a value in are compared."""
     found = []

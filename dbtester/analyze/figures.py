@@ -758,6 +758,7 @@ def _operation_rows(data: DatabaseData, records: Records, figures: Figures) -> N
             v[operation_row(op, "Latency p50")] = float(p50)
             v[operation_row(op, "Latency p99")] = float(p99)
             v[operation_row(op, "Latency p99.9")] = float(p999)
+            v[operation_row(op, "Latency max")] = float(latency_ms.max())
 
 
 def _counter_rows(data: DatabaseData, records: Records, figures: Figures) -> None:

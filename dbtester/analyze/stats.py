@@ -38,6 +38,7 @@ import numpy as np
 from dbtester.results.requests import OPERATIONS
 from dbtester.workloads.kubernetes import (
     COMPACTION_ROWS,
+    COMPARED_ROWS,
     COUNTER_ROWS,
     EVENT_ROWS,
     EXPIRATION_ROWS,
@@ -50,6 +51,7 @@ __all__ = [
     "COMPARED_BY_DEFAULT",
     "CONFIDENCE",
     "DEFAULT_METRICS",
+    "KUBERNETES_METRICS",
     "METRICS",
     "SEARCH_METRICS",
     "WATCH_METRICS",
@@ -128,7 +130,10 @@ METRICS: Mapping[str, Metric] = {
             for op in OPERATIONS
             for metric in (
                 _speed(f"{op.upper()}-THROUGHPUT", "higher"),
-                *(_speed(f"{op.upper()}-Latency p{p}", "lower") for p in ("50", "99", "99.9")),
+                *(
+                    _speed(f"{op.upper()}-Latency {p}", "lower")
+                    for p in ("p50", "p99", "p99.9", "max")
+                ),
             )
         ),
         _resource("CONFLICT-COUNT"),
@@ -162,6 +167,10 @@ SEARCH_METRICS = ("MAX-SUSTAINABLE-THROUGHPUT", "LATENCY-AT-MAX-SUSTAINABLE")
 #: watched
 WATCH_METRICS = ("WATCH-LATENCY p50", "WATCH-LATENCY p99", "WATCH-EVENTS-MISSED")
 
+#: Kubernetes traffic's rows (workloads.kubernetes.COMPARED_ROWS): compared
+#: after a watch load's wherever both sides ran it
+KUBERNETES_METRICS = COMPARED_ROWS
+
 #: what a comparison shows unless told otherwise
 DEFAULT_METRICS = (
     "AVG-THROUGHPUT",
@@ -173,7 +182,7 @@ DEFAULT_METRICS = (
 
 #: compared, checked and gated when no metric is named, in this order, each
 #: where both sides have values
-COMPARED_BY_DEFAULT = SEARCH_METRICS + WATCH_METRICS + DEFAULT_METRICS
+COMPARED_BY_DEFAULT = SEARCH_METRICS + WATCH_METRICS + KUBERNETES_METRICS + DEFAULT_METRICS
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def format_value(row: str, value: float | int | str | None) -> str:
         return _FORMATS[row].format(value)
     if row.endswith("THROUGHPUT"):
         return f"{value:,.0f} req/sec"
-    if row.startswith(("Latency p", "WATCH-LATENCY p")):
+    if row.startswith(("Latency p", "WATCH-LATENCY p")) or row == "Latency max":
         return f"{value:.6f} ms"
     if row.endswith("CPU-USAGE"):
         return f"{value:.2f} %"

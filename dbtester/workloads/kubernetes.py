@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPACTION_ROWS",
+    "COMPARED_ROWS",
     "COUNTER_ROWS",
     "EVENT_ROWS",
     "EXPIRATION_ROWS",
@@ -66,9 +67,11 @@ EVENT_ROWS: Mapping[str, str] = {
 EXPIRATION_ROWS = ("EXPIRATIONS-P99-DURING-MS", "EXPIRATIONS-P99-OUTSIDE-MS")
 #: where events are kept, as the apiserver keeps them
 EVENTS_PREFIX = "/registry/events/"
-#: what lists delivered per second of the load: objects, and MB (10^6 bytes
-#: of replies), from the counters ``list_objects`` and ``list_bytes``
+#: what lists delivered per second of the load: pages, objects, and MB
+#: (10^6 bytes of replies), from the counters ``list_pages``,
+#: ``list_objects`` and ``list_bytes``
 LIST_RATE_ROWS: Mapping[str, tuple[str, float]] = {
+    "LIST-PAGES-PER-S": ("list_pages", 1.0),
     "LIST-OBJECTS-PER-S": ("list_objects", 1.0),
     "LIST-MB-PER-S": ("list_bytes", 1e-6),
 }
@@ -96,6 +99,16 @@ INFORMER_ROWS = (
 )
 #: its operations, as the records name them
 VERBS = ("get", "list", "create", "update", "delete", "event")
+#: compared between databases without being named (where both sides ran
+#: this traffic): each verb's p99, what contention and lists cost, and what
+#: compactions and informers saw
+COMPARED_ROWS = (
+    *(f"{verb.upper()}-Latency p99" for verb in VERBS if verb != "event"),
+    "UPDATE-CONFLICTS",
+    "LIST-OBJECTS-PER-S",
+    "COMPACTION-P99-DURING-MS",
+    "INFORMER-LAG-P99-MS",
+)
 #: the verbs that write an object
 _WRITES = ("create", "update", "delete")
 
@@ -383,10 +396,15 @@ def account_objects(
 ) -> Verification:
     """``found`` objects against the engine's table at the end of the load:
     the objects it saw created and not deleted, give or take those whose
-    last write's outcome is unknown (``objects_low`` .. ``objects_high``)."""
+    last write's outcome is unknown (``objects_low`` .. ``objects_high``);
+    and object by object, where the engine listed them after the load
+    (``objects_lost``: known to exist and missing; ``objects_unexpected``:
+    there and known to be gone, or never made), so that a lost object and
+    an unexpected one cannot cancel out in the count."""
     attempted = sum(counts.values())
     acknowledged = counts.get("ok", 0) + counts.get("conflict", 0)
     low, high = counters.get("objects_low", 0), counters.get("objects_high", 0)
+    lost, unexpected = max(0, low - found), max(0, found - high)
     return Verification(
         attempted=attempted,
         acknowledged=acknowledged,
@@ -395,6 +413,6 @@ def account_objects(
         expected_min=low,
         expected_max=high,
         found=found,
-        lost=max(0, low - found),
-        unexpected=max(0, found - high),
+        lost=max(lost, counters.get("objects_lost", 0)),
+        unexpected=max(unexpected, counters.get("objects_unexpected", 0)),
     )

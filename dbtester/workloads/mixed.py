@@ -33,7 +33,7 @@ MIN_MIXED_VALUE_SIZE = 32
 #: a load of more than one operation has these rows per operation, named
 #: <OPERATION>-<row> (READ-, UPDATE-, INSERT-, READ-MODIFY-WRITE-), over that
 #: operation's requests
-OPERATION_ROWS = ("THROUGHPUT", "Latency p50", "Latency p99", "Latency p99.9")
+OPERATION_ROWS = ("THROUGHPUT", "Latency p50", "Latency p99", "Latency p99.9", "Latency max")
 #: read-modify-writes that lost their race (an outcome, not an error)
 CONFLICT_ROW = "CONFLICT-COUNT"
 #: reads that found no key although it was written and acknowledged before

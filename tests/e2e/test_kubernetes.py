@@ -6,11 +6,14 @@ what etcd itself applied."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -19,11 +22,11 @@ import yaml
 from dbtester.analyze.compactions import compaction_values
 from dbtester.analyze.correctness import judge_informers
 from dbtester.databases import KINDS
-from dbtester.load.runner import LoadOptions, load_keys, run_load
+from dbtester.load.runner import LoadOptions, LoadResult, load_keys, run_load
 from dbtester.results import OPERATIONS, DatabaseLayout, InformerLags, Records
-from dbtester.workloads import workload_of
+from dbtester.workloads import Workload, workload_of
 from dbtester.workloads.kubernetes import VERBS
-from tests.standins.watch_proxy import DroppingProxy
+from tests.standins.watch_proxy import DroppingProxy, StallingProxy, WatchProxy
 from tests.support.cluster import VERSIONS, cluster, dbtester, settings_for
 from tests.support.poll import poll_until
 
@@ -95,6 +98,10 @@ def test_every_verb_runs_and_the_objects_are_verified(tmp_path: Path, installed_
     found = run["verification"]["found"]
     assert OBJECTS // 2 <= found <= OBJECTS * 3 // 2
     assert run["verification"]["expected_min"] <= found <= run["verification"]["expected_max"]
+    # ... object by object: a list after the load against the engine's table
+    assert counters["objects_lost"] == counters["objects_unexpected"] == 0, counters
+    assert figures["LIST-PAGES-PER-S"] > 0
+    assert figures["GET-Latency max"] >= figures["GET-Latency p99"]
     assert any("load phase wrote 200 keys" in note for note in run["notes"]), run["notes"]
 
 
@@ -305,6 +312,40 @@ def test_informers_converge_through_compactions_and_a_leader_kill(
     )
 
 
+def _behind_a_proxy(**keys: Any) -> Workload:
+    """A small Kubernetes load on 100 objects, without lists, for a proxy."""
+    base = {"objects": 100, "object_size": 128, "page_size": 30, "clients": 4}
+    return workload_of(
+        type="kubernetes",
+        **base,
+        connections=2,
+        list_proportion=0.0,
+        **{"compaction_interval": 0, **keys},
+    )
+
+
+P = TypeVar("P", bound=WatchProxy)
+T = TypeVar("T")
+
+
+def _through(
+    proxy: Callable[[str], P],
+    installed_home: Callable[..., Any],
+    tmp_path: Path,
+    workload: Workload,
+    seen: Callable[[P], T],
+) -> tuple[LoadResult, T]:
+    """``workload`` on a 1-member etcd, loaded directly and run through
+    ``proxy``, and what ``seen`` reads off the proxy at the end."""
+    home = installed_home("etcd", VERSIONS["etcd"])
+    with cluster("etcd", 1, tmp_path, home) as (peers, _):
+        load_keys("etcd", settings_for(peers, value_size=128), workload, QUIET)
+        with proxy(peers[0].address("client")) as standin:
+            settings = settings_for(peers, endpoints=(standin.endpoint,), value_size=128)
+            result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), QUIET)
+            return result, seen(standin)
+
+
 def test_the_informer_check_names_the_object_a_dropped_event_left(
     tmp_path: Path, installed_home
 ) -> None:
@@ -313,29 +354,10 @@ def test_the_informer_check_names_the_object_a_dropped_event_left(
     that missed it keeps the object to the end: its copy is not the fresh
     list, and check: {model: informer} names that informer and the object;
     the other informer, which saw everything, converged."""
-    home = installed_home("etcd", VERSIONS["etcd"])
-    with cluster("etcd", 1, tmp_path, home) as (peers, _):
-        workload = workload_of(
-            type="kubernetes",
-            requests=400,
-            objects=100,
-            object_size=128,
-            page_size=30,
-            clients=4,
-            connections=2,
-            get_proportion=0.1,
-            list_proportion=0.0,
-            create_proportion=0.2,
-            update_proportion=0.4,
-            delete_proportion=0.3,
-            compaction_interval=0,
-            informers=2,
-        )
-        load_keys("etcd", settings_for(peers, value_size=128), workload, QUIET)
-        with DroppingProxy(peers[0].address("client")) as proxy:
-            settings = settings_for(peers, endpoints=(proxy.endpoint,), value_size=128)
-            result = run_load("etcd", settings, workload, DatabaseLayout(tmp_path / "out"), QUIET)
-            dropped = proxy.dropped
+    shape = {"get_proportion": 0.1, "create_proportion": 0.2, "update_proportion": 0.4}
+    workload = _behind_a_proxy(requests=400, delete_proportion=0.3, informers=2, **shape)
+    proxy = DroppingProxy
+    result, dropped = _through(proxy, installed_home, tmp_path, workload, lambda p: p.dropped)
     assert dropped is not None, "no delete event passed the proxy"
     key, _ = dropped
     assert result.records.counts().get("ok", 0) > 0
@@ -351,6 +373,29 @@ def test_the_informer_check_names_the_object_a_dropped_event_left(
     assert judged.violation is not None and judged.violated_keys == 1
     assert judged.violation.key == f"informer {wrong[0]}"
     assert key in judged.violation.reason
+
+
+def test_an_informer_whose_watch_was_compacted_away_lists_again(
+    tmp_path: Path, installed_home
+) -> None:
+    """One informer watches a real etcd, compacted every second, through a
+    proxy that holds its watch for 3 s after the first event and then ends
+    it, as a stalled connection would: the informer resumes from one past
+    the last revision it saw, etcd answers that the revision was compacted
+    away, the informer lists again, and it still ends on exactly the
+    objects there are."""
+    workload = _behind_a_proxy(
+        requests=1400, rate=200, get_proportion=0.2, compaction_interval=1, informers=1
+    )
+    proxy = functools.partial(StallingProxy, hold_s=3.0)
+    result, stalled = _through(proxy, installed_home, tmp_path, workload, lambda p: p.stalled)
+    assert stalled is not None, "no watch event passed the proxy"
+    assert len(result.compactions) >= 3, result.compactions
+    # the compaction that took the informer's resume point: one after the stall
+    assert max(c.revision for c in result.compactions) > stalled + 1
+    [informer] = result.informers
+    assert informer.relists >= 1 and informer.resumes >= 1, informer
+    assert informer.converged and not informer.problems, informer
 
 
 def test_events_are_leased_and_expire_with_their_lease(tmp_path: Path, installed_home) -> None:

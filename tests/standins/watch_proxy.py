@@ -1,7 +1,7 @@
-"""A gRPC proxy in front of a real etcd that drops one watch event: the
-first delete event any Watch stream carries. Every other call, and every
-other event, passes through unchanged, so everything the engine does is
-answered by etcd itself.
+"""gRPC proxies in front of a real etcd that each spoil one watch, so that
+everything else the engine does is answered by etcd itself.
+
+``DroppingProxy`` drops the first delete event any Watch stream carries:
 
     with DroppingProxy(etcd_endpoint) as proxy:
         ... proxy.endpoint ...  # "127.0.0.1:PORT"
@@ -10,27 +10,35 @@ answered by etcd itself.
 Names are never reused by a Kubernetes load, so an informer that misses a
 delete keeps that object to the end, where its copy is compared with a
 fresh list: the check must then name the object.
+
+``StallingProxy`` holds the first Watch stream that carries an event: it
+passes that reply, then nothing more for ``hold_s`` seconds, then ends the
+stream as a dropped connection would (UNAVAILABLE). A watcher that
+resumes from one past the last revision it saw then finds that revision
+compacted away, if the database compacted meanwhile: an informer lists again.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import grpc
 
 from dbtester.proto import etcd_pb2 as pb
 
-__all__ = ["DroppingProxy"]
+__all__ = ["DroppingProxy", "StallingProxy", "WatchProxy"]
 
 WATCH = "/etcdserverpb.Watch/Watch"
 
 
-class DroppingProxy(grpc.GenericRpcHandler):
-    """Forwards every unary call and the Watch stream to ``upstream``."""
+class WatchProxy(grpc.GenericRpcHandler):
+    """Forwards every unary call and the Watch stream to ``upstream``; a
+    subclass spoils the stream (``_passed``, ``_holds``)."""
 
     def __init__(self, upstream: str) -> None:
         self._channel = grpc.insecure_channel(upstream)
@@ -38,13 +46,12 @@ class DroppingProxy(grpc.GenericRpcHandler):
         self._server.add_generic_rpc_handlers((self,))
         self._port = self._server.add_insecure_port("127.0.0.1:0")
         self._lock = threading.Lock()
-        self.dropped: tuple[str, int] | None = None
 
     @property
     def endpoint(self) -> str:
         return f"127.0.0.1:{self._port}"
 
-    def __enter__(self) -> DroppingProxy:
+    def __enter__(self) -> Self:
         self._server.start()
         return self
 
@@ -88,12 +95,33 @@ class DroppingProxy(grpc.GenericRpcHandler):
         context.add_callback(cancel)
         try:
             for raw in call:
-                yield self._without_one_delete(raw)
+                yield self._passed(raw)
+                if (hold_s := self._holds(raw)) is not None:
+                    time.sleep(hold_s)
+                    call.cancel()
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "the proxy stalled this watch")
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
                 context.abort(exc.code(), exc.details() or "")
 
-    def _without_one_delete(self, raw: bytes) -> bytes:
+    def _passed(self, raw: bytes) -> bytes:
+        """What the watcher gets of the reply ``raw``."""
+        return raw
+
+    def _holds(self, raw: bytes) -> float | None:
+        """Seconds to hold the stream after ``raw``, then end it (None: go on)."""
+        return None
+
+
+class DroppingProxy(WatchProxy):
+    """Drops the first delete event any Watch stream carries (``dropped``:
+    its key and mod_revision)."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.dropped: tuple[str, int] | None = None
+
+    def _passed(self, raw: bytes) -> bytes:
         with self._lock:
             if self.dropped is not None:
                 return raw
@@ -104,3 +132,23 @@ class DroppingProxy(grpc.GenericRpcHandler):
                     del reply.events[i]
                     return reply.SerializeToString()
             return raw
+
+
+class StallingProxy(WatchProxy):
+    """Holds, then ends, the first Watch stream that carries an event
+    (``stalled``: the revision of the last event it passed)."""
+
+    def __init__(self, upstream: str, hold_s: float) -> None:
+        super().__init__(upstream)
+        self._hold_s = hold_s
+        self.stalled: int | None = None
+
+    def _holds(self, raw: bytes) -> float | None:
+        with self._lock:
+            if self.stalled is not None:
+                return None
+            reply = pb.WatchResponse.FromString(raw)
+            if not reply.events:
+                return None
+            self.stalled = reply.events[-1].kv.mod_revision
+            return self._hold_s

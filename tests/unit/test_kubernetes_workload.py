@@ -4,15 +4,18 @@ its objects accounted for, and its counters turned into table rows."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from dbtester.analyze import DatabaseAnalysis, compare_databases
 from dbtester.analyze.compactions import compaction_values, overlapping
 from dbtester.analyze.data import DatabaseData
 from dbtester.analyze.expirations import expiration_values
-from dbtester.analyze.figures import compute, table_rows
+from dbtester.analyze.figures import Figures, compute, table_rows
 from dbtester.analyze.informers import informer_values
+from dbtester.compare import check_metrics
 from dbtester.databases.base import LoadSettings
 from dbtester.load import native
 from dbtester.results import (
@@ -25,7 +28,7 @@ from dbtester.results import (
     Records,
 )
 from dbtester.workloads import Workload, workload_of
-from dbtester.workloads.kubernetes import account_objects
+from dbtester.workloads.kubernetes import COMPARED_ROWS, account_objects
 
 START = 1_800_000_000.0
 
@@ -82,6 +85,16 @@ def test_objects_found_are_held_to_the_tables_bounds(
     assert (v.attempted, v.acknowledged, v.unknown) == (510, 507, 3)
     assert (v.expected_min, v.expected_max) == (95, 98)
     assert (v.lost, v.unexpected, v.ok) == (lost, unexpected, lost == unexpected == 0)
+
+
+def test_a_lost_object_and_an_unexpected_one_do_not_cancel_out() -> None:
+    """The count is within bounds, but the engine's list after the load
+    found one object known to exist missing and one known to be gone."""
+    counters = {"objects_low": 95, "objects_high": 98, "objects_lost": 1, "objects_unexpected": 1}
+    v = account_objects({"ok": 500, "conflict": 7, "timeout": 3}, 96, counters)
+    assert (v.lost, v.unexpected, v.ok) == (1, 1, False)
+    clean = {**counters, "objects_lost": 0, "objects_unexpected": 0}
+    assert account_objects({"ok": 500}, 96, clean).ok
 
 
 def test_the_counters_are_rows_and_list_rates_are_per_second_of_load() -> None:
@@ -316,3 +329,30 @@ def test_compactions_expirations_and_informer_lag_are_drawn_per_database(tmp_pat
     boxes = [b for b in _plot(chart, ["etcd"], [figures]).center if isinstance(b, BoxAnnotation)]
     (window,) = figures.windows
     assert [(b.left, b.right) for b in boxes] == [(window.start_s, window.end_s)]
+
+
+def _column(db: str, rows: dict[str, float]) -> DatabaseAnalysis:
+    """A database of three trials whose rows are ``rows`` plus 0, 1 and 2 %."""
+    unsliced = SimpleNamespace(slice_s=None)
+    trials = tuple(SimpleNamespace(trial=k, record=unsliced) for k in (1, 2, 3))
+    figures = tuple(
+        Figures(values={row: value * (1 + k / 100) for row, value in rows.items()})
+        for k in range(3)
+    )
+    return DatabaseAnalysis(db, db, trials, figures, Figures(), {})  # type: ignore[arg-type]
+
+
+def test_kubernetes_rows_are_compared_without_being_named() -> None:
+    """Where both ran Kubernetes traffic, its rows are compared by default
+    (before the usual ones); a key-value run has none to compare."""
+    traffic = {"UPDATE-Latency p99": 10.0, "UPDATE-CONFLICTS": 40.0, "AVG-THROUGHPUT": 900.0}
+    slower = {row: value * 2 for row, value in traffic.items()}
+    compared = compare_databases(_column("a", traffic), _column("b", slower))
+    rows = [c.change.metric.row for c in compared]
+    assert rows == ["UPDATE-Latency p99", "UPDATE-CONFLICTS", "AVG-THROUGHPUT"]
+    assert [c.change.significant for c in compared] == [True, True, True]
+    plain = compare_databases(
+        _column("a", {"AVG-THROUGHPUT": 900.0}), _column("b", {"AVG-THROUGHPUT": 950.0})
+    )
+    assert [c.change.metric.row for c in plain] == ["AVG-THROUGHPUT"]
+    assert set(COMPARED_ROWS) <= set(check_metrics(()))  # compare's and history's default

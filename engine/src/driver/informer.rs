@@ -20,8 +20,8 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::kubernetes::{Listed, pages};
-use crate::outcome::{EngineError, Outcome};
+use crate::driver::kubernetes::{Snapshot, list_all};
+use crate::outcome::EngineError;
 use crate::plan::{Plan, Step};
 use crate::protocols::{News, ObjectEvent, Protocol};
 use crate::workload::Workload;
@@ -65,17 +65,9 @@ impl Informed {
     }
 }
 
-/// The objects at one revision: each key's mod_revision.
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    pub revision: i64,
-    pub objects: HashMap<Bytes, i64>,
-}
-
 /// The run's informers: started before the measured load, finished after.
 pub struct Informers<P: Protocol> {
     proto: Arc<P>,
-    workload: Arc<Workload>,
     tasks: Vec<JoinHandle<Informed>>,
     target: watch::Sender<Option<Arc<Snapshot>>>,
     stop: CancellationToken,
@@ -119,7 +111,6 @@ impl<P: Protocol + 'static> Informers<P> {
             .collect();
         let informers = Informers {
             proto,
-            workload,
             tasks,
             target,
             stop,
@@ -139,19 +130,13 @@ impl<P: Protocol + 'static> Informers<P> {
         Ok(Some(informers))
     }
 
-    /// Lists the objects once more and has every informer catch up to that
-    /// list's revision and compare its copy, waiting `wait` at most; what
-    /// each did.
-    pub async fn finish(self, wait: Duration) -> Vec<Informed> {
-        if let Some(objects) = self.workload.objects() {
-            let deadline = Instant::now() + wait;
-            while Instant::now() < deadline {
-                if let Ok(snapshot) = list_all(&*self.proto, 0, objects).await {
-                    let _ = self.target.send(Some(Arc::new(snapshot)));
-                    break;
-                }
-                tokio::time::sleep(RETRY).await;
-            }
+    /// Has every informer catch up to the revision of `last` (the objects
+    /// listed once more after the load; None: that list failed, and no
+    /// informer can converge) and compare its copy, waiting `wait` at most;
+    /// what each did.
+    pub async fn finish(self, last: Option<Arc<Snapshot>>, wait: Duration) -> Vec<Informed> {
+        if last.is_some() {
+            let _ = self.target.send(last);
         }
         let stop = self.stop.clone();
         let stopper = tokio::spawn(async move {
@@ -168,25 +153,6 @@ impl<P: Protocol + 'static> Informers<P> {
         }
         informed
     }
-}
-
-/// Every object from a list at the latest revision, as the measured lists
-/// page it (made again whole if its revision is compacted away first).
-async fn list_all<P: Protocol>(
-    proto: &P,
-    conn: usize,
-    objects: &Objects,
-) -> Result<Snapshot, Outcome> {
-    let mut snapshot = Snapshot::default();
-    pages(proto, conn, objects, |listed| match listed {
-        Listed::Restarted => snapshot = Snapshot::default(),
-        Listed::Page(page, at) => {
-            snapshot.revision = at;
-            snapshot.objects.extend(page.objects);
-        }
-    })
-    .await?;
-    Ok(snapshot)
 }
 
 /// How a watch ended.
@@ -378,6 +344,8 @@ fn compare(cache: &Cache, snapshot: &Snapshot, informed: &mut Informed) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::kubernetes::last_list;
+    use crate::outcome::Outcome;
     use crate::protocols::Page;
 
     fn event(key: &'static str, revision: i64, deleted: bool) -> ObjectEvent {
@@ -595,13 +563,16 @@ mod tests {
             .build()
             .unwrap();
         let informed = runtime.block_on(async {
-            let informers = Informers::<Compacting>::start(&plan, (), workload)
+            let informers = Informers::<Compacting>::start(&plan, (), workload.clone())
                 .await
                 .expect("started")
                 .expect("one informer");
             let watches = informers.proto.watches.lock().unwrap().clone();
             assert_eq!(watches.first(), Some(&5)); // one past the first list's 4
-            informers.finish(Duration::from_secs(10)).await
+            let objects = workload.objects().expect("objects");
+            let wait = Duration::from_secs(10);
+            let last = last_list(&*informers.proto, objects, wait).await;
+            informers.finish(last.map(Arc::new), wait).await
         });
         let [one] = informed.as_slice() else {
             panic!("one informer: {informed:?}");

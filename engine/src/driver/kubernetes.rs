@@ -7,6 +7,7 @@
 //! another client deleted first ends `conflict` (the apiserver's NotFound):
 //! the database doing its job, not an error.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -195,6 +196,56 @@ pub(crate) async fn pages<P: Protocol>(
             }
             _ => return Ok(()),
         }
+    }
+}
+
+/// The objects at one revision: each key's mod_revision.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub revision: i64,
+    pub objects: HashMap<Bytes, i64>,
+}
+
+/// Every object from a list at the latest revision, as the measured lists
+/// page it (made again whole if its revision is compacted away first).
+pub(crate) async fn list_all<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    objects: &Objects,
+) -> Result<Snapshot, Outcome> {
+    let mut snapshot = Snapshot::default();
+    pages(proto, conn, objects, |listed| match listed {
+        Listed::Restarted => snapshot = Snapshot::default(),
+        Listed::Page(page, at) => {
+            snapshot.revision = at;
+            snapshot.objects.extend(page.objects);
+        }
+    })
+    .await?;
+    Ok(snapshot)
+}
+
+/// How long the last list waits before it is asked again.
+const LAST_LIST_RETRY: Duration = Duration::from_millis(100);
+
+/// The objects once the load is over, listed on a connection of its own
+/// and asked again for up to `wait` (a cluster may be electing a leader);
+/// None when no list answered. The table is audited against it and the
+/// informers converge on it.
+pub async fn last_list<P: Protocol>(
+    proto: &P,
+    objects: &Objects,
+    wait: Duration,
+) -> Option<Snapshot> {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Ok(snapshot) = list_all(proto, 0, objects).await {
+            return Some(snapshot);
+        }
+        if Instant::now() + LAST_LIST_RETRY >= deadline {
+            return None;
+        }
+        tokio::time::sleep(LAST_LIST_RETRY).await;
     }
 }
 

@@ -120,6 +120,7 @@ pub async fn run<P: Protocol>(
         clock,
         watch: watch.clone(),
     };
+    let last_options = options.clone();
     let result = match (&watch, shared.plan.watch) {
         (Some(log), Some(watch_plan)) => {
             watched::<P>(&shared, options, log.clone(), watch_plan).await
@@ -137,17 +138,27 @@ pub async fn run<P: Protocol>(
     if let Some(expiry) = expiry {
         let _ = expiry.await;
     }
-    // After the compactor: the informers' end is judged on objects at rest.
-    let informed = match informers {
-        Some(informers) => informers.finish(wait).await,
-        None => Vec::new(),
-    };
-    grace.abort();
     let run_objects = shared
         .workload
         .objects()
         .filter(|objects| objects.phase() == KubernetesPhase::Run);
-    let counters = run_objects.map(Objects::counters).unwrap_or_default();
+    // After the compactor, on objects at rest: one list, against which the
+    // table is audited and the informers converge.
+    let last = match run_objects.filter(|_| result.is_ok()) {
+        Some(objects) => last_list::<P>(&shared.plan, &last_options, objects, wait).await,
+        None => None,
+    };
+    let informed = match informers {
+        Some(informers) => informers.finish(last.clone(), wait).await,
+        None => Vec::new(),
+    };
+    grace.abort();
+    let mut counters = run_objects.map(Objects::counters).unwrap_or_default();
+    if let (Some(objects), Some(last)) = (run_objects, &last) {
+        let audit = objects.audit(last.objects.keys().map(|key| &key[..]));
+        counters.push(("objects_lost", audit.lost));
+        counters.push(("objects_unexpected", audit.unexpected));
+    }
     let compactions = run_objects
         .map(Objects::compactions)
         .unwrap_or_default()
@@ -186,6 +197,20 @@ pub async fn run<P: Protocol>(
         informed,
         expirations,
     })
+}
+
+/// The objects listed once the load is over, on a connection of its own
+/// (None: none could be opened, or no list answered within `wait`).
+async fn last_list<P: Protocol>(
+    plan: &Plan,
+    options: &P::Options,
+    objects: &Objects,
+    wait: Duration,
+) -> Option<Arc<kubernetes::Snapshot>> {
+    let proto = open_one::<P>(plan, options).await.ok()?;
+    let last = kubernetes::last_list(&proto, objects, wait).await;
+    proto.close().await;
+    last.map(Arc::new)
 }
 
 /// One connection of its own, for a task beside the measured steps.

@@ -16,7 +16,7 @@
 //! its own, with a lease the apiserver's way (`LeaseBook`), and expires
 //! with it; expirations are counted per second as a watcher sees them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -292,6 +292,16 @@ pub struct Objects {
 pub struct Expected {
     pub low: u64,
     pub high: u64,
+}
+
+/// The objects a list found after the load against the table: those the
+/// table knows to exist that the list lacks, and those it lists that the
+/// table knows to be gone or never heard of. An object whose last write's
+/// outcome is unknown may be either.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Audit {
+    pub lost: u64,
+    pub unexpected: u64,
 }
 
 impl Objects {
@@ -639,6 +649,31 @@ impl Objects {
         }
     }
 
+    /// The keys `listed` after the load (every object of the traffic's
+    /// prefix) against what the table knows of each.
+    pub fn audit<'k>(&self, listed: impl IntoIterator<Item = &'k [u8]>) -> Audit {
+        let table = self.table();
+        let mut audit = Audit::default();
+        let mut found = HashSet::new();
+        for key in listed {
+            let known = self.number_of(key).and_then(|n| {
+                found.insert(n);
+                table.slots.get(&n)
+            });
+            if !known.is_some_and(|slot| slot.mod_revision > 0 || slot.doubt.is_some()) {
+                audit.unexpected += 1;
+            }
+        }
+        audit.lost = table
+            .slots
+            .iter()
+            .filter(|(n, slot)| {
+                slot.mod_revision > 0 && slot.doubt.is_none() && !found.contains(*n)
+            })
+            .count() as u64;
+        audit
+    }
+
     /// The counts for the records: conflicts, retries, skipped verbs, list
     /// pages, objects and bytes, and the objects the end must find.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -821,6 +856,34 @@ mod tests {
         };
         objects.saw(&later, 21, Some(19));
         assert_eq!(objects.expected(), Expected { low: 5, high: 5 });
+    }
+
+    #[test]
+    fn the_audit_names_objects_lost_and_unexpected_but_not_doubted_ones() {
+        let objects =
+            Objects::new(&plan(KubernetesPhase::Run, 4, [0.0, 0.0, 1.0, 0.0, 0.0]), 3).unwrap();
+        found(&objects, 4);
+        let key = |n: u64| {
+            let mut key = Vec::new();
+            objects.key_into(n, &mut key);
+            key
+        };
+        let all: Vec<Vec<u8>> = (0..4).map(key).collect();
+        fn keys(listed: &[Vec<u8>]) -> Vec<&[u8]> {
+            listed.iter().map(Vec::as_slice).collect()
+        }
+        assert_eq!(objects.audit(keys(&all)), Audit::default());
+        // Object 2 missing, a stranger (9) and a key of no object listed.
+        let mut wrong: Vec<Vec<u8>> = vec![key(0), key(1), key(3), key(9)];
+        wrong.push(b"/registry/pods/ns-0/not-an-object".to_vec());
+        let audit = objects.audit(keys(&wrong));
+        assert_eq!((audit.lost, audit.unexpected), (1, 2));
+        // A create of unknown outcome (object 4) may be there or not.
+        let create = objects.draw(1);
+        objects.failed(&create);
+        let with_it: Vec<Vec<u8>> = (0..5).map(key).collect();
+        assert_eq!(objects.audit(keys(&with_it)), Audit::default());
+        assert_eq!(objects.audit(keys(&all)), Audit::default());
     }
 
     #[test]
