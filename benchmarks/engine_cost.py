@@ -11,10 +11,17 @@ cross-database table is seen to compare databases, not clients.
     python benchmarks/engine_cost.py [--requests 20000] [--rounds 3] [--kinds etcd zookeeper consul]
     python benchmarks/engine_cost.py --memory 3000000   # peak RSS of a 3M-request read run
     python benchmarks/engine_cost.py --kubernetes [--requests 20000]   # etcd: put, range, each verb
+    python benchmarks/engine_cost.py --locks [--requests 20000]   # etcd: acquisition, keep-alive
 
 With --kubernetes, on etcd only: the same put and range beside each verb of
 type: kubernetes alone (get, list, create, update, delete; 2 KB objects;
 lists of 1,000 objects, two pages of 500), interleaved round by round.
+
+With --locks, on etcd only: put beside an acquisition of type: lock (100
+lockers over 1,000 locks, held 0 ms: acquire, then release), and a
+keep-alive: the CPU of 1,000 lockers taking one acquisition each over 12 s,
+their leases of 3 s kept alive every second, less that of the same run with
+leases of an hour (none kept alive within it), per keep-alive sent.
 
 Run it alone on the machine: client and server share the cores.
 """
@@ -154,6 +161,74 @@ def kubernetes(requests: int, rounds: int) -> None:
         print(f"{op:6}: {rate:9,.0f} req/s  {us:6.1f} us CPU/request, {us / put:.2f}x put's")
 
 
+#: type: lock's cost: lockers and locks of an acquisition's run; the idle
+#: lockers, their run's length and their short TTL of a keep-alive's
+LOCKERS, LOCKS = 100, 1000
+IDLE_LOCKERS, IDLE_S, SHORT_TTL_S = 1000, 12.0, 3
+
+
+def measure_lock(requests: int, ttl_s: int, out: Path, lockers: int, rate: float = 0.0) -> Figure:
+    """A lock load against a fresh etcd: ``requests`` acquisitions by ``lockers``."""
+    server = FreshServer("etcd", VERSIONS["etcd"], CONNECTIONS)
+    load = workload_of(
+        type="lock",
+        requests=requests,
+        lockers=lockers,
+        locks=LOCKS,
+        hold_ms=0,
+        ttl=ttl_s,
+        rate=rate,
+        request_timeout_s=30,
+    )
+    try:
+        settings = LoadSettings((server.endpoint,), {}, 256, 0, "linearizable", 10.0)
+        result = run_load("etcd", settings, load, DatabaseLayout(out), LoadOptions(progress=None))
+    finally:
+        server.stop()
+    if result.errors:
+        raise SystemExit(f"etcd lock: errors {result.records.counts()}")
+    records = result.records
+    span = int((records.due_ns + records.latency_ns).max() - records.due_ns.min())
+    return Figure("etcd", "acquire", requests, span / 1e9, result.cpu_seconds)
+
+
+def locks(requests: int, rounds: int) -> None:
+    """Put, an acquisition, and idle lockers with short and long TTLs,
+    interleaved; medians, and a keep-alive's cost from the idle pair."""
+    put: list[float] = []
+    acquire: list[Figure] = []
+    keep_alive: list[float] = []
+    # one acquisition per locker over the run: every locker opens its session
+    idle, idle_rate = IDLE_LOCKERS, IDLE_LOCKERS / IDLE_S
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(rounds):
+            out = Path(scratch) / str(round_)
+            figure, _ = measure("etcd", "write", requests, out / "put")
+            put.append(figure.us_per_request)
+            acquired = measure_lock(requests, 60, out / "acquire", LOCKERS)
+            acquire.append(acquired)
+            short, long = (
+                measure_lock(idle, ttl, out / f"idle-{ttl}", IDLE_LOCKERS, rate=idle_rate)
+                for ttl in (SHORT_TTL_S, 3600)
+            )
+            # keep-alives every TTL / 3 = 1 s for each locker through the run
+            sent = IDLE_LOCKERS * short.seconds * 3 / SHORT_TTL_S
+            keep_alive.append(1e6 * (short.cpu_s - long.cpu_s) / sent)
+            print(
+                f"round {round_ + 1}: put {figure.us_per_request:5.1f} us CPU/request,"
+                f" acquire {acquired.us_per_request:5.1f} us ({acquired.rate:,.0f}/s),"
+                f" keep-alive {keep_alive[-1]:5.2f} us",
+                flush=True,
+            )
+    base = statistics.median(put)
+    us = statistics.median(f.us_per_request for f in acquire)
+    rate = statistics.median(f.rate for f in acquire)
+    print()
+    print(f"put:        {base:6.1f} us CPU/request")
+    print(f"acquire:    {us:6.1f} us CPU/acquisition ({rate:,.0f}/s), {us / base:.2f}x put's")
+    print(f"keep-alive: {statistics.median(keep_alive):6.2f} us CPU each")
+
+
 def memory(requests: int) -> None:
     """A read run of ``requests`` against one etcd: this process's peak RSS."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -173,9 +248,12 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", default=list(VERSIONS), choices=list(VERSIONS))
     parser.add_argument("--memory", type=int, default=0, metavar="REQUESTS")
     parser.add_argument("--kubernetes", action="store_true", help="etcd: put, range and each verb")
+    parser.add_argument("--locks", action="store_true", help="etcd: an acquisition, a keep-alive")
     args = parser.parse_args()
     if args.kubernetes:
         kubernetes(args.requests, args.rounds)
+    elif args.locks:
+        locks(args.requests, args.rounds)
     elif args.memory:
         memory(args.memory)
     else:

@@ -81,6 +81,15 @@ class KubernetesPlan(TypedDict):
     lease_reuse_s: float
     lease_max_objects: int
 
+class LockPlan(TypedDict):
+    # lock n is <prefix>lock-<n>/, under which each locker's recipe makes its
+    # key (etcd: <name><lease in hex>, on its lease); each acquisition holds
+    # its lock hold_s, on a session of ttl_s each locker opens before the load
+    prefix: str
+    count: int
+    hold_s: float
+    ttl_s: int
+
 class TlsPlan(TypedDict):
     # PEM text, checked when the plan is; errors name the key, never its text
     ca: str  # one or more CA certificates the servers' must chain to
@@ -117,6 +126,8 @@ class Plan(TypedDict):
     auth: NotRequired[dict[str, str] | None]
     # Kubernetes' objects and traffic (type: kubernetes) instead of keys and mix
     objects: NotRequired[KubernetesPlan | None]
+    # locks contended for (type: lock) instead of keys and mix
+    locks: NotRequired[LockPlan | None]
 
 class WatchResult(TypedDict):
     watcher: npt.NDArray[np.uint16]
@@ -153,7 +164,7 @@ class Result(TypedDict):
     code: npt.NDArray[np.uint8]
     step: npt.NDArray[np.uint16]
     # 0 read, 1 update, 2 insert, 3 read-modify-write, 4 get, 5 list, 6 create,
-    # 7 delete (OPERATIONS)
+    # 7 delete, 8 event, 9 acquire (OPERATIONS)
     op: npt.NDArray[np.uint8]
     # 1: an open-loop request that found every client busy at its due time and
     # waited for one (the open loop's queue); 0: sent as soon as it was due, so
@@ -165,6 +176,9 @@ class Result(TypedDict):
     check: NotRequired[CheckResult]  # plans with checked clients only
     # what the workload counted beside the records (type: kubernetes; else empty)
     counters: dict[str, int]
+    # type: lock: every acquisition: (lock, locker, acquire sent, acquired,
+    # release begun (0: never), fencing token), unix ns on the records' clock
+    holds: list[tuple[int, int, int, int, int, int]]
 
 @final
 class Load:

@@ -31,18 +31,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from dbtester.analyze.linearizable import KeyCheck, Operation, check_history
+from dbtester.analyze.locks import lock_problems
 from dbtester.results import (
     CheckedOperationRecord,
     CheckedOperations,
     CorrectnessRecord,
     InformerRecord,
+    LockHolds,
     ViolationRecord,
     WatchCheckRecord,
     WatchEvents,
 )
 from dbtester.results.checked import ENDED_OK, NO_MEMBER
 
-__all__ = ["FaultSpan", "describe", "judge", "judge_informers", "judge_watch"]
+__all__ = ["FaultSpan", "describe", "judge", "judge_informers", "judge_locks", "judge_watch"]
 
 #: a read of bytes no checked client wrote (the engine's GARBLED)
 _GARBLED = 2**64 - 1
@@ -242,6 +244,27 @@ def judge_informers(informers: Sequence[InformerRecord], *, on_violation: str) -
     )
 
 
+def judge_locks(holds: LockHolds, *, on_violation: str) -> CorrectnessRecord:
+    """The verdict on a lock load's acquisitions (model lock): the first
+    lock held by two at once, or whose fencing token did not rise."""
+    problems = lock_problems(holds)
+    first = problems[0] if problems else None
+    return CorrectnessRecord(
+        model="lock",
+        clients=len(np.unique(holds.locker)),
+        keys=len(holds.locks()),
+        on_violation=on_violation,
+        operations=len(holds),
+        linearizable_keys=len(holds.locks()) - len(problems),
+        violated_keys=len(problems),
+        violation=(
+            ViolationRecord(key=f"lock {first.lock}", reason=first.reason, operations=())
+            if first is not None
+            else None
+        ),
+    )
+
+
 def _informer_violation(number: int, informer: InformerRecord) -> ViolationRecord:
     if informer.problems:
         more = informer.problem_count - 1
@@ -257,6 +280,10 @@ def describe(record: CorrectnessRecord) -> str:
         if record.violation is not None:
             return f"VIOLATED ({record.violated_keys} of {record.clients} informers)"
         return f"informers held ({record.operations:,} events)"
+    if record.model == "lock":
+        if record.violation is not None:
+            return f"VIOLATED ({record.violated_keys} of {record.keys} locks)"
+        return f"locks held exclusively ({record.operations:,} acquisitions)"
     if record.watch is not None:
         watch = record.watch
         if watch.violated_watchers:

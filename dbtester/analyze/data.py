@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dbtester.results import DatabaseRecord, InformerLags, Records, TrialResults, WatchEvents
+from dbtester.results import (
+    DatabaseRecord,
+    InformerLags,
+    LockHolds,
+    Records,
+    TrialResults,
+    WatchEvents,
+)
 
 __all__ = ["DatabaseData", "prepare"]
 
@@ -30,6 +37,8 @@ class DatabaseData:
     companions: tuple[tuple[str, pd.DataFrame], ...] = ()
     #: type: kubernetes: its informers' event lags (None without informers)
     informer_lags: InformerLags | None = None
+    #: type: lock: every acquisition (None for the other types)
+    lock_holds: LockHolds | None = None
 
     @property
     def load_start(self) -> float:
@@ -79,4 +88,5 @@ def prepare(
         tuple(hosts),
         companions,
         db.informer_lags,
+        db.lock_holds,
     )

@@ -28,6 +28,7 @@ from dbtester.analyze.faults import (
 )
 from dbtester.analyze.heatmap import Heatmap, latency_heatmap
 from dbtester.analyze.informers import informer_values, p99_by_informer
+from dbtester.analyze.locks import lock_values
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import (
     NOT_ERRORS,
@@ -46,6 +47,7 @@ from dbtester.workloads.kubernetes import (
     INFORMER_ROWS,
     LIST_RATE_ROWS,
 )
+from dbtester.workloads.lock import LOCK_ROWS
 from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS, STALE_ROW
 from dbtester.workloads.watch import WATCH_PERCENTILES, WatchWorkload
 
@@ -348,6 +350,7 @@ def _operation_table_rows(figures: Sequence[Figures]) -> list[str]:
         *EVENT_ROWS,
         *EXPIRATION_ROWS,
         *LIST_RATE_ROWS,
+        *LOCK_ROWS,
     )
     return rows + [row for row in counted if row in have]
 
@@ -693,6 +696,9 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     _latency_by_key(records.latency_ns, done_s, ok, figures)
     _operation_rows(data, records, figures)
     _counter_rows(data, records, figures)
+    if data.lock_holds is not None:
+        counters = data.record.load.counters if data.record.load is not None else {}
+        figures.values.update(lock_values(data.lock_holds, counters))
     _schedule_lag(data, records, figures)
     _client_metrics(data, figures)
     # A failure is timed by when the request was sent: a timeout completes only
@@ -1132,11 +1138,13 @@ def _correctness(data: DatabaseData, figures: Figures) -> None:
     figures.values["CORRECTNESS"] = describe_correctness(record)
     violation = record.violation
     where = f", during {violation.during_fault}" if violation and violation.during_fault else ""
-    if record.model == "informer":
+    if record.model in ("informer", "lock"):
+        judged = "informers" if record.model == "informer" else "locks"
+        of = record.clients if record.model == "informer" else record.keys
         if violation is not None:
             figures.notes.append(
-                f"{data.label}: INFORMERS BROKEN: {violation.key}: {violation.reason}"
-                f" ({record.violated_keys} of {record.clients} informers wrong)"
+                f"{data.label}: {judged.upper()} BROKEN: {violation.key}: {violation.reason}"
+                f" ({record.violated_keys} of {of} {judged} wrong)"
             )
         return
     if record.watch is not None:

@@ -45,6 +45,8 @@ from dbtester.workloads.kubernetes import (
     INFORMER_ROWS,
     LIST_RATE_ROWS,
 )
+from dbtester.workloads.lock import COMPARED_ROWS as LOCK_COMPARED
+from dbtester.workloads.lock import LOCK_ROWS
 
 __all__ = [
     "ALPHA",
@@ -52,6 +54,7 @@ __all__ = [
     "CONFIDENCE",
     "DEFAULT_METRICS",
     "KUBERNETES_METRICS",
+    "LOCK_METRICS",
     "METRICS",
     "SEARCH_METRICS",
     "WATCH_METRICS",
@@ -150,6 +153,13 @@ METRICS: Mapping[str, Metric] = {
             if row != "INFORMERS-CONVERGED"  # a verdict, not a number
         ),
         *(_speed(row, "higher") for row in LIST_RATE_ROWS),
+        # type: lock (workloads.lock.LOCK_ROWS): handovers as latency, the rest as resources
+        *(
+            _speed(row, "lower") if row.startswith("HANDOVER-") else _resource(row)
+            for row in LOCK_ROWS
+            if row != "LOCKS-ACQUIRED"
+        ),
+        _speed("LOCKS-ACQUIRED", "higher"),
         # type: watch (analyze.figures.WATCH_ROWS)
         *(_speed(f"WATCH-LATENCY p{p}", "lower") for p in ("50", "90", "99", "99.9")),
         _speed("WATCH-LATENCY-MAX", "lower"),
@@ -171,6 +181,9 @@ WATCH_METRICS = ("WATCH-LATENCY p50", "WATCH-LATENCY p99", "WATCH-EVENTS-MISSED"
 #: after a watch load's wherever both sides ran it
 KUBERNETES_METRICS = COMPARED_ROWS
 
+#: a lock load's rows (workloads.lock.COMPARED_ROWS), wherever both took locks
+LOCK_METRICS = LOCK_COMPARED
+
 #: what a comparison shows unless told otherwise
 DEFAULT_METRICS = (
     "AVG-THROUGHPUT",
@@ -182,7 +195,9 @@ DEFAULT_METRICS = (
 
 #: compared, checked and gated when no metric is named, in this order, each
 #: where both sides have values
-COMPARED_BY_DEFAULT = SEARCH_METRICS + WATCH_METRICS + KUBERNETES_METRICS + DEFAULT_METRICS
+COMPARED_BY_DEFAULT = (
+    SEARCH_METRICS + WATCH_METRICS + KUBERNETES_METRICS + LOCK_METRICS + DEFAULT_METRICS
+)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dbtester.analyze.correctness import FaultSpan, judge, judge_informers, judge_watch
+from dbtester.analyze.correctness import (
+    FaultSpan,
+    judge,
+    judge_informers,
+    judge_locks,
+    judge_watch,
+)
 from dbtester.analyze.faults import windows
 from dbtester.control.cluster import Cluster, running_members
 from dbtester.control.job import DatabaseJob
@@ -157,6 +163,10 @@ def judge_check(job: DatabaseJob, measured: Measured, faults: Sequence[FaultReco
         return Judged()
     if check.model == "informer":
         return Judged(judge_informers(load.informers, on_violation=check.on_violation))
+    if check.model == "lock":
+        if load.lock_holds is None:
+            return Judged()
+        return Judged(judge_locks(load.lock_holds, on_violation=check.on_violation))
     spans = [
         FaultSpan(
             f"fault {w.number} ({w.describe()})",

@@ -73,7 +73,10 @@ class Consul(DatabaseKind):
     flags_model = ConsulFlags
     client_model = ConsulClient
     protocol: ClassVar[str] = "consul"
-    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
+    cannot: ClassVar[Mapping[str, str]] = {
+        "kubernetes": KUBERNETES_NEEDS,
+        "locks": "dbtester has no Consul lock recipe yet",
+    }
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a blocking query on the keys' prefix holding a connection of"

@@ -95,6 +95,8 @@ class Kine(DatabaseKind):
     )
     cannot: ClassVar[Mapping[str, str]] = {
         "serializable": "kine answers every read from its database: it refuses serializable ones",
+        "locks": "kine accepts only the transactions kube-apiserver sends, and etcd's lock"
+        " recipe compares a key's create revision",
     }
 
     event_notes: ClassVar[Mapping[str, str]] = {

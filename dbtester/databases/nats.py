@@ -120,7 +120,10 @@ class Nats(DatabaseKind):
     client_model = NatsClient
     protocol: ClassVar[str] = "nats"
     not_found: ClassVar[str] = "key-not-found"
-    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
+    cannot: ClassVar[Mapping[str, str]] = {
+        "kubernetes": KUBERNETES_NEEDS,
+        "locks": "NATS KV has no sessions: a lock held by a client that died would never be freed",
+    }
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a KV watch of the load's keys (an ordered JetStream consumer"

@@ -91,7 +91,10 @@ class ZooKeeper(DatabaseKind):
     client_model = ZooKeeperClient
     protocol: ClassVar[str] = "zookeeper"
     not_found: ClassVar[str] = "NoNode"
-    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
+    cannot: ClassVar[Mapping[str, str]] = {
+        "kubernetes": KUBERNETES_NEEDS,
+        "locks": "dbtester has no ZooKeeper lock recipe yet",
+    }
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a persistent recursive watch (addWatch) on the keys' parent,"

@@ -25,6 +25,7 @@ from dbtester.results import (
     CompactionRecord,
     InformerLags,
     InformerRecord,
+    LockHolds,
     Records,
     WatchEvents,
 )
@@ -100,6 +101,7 @@ def plan(
         "watch": workload.plan_watch(),
         "check": _check(workload),
         "objects": workload.plan_kubernetes(),
+        "locks": workload.plan_locks(),
     }
     if settings.access.tls is not None:
         built["tls"] = _tls(settings.access.tls)
@@ -225,6 +227,14 @@ def expirations_of(result: Mapping[str, Any]) -> tuple[tuple[float, int], ...]:
     """A Kubernetes load's events seen expiring: each second's start (unix
     s) and how many, seconds without any left out (none for the others)."""
     return tuple((start / 1e9, int(count)) for start, count in result.get("expirations", ()))
+
+
+def lock_holds_of(result: Mapping[str, Any]) -> LockHolds | None:
+    """What a lock load's lockers held (None for the other types: they open
+    no lock sessions)."""
+    if "lock_sessions" not in result.get("counters", {}):
+        return None
+    return LockHolds.of(result.get("holds", ()))
 
 
 def informers_of(

@@ -29,6 +29,7 @@ from dbtester.results import (
     DatabaseLayout,
     InformerLags,
     InformerRecord,
+    LockHolds,
     Records,
     WatchEvents,
 )
@@ -101,6 +102,8 @@ class LoadResult:
     informer_lags: InformerLags | None = None
     #: type: kubernetes: events seen expiring, (second's start, count)
     expirations: tuple[tuple[float, int], ...] = ()
+    #: type: lock: every acquisition
+    lock_holds: LockHolds | None = None
 
     @property
     def ok(self) -> int:
@@ -233,6 +236,7 @@ def run_load(
         got.informers,
         got.informer_lags,
         got.expirations,
+        got.lock_holds,
     )
 
 
@@ -404,6 +408,7 @@ class _Collected:
     informers: tuple[InformerRecord, ...]
     informer_lags: InformerLags | None
     expirations: tuple[tuple[float, int], ...]
+    lock_holds: LockHolds | None
 
 
 def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
@@ -432,7 +437,12 @@ def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
     counters = {str(name): int(count) for name, count in result.get("counters", {}).items()}
     compactions = native.compactions_of(result)
     expirations = native.expirations_of(result)
-    return _Collected(records, watch, check, counters, compactions, informers, lags, expirations)
+    holds = native.lock_holds_of(result)
+    if out is not None and holds is not None:
+        holds.save(out.lock_holds)
+    return _Collected(
+        records, watch, check, counters, compactions, informers, lags, expirations, holds
+    )
 
 
 class EarlyStop:

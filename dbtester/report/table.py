@@ -48,6 +48,7 @@ _FORMATS = {
     "LATENCY-AT-MAX-SUSTAINABLE": "{:.4f} ms",
     "WATCH-LATENCY-MAX": "{:.4f} ms",
     "WATCH-EVENTS-PER-SEC": "{:,.0f} events/sec",
+    "WAIT-FAIRNESS": "{:.2f}x the mean wait",
     "CLIENT-CPU-SECONDS-PER-10K-REQUESTS": "{:.3f} s",
     "SCHEDULE-LAG p50": "{:.3f} ms",
     "SCHEDULE-LAG p99": "{:.3f} ms",
@@ -64,7 +65,7 @@ def format_value(row: str, value: float | int | str | None) -> str:
     if operated := unoperated(row):  # READ-Latency p50 and the like: as Latency p50
         row = operated[1]
     # FAULT-<k>-..., and compactions' (COMPACTION-SECONDS-MAX, -P99-DURING-MS, ...)
-    if row.startswith(("FAULT-", "COMPACTION-", "INFORMER-")) and row.endswith(
+    if row.startswith(("FAULT-", "COMPACTION-", "INFORMER-", "HANDOVER-")) and row.endswith(
         ("-SECONDS", "-SECONDS-MAX", "-MS")
     ):
         return f"{value:.2f} {'ms' if row.endswith('-MS') else 's'}"

@@ -9,6 +9,7 @@ it imports nothing from dbtester above ``errors``.
 from dbtester.results.checked import CheckedOperations
 from dbtester.results.informers import InformerLags
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
+from dbtester.results.locks import LockHolds
 from dbtester.results.metrics import (
     CLIENT_COLUMNS,
     HOST_COLUMNS,
@@ -82,6 +83,7 @@ __all__ = [
     "InformerRecord",
     "LoadHostRecord",
     "LoadWindow",
+    "LockHolds",
     "LookRecord",
     "Machines",
     "MemberRecord",

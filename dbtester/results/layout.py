@@ -82,6 +82,11 @@ class DatabaseLayout:
         return self.root / "informer-lags.npz"
 
     @property
+    def lock_holds(self) -> Path:
+        """A lock load's acquisitions (LockHolds)."""
+        return self.root / "lock-holds.npz"
+
+    @property
     def watch_events(self) -> Path:
         """A watch load's events, per watcher (WatchEvents)."""
         return self.root / "watch-events.npz"

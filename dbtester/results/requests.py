@@ -41,6 +41,7 @@ OPERATIONS = (
     "create",
     "delete",
     "event",  # an event's create, leased (schema 17)
+    "acquire",  # type: lock: a lock's acquisition (schema 20)
 )
 #: ``op`` of records saved before operations were recorded (schema < 6)
 UNKNOWN_OP = 255

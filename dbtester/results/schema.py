@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -178,6 +178,16 @@ HISTORY: tuple[str, ...] = (
         "independent trials. A version 18 file upgrades as it is: its trials were compared "
         "by Welch's test."
     ),
+    (
+        "Locks. ``client-latency.npz``'s ``op`` 9 is ``acquire`` (a ``type: lock`` load's "
+        "acquisition, timed to the reply that says the lock is held); ``lock-holds.npz`` has "
+        "every acquisition's lock, locker, send, acquisition, release and fencing token; "
+        "``run.json``'s ``load`` counters have ``lock_sessions`` and ``failed_releases``, and "
+        '``correctness`` may have ``model`` ``"lock"`` (``keys``: the locks, ``operations``: '
+        "the acquisitions, ``violated_keys``: the locks held by two at once or with a token "
+        "that did not rise). Only a value, a file and keys were added: a version 19 directory "
+        "upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -271,6 +281,10 @@ def _v18_to_v19(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 19}
 
 
+def _v19_to_v20(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 20}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -291,6 +305,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     16: _v16_to_v17,
     17: _v17_to_v18,
     18: _v18_to_v19,
+    19: _v19_to_v20,
 }
 
 

@@ -23,6 +23,7 @@ from dbtester.results.checked import CheckedOperations
 from dbtester.results.files import check_unicode, present, read_regular_file
 from dbtester.results.informers import InformerLags
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
+from dbtester.results.locks import LockHolds
 from dbtester.results.metrics import (
     CLIENT_COLUMNS,
     HOST_COLUMNS,
@@ -74,6 +75,8 @@ class TrialResults:
     companions: tuple[tuple[int, str, pd.DataFrame], ...] = ()
     #: a Kubernetes load's informers' event lags (informer-lags.npz; None without)
     informer_lags: InformerLags | None = None
+    #: a lock load's acquisitions (lock-holds.npz; None for the other types)
+    lock_holds: LockHolds | None = None
 
     @property
     def trial(self) -> int:
@@ -265,6 +268,7 @@ class ResultsDir:
                 if (frame := read_metrics(path, SERVER_COLUMNS)) is not None
             ),
             InformerLags.load(layout.informer_lags) if present(layout.informer_lags) else None,
+            LockHolds.load(layout.lock_holds) if present(layout.lock_holds) else None,
         )
 
     def read_database(self, db_id: str, label: str) -> DatabaseResults | None:

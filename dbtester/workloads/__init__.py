@@ -16,6 +16,7 @@ from pydantic import Field, TypeAdapter
 from dbtester.workloads.base import Workload
 from dbtester.workloads.check import Check
 from dbtester.workloads.kubernetes import KubernetesWorkload
+from dbtester.workloads.lock import LockWorkload
 from dbtester.workloads.mixed import MIN_MIXED_VALUE_SIZE, MixedWorkload
 from dbtester.workloads.read import ReadWorkload
 from dbtester.workloads.watch import WatchWorkload
@@ -34,7 +35,14 @@ __all__ = [
 #: every workload type by its ``type`` tag, in the order the docs list them
 TYPES: dict[str, type[Workload]] = {
     cls.type_name(): cls
-    for cls in (WriteWorkload, ReadWorkload, MixedWorkload, WatchWorkload, KubernetesWorkload)
+    for cls in (
+        WriteWorkload,
+        ReadWorkload,
+        MixedWorkload,
+        WatchWorkload,
+        KubernetesWorkload,
+        LockWorkload,
+    )
 }
 
 if TYPE_CHECKING:

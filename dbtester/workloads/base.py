@@ -30,7 +30,7 @@ from dbtester.util.keys import PREFIX
 from dbtester.workloads.check import Check
 
 if TYPE_CHECKING:
-    from dbtester._engine import KeysPlan, KubernetesPlan, MixPlan, WatchPlan
+    from dbtester._engine import KeysPlan, KubernetesPlan, LockPlan, MixPlan, WatchPlan
     from dbtester.results import Records
 
 __all__ = [
@@ -111,8 +111,8 @@ class Workload(BaseModel):
     SUMMARY: ClassVar[str] = ""
 
     type: str = Field(
-        description="The workload type: write, read, mixed, watch or kubernetes; each type's"
-        " own keys are listed under it"
+        description="The workload type: write, read, mixed, watch, kubernetes or lock; each"
+        " type's own keys are listed under it"
     )
     requests: int = Field(
         gt=0, le=MAX_REQUESTS, description="Measured requests per trial, shared across client steps"
@@ -316,6 +316,10 @@ class Workload(BaseModel):
     def plan_kubernetes(self) -> KubernetesPlan | None:
         """The plan's ``kubernetes``: Kubernetes' objects instead of keys (None:
         a key-value load)."""
+        return None
+
+    def plan_locks(self) -> LockPlan | None:
+        """The plan's ``locks`` instead of keys (None: a load of keys or objects)."""
         return None
 
     def existing_keys(self, warm_inserts: int) -> int | None:

@@ -18,6 +18,12 @@ informer that never caught up, is a violation
 (:func:`dbtester.analyze.correctness.judge_informers`). Without ``check:``
 a Kubernetes load's informers are judged so anyway, and a violation fails
 the run.
+
+``check: {model: lock}`` (``type: lock``) judges the lockers' acquisitions:
+two holders of one lock at once on the engine's clock, or a fencing token no
+higher than the previous holder's, is a violation
+(:func:`dbtester.analyze.correctness.judge_locks`); a lock load is judged so
+without ``check:`` too.
 """
 
 from __future__ import annotations
@@ -41,12 +47,13 @@ __all__ = ["MAX_CHECKED", "Check"]
 class Check(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
-    model: Literal["linearizability", "watch", "informer"] = Field(
+    model: Literal["linearizability", "watch", "informer", "lock"] = Field(
         "linearizability",
         description="linearizability: checked clients' history, each key a register;"
         " watch (type: watch only): the watchers' events, in order, none missed or twice;"
         " informer (type: kubernetes only): each informer's copy of the objects, exactly"
-        " a fresh list at the end, no event twice or out of order",
+        " a fresh list at the end, no event twice or out of order; lock (type: lock only):"
+        " no two holders of a lock at once, each holder's fencing token above the last's",
     )
     clients: int = Field(
         8, ge=1, le=MAX_CHECKED, description="checked clients, one connection each"
@@ -62,7 +69,7 @@ class Check(BaseModel):
     def _clients_only_for_registers(self) -> Check:
         given = sorted({"clients", "keys"} & self.model_fields_set)
         if not self.runs_clients and given:
-            judged = "watchers" if self.model == "watch" else "informers"
+            judged = {"watch": "watchers", "informer": "informers"}.get(self.model, "lockers")
             raise ValueError(
                 f"{' and '.join(given)} set the checked clients of model: linearizability;"
                 f" model: {self.model} judges the {judged} themselves: remove"
@@ -86,6 +93,8 @@ class Check(BaseModel):
             return "watch guarantees broken:"
         if self.model == "informer":
             return "informers broken:"
+        if self.model == "lock":
+            return "locks broken:"
         return "not linearizable: key"
 
     @property
@@ -102,6 +111,11 @@ class Check(BaseModel):
             return (
                 "every informer's copy held to a fresh list at the end, its events to"
                 f" revision order (a violation {then})"
+            )
+        if self.model == "lock":
+            return (
+                "every lock held by one locker at a time, its fencing tokens rising"
+                f" (a violation {then})"
             )
         return (
             f"{self.clients} checked clients on {self.keys} keys held to linearizability"

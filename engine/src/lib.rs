@@ -136,6 +136,14 @@ impl Load {
                     .map(|&[second, count]| (second, count))
                     .collect();
                 dict.bind(py).set_item("expirations", expirations)?;
+                let holds: Vec<(i64, i64, i64, i64, i64, i64)> = finished
+                    .holds
+                    .iter()
+                    .map(|&[lock, locker, asked, acquired, released, token]| {
+                        (lock, locker, asked, acquired, released, token)
+                    })
+                    .collect();
+                dict.bind(py).set_item("holds", holds)?;
                 let informers = PyList::empty(py);
                 for informed in &finished.informed {
                     informers.append(informer_dict(py, informed)?)?;

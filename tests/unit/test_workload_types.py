@@ -120,7 +120,11 @@ def test_every_type_answers_what_the_rest_of_dbtester_asks() -> None:
     """Each type builds its plan parts and says what it does, from its own keys."""
     for name, cls in TYPES.items():
         extra: dict[str, object] = {"rate": 10.0} if cls.WATCHES else {}
-        workload = workload_of(type=name, requests=10, clients=2, connections=1, **extra)
+        # a lock load's clients are its lockers, each on a connection of its own
+        clients = (
+            {"lockers": 2} if "lockers" in cls.model_fields else {"clients": 2, "connections": 1}
+        )
+        workload = workload_of(type=name, requests=10, **clients, **extra)
         assert type(workload) is cls and workload.type == name == cls.type_name()
         assert "10" in workload.describe("10")
         mix = workload.plan_mix()

@@ -134,6 +134,8 @@ pub struct Finished {
     pub informed: Vec<crate::driver::informer::Informed>,
     /// Events seen expiring: each second's start (unix ns) and how many.
     pub expirations: Vec<[i64; 2]>,
+    /// Every lock held (see `pacing::Recorded::holds`).
+    pub holds: Vec<[i64; 6]>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -204,6 +206,7 @@ impl Engine {
                         compactions: recorded.compactions,
                         informed: recorded.informed,
                         expirations: recorded.expirations,
+                        holds: recorded.holds,
                         stopped: thread_control.stopped(),
                     })),
                     Err(error) => State::Failed(error),

@@ -485,6 +485,7 @@ mod tests {
         const OPTION_KEYS: &'static [&'static str] = &[];
         const AUTH_KEYS: &'static [&'static str] = &[];
         type Options = ();
+        type Session = ();
 
         fn options(_: &crate::protocols::Given<'_>) -> Result<(), crate::plan::PlanError> {
             Ok(())

@@ -7,6 +7,7 @@ pub mod check;
 pub mod engine;
 pub mod informer;
 pub mod kubernetes;
+pub mod lock;
 pub mod pacing;
 pub mod timer;
 
@@ -51,6 +52,12 @@ impl Select for Launch {
             return Err(StartError::Invalid(PlanError(format!(
                 "plan[\"objects\"] needs revisions and transactions on objects, which \
                  protocol {:?} does not have",
+                P::NAME
+            ))));
+        }
+        if plan.locks.is_some() && !P::LOCKS {
+            return Err(StartError::Invalid(PlanError(format!(
+                "plan[\"locks\"] needs a lock recipe, which protocol {:?} does not have",
                 P::NAME
             ))));
         }

@@ -14,14 +14,15 @@ use tokio_util::sync::CancellationToken;
 use crate::driver::check::{Checking, Operation as CheckedOperation};
 use crate::driver::engine::Control;
 use crate::driver::informer::{Informed, Informers};
-use crate::driver::kubernetes;
 use crate::driver::timer::{Timer, wait_spinning, wait_until};
+use crate::driver::{kubernetes, lock};
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{KubernetesPhase, Plan, Step, WatchPlan};
 use crate::protocols::{Protocol, Request};
 use crate::records::{Clock, Record, Records, between};
 use crate::workload::Workload;
 use crate::workload::kubernetes::Objects;
+use crate::workload::lock::Locks;
 use crate::workload::watch::{SentTimes, WatchLog, Watched};
 
 /// After a stop, how long requests in flight get to finish before they are
@@ -46,6 +47,9 @@ pub struct Recorded {
     /// Events seen expiring: each second's start (unix ns) and how many,
     /// seconds without any left out.
     pub expirations: Vec<[i64; 2]>,
+    /// Every lock held: lock, locker, acquire sent, acquired, release begun
+    /// (unix ns on the records' clock; 0: never released) and token.
+    pub holds: Vec<[i64; 6]>,
 }
 
 /// Runs every step of `plan` (its watchers in place first, with
@@ -154,6 +158,23 @@ pub async fn run<P: Protocol>(
     };
     grace.abort();
     let mut counters = run_objects.map(Objects::counters).unwrap_or_default();
+    let locks = shared.workload.locks();
+    counters.extend(locks.map(Locks::counters).unwrap_or_default());
+    let holds = locks
+        .map(Locks::take_holds)
+        .unwrap_or_default()
+        .iter()
+        .map(|h| {
+            [
+                h.lock as i64,
+                i64::from(h.locker),
+                clock.unix_ns(h.asked),
+                clock.unix_ns(h.acquired),
+                h.released.map_or(0, |at| clock.unix_ns(at)),
+                h.token,
+            ]
+        })
+        .collect();
     if let (Some(objects), Some(last)) = (run_objects, &last) {
         let audit = objects.audit(last.objects.keys().map(|key| &key[..]));
         counters.push(("objects_lost", audit.lost));
@@ -196,6 +217,7 @@ pub async fn run<P: Protocol>(
         compactions,
         informed,
         expirations,
+        holds,
     })
 }
 
@@ -309,6 +331,20 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
                 return Err(error);
             }
         }
+        // Each locker's session, unmeasured, before the first request is due.
+        let sessions = match shared.workload.locks() {
+            Some(locks) => {
+                let lockers = working_clients(step);
+                match lock::open_sessions(&proto, locks, lockers, step.connections).await {
+                    Ok(sessions) => sessions,
+                    Err(error) => {
+                        proto.close().await;
+                        return Err(error);
+                    }
+                }
+            }
+            None => Vec::new(),
+        };
         if index == 0 {
             shared.control.begin(shared.clock.unix_ns(Instant::now()));
         }
@@ -318,6 +354,7 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
             step: index as u16,
             base: plan.step_base(index),
             connections: step.connections,
+            sessions,
         });
         let driven = if step.rate > 0.0 {
             open_loop(run.clone(), step).await
@@ -327,6 +364,7 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
         // Every task was joined (a finished task's future is dropped before
         // its join completes), so this is the last handle.
         if let Some(run) = Arc::into_inner(run) {
+            lock::close_sessions(&run.proto, run.sessions, run.connections).await;
             run.proto.close().await;
         }
         driven?;
@@ -335,13 +373,15 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
 }
 
 /// One step's connections and where its records go.
-struct StepRun<P> {
+struct StepRun<P: Protocol> {
     proto: P,
     shared: Shared,
     step: u16,
     /// The step's first request number in the whole run.
     base: u64,
     connections: usize,
+    /// Client c's session, when the clients are lockers (else none).
+    sessions: Vec<P::Session>,
 }
 
 impl<P: Protocol> StepRun<P> {
@@ -356,6 +396,9 @@ impl<P: Protocol> StepRun<P> {
             return self
                 .issue_object(objects, client, r, due, queued, key)
                 .await;
+        }
+        if let Some(locks) = workload.locks() {
+            return self.issue_lock(locks, client, r, due, queued, key).await;
         }
         let op = workload.draw(r);
         workload.key_into(op.key, key);
@@ -426,6 +469,40 @@ impl<P: Protocol> StepRun<P> {
             Instant::now(),
             &outcome,
             task.verb.code(),
+            queued,
+        );
+    }
+
+    /// Acquisition `r` by locker `client`, recorded as `issue` records a
+    /// request up to the acquire's reply; the client then holds the lock
+    /// and releases it before it is free again.
+    async fn issue_lock(
+        &self,
+        locks: &Locks,
+        client: usize,
+        r: u64,
+        due: Instant,
+        queued: bool,
+        name: &mut Vec<u8>,
+    ) {
+        let done = lock::perform(
+            &self.proto,
+            client % self.connections,
+            &self.sessions[client],
+            locks,
+            r,
+            client as u32,
+            self.shared.plan.timeout,
+            &self.shared.cancel,
+            name,
+        )
+        .await;
+        self.record(
+            due,
+            done.sent,
+            done.end,
+            &done.outcome,
+            lock::ACQUIRE,
             queued,
         );
     }
@@ -619,6 +696,7 @@ mod tests {
         const OPTION_KEYS: &'static [&'static str] = &[];
         const AUTH_KEYS: &'static [&'static str] = &[];
         type Options = ();
+        type Session = ();
 
         fn options(_: &Given<'_>) -> Result<(), PlanError> {
             Ok(())

@@ -129,6 +129,21 @@ pub struct Plan {
     /// Kubernetes' objects and traffic (`type: kubernetes`; the plan's
     /// `objects`); None: the key-value load `keys` and `mix` describe.
     pub kubernetes: Option<KubernetesPlan>,
+    /// Locks contended for (`type: lock`; the plan's `locks`); None: a load
+    /// of keys or objects.
+    pub locks: Option<LockPlan>,
+}
+
+/// Locks as the kinds' recipes take them: lock n is named
+/// `<prefix>lock-<n>/`, under which each contender's recipe makes its key
+/// or node; an acquisition holds its lock `hold`, on a session (a lease) of
+/// `ttl_s` seconds each locker opens before the load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockPlan {
+    pub prefix: String,
+    pub count: u64,
+    pub hold: Duration,
+    pub ttl_s: i64,
 }
 
 /// What a Kubernetes load's requests do with the objects they find.
@@ -253,7 +268,11 @@ const TOP_KEYS: &[&str] = &[
     "tls",
     "auth",
     "objects",
+    "locks",
 ];
+const LOCK_KEYS: &[&str] = &["prefix", "count", "hold_s", "ttl_s"];
+/// A lock's session: etcd's TTLs are whole seconds, Consul's at most a day.
+const MAX_LOCK_TTL_S: i64 = 86_400;
 const KUBERNETES_KEYS: &[&str] = &[
     "phase",
     "prefix",
@@ -341,6 +360,7 @@ pub fn parse(value: &Value) -> Result<Plan> {
     let watch = parse_watch(&top)?;
     let check = parse_check(&top)?;
     let kubernetes = parse_kubernetes(&top)?;
+    let locks = parse_locks(&top)?;
     let start_unix_ns = match top.get("start_unix_ns") {
         None | Some(Value::None) => 0,
         Some(_) => top.int("start_unix_ns", 0, i64::MAX)?,
@@ -367,8 +387,24 @@ pub fn parse(value: &Value) -> Result<Plan> {
         check,
         start_unix_ns,
         kubernetes,
+        locks,
     };
     Ok(plan)
+}
+
+/// `locks`: absent or None for a load of keys or objects, else the locks.
+fn parse_locks(top: &Fields<'_>) -> Result<Option<LockPlan>> {
+    match top.get("locks") {
+        None | Some(Value::None) => return Ok(None),
+        Some(_) => {}
+    }
+    let l = top.dict("locks", LOCK_KEYS, None)?;
+    Ok(Some(LockPlan {
+        prefix: listed_prefix(&l, "prefix")?,
+        count: l.int("count", 1, MAX_OBJECTS)? as u64,
+        hold: Duration::from_secs_f64(l.float("hold_s", 0.0, false, MAX_TIMEOUT_S)?),
+        ttl_s: l.int("ttl_s", 1, MAX_LOCK_TTL_S)?,
+    }))
 }
 
 /// `objects`: absent or None for a key-value load, else Kubernetes' objects.

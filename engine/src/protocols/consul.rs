@@ -53,6 +53,7 @@ impl Protocol for Consul {
     const OPTION_KEYS: &'static [&'static str] = &[];
     const AUTH_KEYS: &'static [&'static str] = &["token"];
     type Options = Options;
+    type Session = ();
 
     fn options(given: &Given<'_>) -> Result<Options, PlanError> {
         let Some(auth) = &given.auth else {

@@ -28,10 +28,11 @@ use tokio_util::sync::CancellationToken;
 
 mod inform;
 mod kube;
+mod lock;
 
 use crate::outcome::{EngineError, Outcome, chain};
 use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step};
-use crate::protocols::{Claim, Given, News, Page, Protocol, Request, Seen, Written, within};
+use crate::protocols::{Claim, Given, Held, News, Page, Protocol, Request, Seen, Written, within};
 use crate::transport::failover::{dial_bound, ordered, ordered_from};
 use crate::transport::grpc::{
     BoxError, Caller, Code, Conn, Credential, Failure, Login, Stream, frame,
@@ -472,6 +473,34 @@ impl Protocol for Etcd {
         progress: Arc<tokio::sync::Notify>,
     ) -> Result<(), Outcome> {
         self.inform_on(conn, range, revision, news, progress).await
+    }
+
+    const LOCKS: bool = true;
+    type Session = lock::LockSession;
+
+    async fn open_session(&self, conn: usize, ttl_s: i64) -> Result<Self::Session, Outcome> {
+        self.open_lock_session(conn, ttl_s).await
+    }
+
+    async fn acquire(
+        &self,
+        conn: usize,
+        session: &Self::Session,
+        name: &[u8],
+    ) -> Result<Held, Outcome> {
+        self.acquire_lock(conn, session, name).await
+    }
+
+    async fn release(&self, conn: usize, _: &Self::Session, held: &Held) -> Result<(), Outcome> {
+        self.release_lock(conn, held).await
+    }
+
+    async fn withdraw(&self, conn: usize, session: &Self::Session, name: &[u8]) {
+        self.withdraw_lock(conn, session, name).await;
+    }
+
+    async fn close_session(&self, conn: usize, session: Self::Session) {
+        self.close_lock_session(conn, session).await;
     }
 
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {

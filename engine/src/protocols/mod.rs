@@ -220,6 +220,16 @@ pub struct ObjectEvent {
     pub value: Bytes,
 }
 
+/// A lock as its locker holds it: the key the recipe made or took, and the
+/// fencing token the database gave this acquisition (etcd: the key's
+/// create revision; ZooKeeper: the node's sequence number; Consul: the
+/// key's LockIndex), which rises from one holder of a lock to the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub key: Bytes,
+    pub token: i64,
+}
+
 /// The refusal of a protocol without Kubernetes' storage operations.
 async fn no_objects<T>() -> Result<T, Outcome> {
     Err(Outcome::Named("unsupported"))
@@ -396,6 +406,70 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Outcome>> + Send {
         let _ = (conn, range, revision, news, progress);
         no_objects()
+    }
+
+    /// Whether it has a lock recipe (`open_session`, `acquire`, `release`).
+    const LOCKS: bool = false;
+
+    /// What a locker's locks live and die with (etcd: a lease kept alive;
+    /// ZooKeeper: the connection's session; Consul: a session renewed).
+    type Session: Send + Sync + 'static;
+
+    /// Opens a locker's session of `ttl_s` seconds on connection `conn`,
+    /// kept alive until `close_session`.
+    fn open_session(
+        &self,
+        conn: usize,
+        ttl_s: i64,
+    ) -> impl Future<Output = Result<Self::Session, Outcome>> + Send {
+        let _ = (conn, ttl_s);
+        async { Err(Outcome::Named("unsupported")) }
+    }
+
+    /// Acquires the lock named `lock` (a key prefix ending in "/") for the
+    /// locker of `session`, returning once it holds it.
+    fn acquire(
+        &self,
+        conn: usize,
+        session: &Self::Session,
+        lock: &[u8],
+    ) -> impl Future<Output = Result<Held, Outcome>> + Send {
+        let _ = (conn, session, lock);
+        async { Err(Outcome::Named("unsupported")) }
+    }
+
+    /// Releases a lock `acquire` gave.
+    fn release(
+        &self,
+        conn: usize,
+        session: &Self::Session,
+        held: &Held,
+    ) -> impl Future<Output = Result<(), Outcome>> + Send {
+        let _ = (conn, session, held);
+        async { Err(Outcome::Named("unsupported")) }
+    }
+
+    /// Takes back whatever claim the locker of `session` left on `lock`
+    /// after an acquire that failed or was given up (etcd: its key; a
+    /// recipe without one does nothing).
+    fn withdraw(
+        &self,
+        conn: usize,
+        session: &Self::Session,
+        lock: &[u8],
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (conn, session, lock);
+        async {}
+    }
+
+    /// Ends a session (its locks, if any, go with it).
+    fn close_session(
+        &self,
+        conn: usize,
+        session: Self::Session,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (conn, session);
+        async {}
     }
 
     /// Puts `plan.watch`'s watchers on the keys the run writes, each

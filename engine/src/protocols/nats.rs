@@ -128,6 +128,7 @@ impl Protocol for Nats {
     const OPTION_KEYS: &'static [&'static str] = &["bucket"];
     const AUTH_KEYS: &'static [&'static str] = &[];
     type Options = Options;
+    type Session = ();
 
     fn options(given: &Given<'_>) -> Result<Options, PlanError> {
         let refused = match (&given.auth, given.tls) {

@@ -91,6 +91,7 @@ impl Protocol for ZooKeeper {
     const OPTION_KEYS: &'static [&'static str] = &["session_timeout_ms"];
     const AUTH_KEYS: &'static [&'static str] = &["user", "password"];
     type Options = Options;
+    type Session = ();
 
     fn options(given: &Given<'_>) -> Result<Options, PlanError> {
         let ms = given

@@ -237,6 +237,8 @@ struct Link {
 /// tonic's Channel did), through the cluster's endpoints as failover.rs
 /// describes: a call that finds it broken dials its current endpoint again,
 /// then the next ones, and fails as a transport failure if none accepts.
+/// A clone is the same connection (a lease's keep-alive task holds one).
+#[derive(Clone)]
 pub struct Conn {
     shared: Arc<Shared>,
 }

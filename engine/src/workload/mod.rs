@@ -7,6 +7,7 @@
 pub mod distribution;
 pub mod keys;
 pub mod kubernetes;
+pub mod lock;
 pub mod mix;
 pub mod values;
 pub mod watch;
@@ -28,7 +29,7 @@ use values::Written;
 /// Every operation's name by its code: the records' `op` column indexes it.
 pub fn operation_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = OpKind::ALL.map(OpKind::name).to_vec();
-    for (code, name) in Verb::NAMED {
+    for (code, name) in Verb::NAMED.into_iter().chain([lock::ACQUIRE]) {
         debug_assert_eq!(usize::from(code), names.len());
         names.push(name);
     }
@@ -61,6 +62,23 @@ pub enum Unfit {
 /// tag, and watchers only over a run of distinct new keys.
 pub fn check(plan: &Plan) -> Result<Spec, PlanError> {
     let mix = mix::from_plan(&plan.mix)?;
+    if plan.locks.is_some() {
+        // Locks are named by their own numbers; nothing else runs beside them.
+        let beside = [
+            ("objects", plan.kubernetes.is_some()),
+            ("watch", plan.watch.is_some()),
+            ("check", plan.check.is_some()),
+        ];
+        if let Some((key, _)) = beside.iter().find(|(_, there)| *there) {
+            return Err(PlanError(format!(
+                "plan[\"locks\"] runs alone: plan[\"{key}\"] must be None with it"
+            )));
+        }
+        return Ok(Spec {
+            mix,
+            choose: Choose::from_plan(&plan.keys)?,
+        });
+    }
     if let Some(objects) = &plan.kubernetes {
         // Its objects are named by their own numbers: the key-value plan's
         // keys are not used.
@@ -168,6 +186,8 @@ pub struct Workload {
     written: Option<Written>,
     /// Kubernetes' traffic, which chooses its own objects.
     objects: Option<Objects>,
+    /// Locks contended for, instead of keys.
+    locks: Option<lock::Locks>,
 }
 
 impl Workload {
@@ -200,6 +220,10 @@ impl Workload {
                 Some(objects) => Some(Objects::new(objects, plan.seed).map_err(Unfit::Plan)?),
                 None => None,
             },
+            locks: plan
+                .locks
+                .as_ref()
+                .map(|locks| lock::Locks::new(locks, plan.seed)),
         })
     }
 
@@ -212,6 +236,11 @@ impl Workload {
     /// Kubernetes' objects, when the run is its traffic.
     pub fn objects(&self) -> Option<&Objects> {
         self.objects.as_ref()
+    }
+
+    /// The locks, when the run contends for locks.
+    pub fn locks(&self) -> Option<&lock::Locks> {
+        self.locks.as_ref()
     }
 
     /// Request `r`'s operation and key. The draws are request r's own

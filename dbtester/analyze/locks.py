@@ -1,0 +1,105 @@
+"""What a lock load's acquisitions show (``type: lock``): whether each lock
+was held by one locker at a time with rising fencing tokens, and how it was
+handed over.
+
+A holder holds, on the engine's one clock, from the arrival of its
+acquire's reply to the start of its release. The database's own hold is
+longer at both ends (it granted the lock before its reply arrived, and
+freed it after the release was sent), so in a correct run each holder's
+acquisition comes after the previous holder's release began: an overlap of
+the engine's spans is an overlap of the database's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from dbtester.results import FigureValue, LockHolds
+
+__all__ = ["LockProblem", "lock_problems", "lock_values"]
+
+
+@dataclass(frozen=True)
+class LockProblem:
+    """The first thing wrong with one lock."""
+
+    lock: int
+    reason: str
+
+
+def lock_problems(holds: LockHolds) -> list[LockProblem]:
+    """Each lock's first overlap of two holders, or fencing token that did
+    not rise from one holder to the next, in lock order."""
+    found = []
+    start = int(holds.acquired_ns.min()) if len(holds) else 0
+    for number in holds.locks():
+        mine = holds.of_lock(number)
+        for i in range(1, len(mine)):
+            reason = _wrong(mine, i - 1, i, start)
+            if reason:
+                found.append(LockProblem(number, reason))
+                break
+    return found
+
+
+def _wrong(holds: LockHolds, a: int, b: int, start: int) -> str:
+    """What is wrong between holder ``a`` and the next one, ``b`` (times in
+    seconds from ``start``, the load's first acquisition)."""
+
+    def at(ns: int) -> str:
+        return f"{(ns - start) / 1e9:+.6f} s"
+
+    first, then = int(holds.locker[a]), int(holds.locker[b])
+    released = int(holds.released_ns[a])
+    acquired = int(holds.acquired_ns[b])
+    if released == 0 or acquired < released:
+        until = "without releasing it" if released == 0 else f"until {at(released)}"
+        return (
+            f"locker {then} acquired it at {at(acquired)} while locker {first} held it (from"
+            f" {at(int(holds.acquired_ns[a]))} {until})"
+        )
+    if holds.token[b] <= holds.token[a]:
+        return (
+            f"locker {then}'s fencing token {int(holds.token[b])} (acquired at {at(acquired)})"
+            f" is not above locker {first}'s {int(holds.token[a])}"
+        )
+    return ""
+
+
+def lock_values(holds: LockHolds, counters: Mapping[str, int]) -> dict[str, FigureValue]:
+    """The rows of a lock load: acquisitions; the handover, from a holder's
+    release to the acquisition of a locker that was already waiting
+    (p50, p99, max in ms; none without such a pair); WAIT-FAIRNESS, the
+    longest wait for a lock against the mean (1: all waited alike); the
+    sessions opened and the releases that failed."""
+    values: dict[str, FigureValue] = {
+        "LOCKS-ACQUIRED": len(holds),
+        "LOCK-SESSIONS": counters.get("lock_sessions", 0),
+        "FAILED-RELEASES": counters.get("failed_releases", 0),
+    }
+    handovers = _handovers_ms(holds)
+    if len(handovers):
+        p50, p99 = np.percentile(handovers, (50, 99))
+        values |= {
+            "HANDOVER-P50-MS": float(p50),
+            "HANDOVER-P99-MS": float(p99),
+            "HANDOVER-MAX-MS": float(handovers.max()),
+        }
+    waits = (holds.acquired_ns - holds.asked_ns).astype(np.float64)
+    if len(waits) and waits.mean() > 0:
+        values["WAIT-FAIRNESS"] = float(waits.max() / waits.mean())
+    return values
+
+
+def _handovers_ms(holds: LockHolds) -> np.ndarray:
+    """For each holder whose acquire was sent before the previous holder of
+    its lock began its release: from that release to its acquisition (ms)."""
+    found: list[float] = []
+    for number in holds.locks():
+        mine = holds.of_lock(number)
+        released, asked, acquired = mine.released_ns[:-1], mine.asked_ns[1:], mine.acquired_ns[1:]
+        waiting = (released > 0) & (asked < released)
+        found.extend(((acquired - released)[waiting] / 1e6).tolist())
+    return np.asarray(found, dtype=np.float64)
