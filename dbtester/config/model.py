@@ -306,6 +306,15 @@ class DatabaseSpec(_Model):
         for capability, key in workload.needs():
             if capability in cannot:
                 raise KeyValueError(key, f"{key}: {kind.name} cannot: {cannot[capability]}")
+        flags = info.data.get("flags")
+        bounds = kind.session_ttl_bounds(flags) if isinstance(flags, Options) else None
+        ttl = workload.session_ttl_s
+        if ttl is not None and bounds is not None and not bounds[0] <= ttl <= bounds[1]:
+            raise KeyValueError(
+                "ttl",
+                f"ttl: {kind.name}'s servers here keep sessions of {bounds[0]:,} to"
+                f" {bounds[1]:,} s (its flags set them), not {ttl:g} s",
+            )
         return workload
 
     @model_validator(mode="after")

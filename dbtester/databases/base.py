@@ -484,6 +484,11 @@ class DatabaseKind(ABC):
         on a bucket without direct gets)."""
         return self.cannot
 
+    def session_ttl_bounds(self, flags: Options) -> tuple[int, int] | None:
+        """The session (lease) TTLs in whole seconds its servers honour with
+        ``flags``, lowest and highest (None: it has no sessions, or takes any)."""
+        return None
+
     def prepare(self, settings: LoadSettings) -> str | None:
         """Make what the load needs on a cluster that serves, before any key
         is written (NATS: its KV bucket), and say what in a few words (None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -97,6 +98,13 @@ class Etcd(DatabaseKind):
     )
     tls: ClassVar[bool] = True
     auth_model: ClassVar[type[PasswordAuth] | None] = PasswordAuth
+
+    def session_ttl_bounds(self, flags: Options) -> tuple[int, int] | None:
+        """etcd raises a lease's TTL below one and a half election timeouts to
+        that, rounded up to a second (server.go's minTTL); at most 9e9 s."""
+        assert isinstance(flags, EtcdFlags)
+        election_ms = flags.election_timeout_ms or 1000
+        return math.ceil(1.5 * election_ms / 1000), 9_000_000_000
 
     def create_user(self, peers: Sequence[Peer], access: Access) -> None:
         """The user (and root, which etcd needs before it enables auth),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import shutil
 import socket
 import ssl
@@ -91,10 +92,7 @@ class ZooKeeper(DatabaseKind):
     client_model = ZooKeeperClient
     protocol: ClassVar[str] = "zookeeper"
     not_found: ClassVar[str] = "NoNode"
-    cannot: ClassVar[Mapping[str, str]] = {
-        "kubernetes": KUBERNETES_NEEDS,
-        "locks": "dbtester has no ZooKeeper lock recipe yet",
-    }
+    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a persistent recursive watch (addWatch) on the keys' parent,"
@@ -243,6 +241,13 @@ class ZooKeeper(DatabaseKind):
                     (key, f"'{key}' is not a ZooKeeper setting dbtester knows; dropped")
                 )
         return flags, warnings
+
+    def session_ttl_bounds(self, flags: Options) -> tuple[int, int] | None:
+        """A server negotiates a session's timeout into 2 to 20 ticks
+        (minSessionTimeout, maxSessionTimeout's defaults)."""
+        assert isinstance(flags, ZooKeeperFlags)
+        tick_ms = flags.tick_time or 2000
+        return math.ceil(2 * tick_ms / 1000), 20 * tick_ms // 1000
 
     def fit_flags(self, flags: Options, connections: int) -> tuple[Options, str | None]:
         """ZooKeeper refuses more than maxClientCnxns (default 60) connections from

@@ -241,13 +241,11 @@ class Workload(BaseModel):
     @classmethod
     def type_name(cls) -> str:
         """The ``type:`` tag this class stands for."""
-        default = cls.model_fields["type"].default
-        return str(default)
+        return str(cls.model_fields["type"].default)
 
     @property
     def writes_keys(self) -> bool:
-        """Its requests write keys of their own (rather than reading or
-        choosing among keys written before it)."""
+        """Its requests write keys of their own, not ones written before it."""
         return False
 
     @property
@@ -257,9 +255,13 @@ class Workload(BaseModel):
 
     @property
     def moves_keys(self) -> bool:
-        """Each new load of it (a search's probe, a warm-up) writes keys after
-        the previous one's, so none overwrites another's."""
+        """Each new load of it (a probe, a warm-up) writes keys after the last one's."""
         return False
+
+    @property
+    def session_ttl_s(self) -> float | None:
+        """The TTL its clients' sessions ask for (None: it opens none)."""
+        return None
 
     @property
     def read_consistency(self) -> Consistency:
@@ -272,8 +274,7 @@ class Workload(BaseModel):
 
     @property
     def readiness_key(self) -> int:
-        """The key whose read says every endpoint serves what was seeded: the
-        one written last (members apply writes in order)."""
+        """The key whose read says every endpoint serves what was seeded (written last)."""
         return 0
 
     def needs(self) -> list[tuple[str, str]]:
@@ -314,8 +315,7 @@ class Workload(BaseModel):
         return None
 
     def plan_kubernetes(self) -> KubernetesPlan | None:
-        """The plan's ``kubernetes``: Kubernetes' objects instead of keys (None:
-        a key-value load)."""
+        """The plan's ``objects``: Kubernetes' objects instead of keys (None: none)."""
         return None
 
     def plan_locks(self) -> LockPlan | None:

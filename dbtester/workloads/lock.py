@@ -124,6 +124,10 @@ class LockWorkload(Workload):
         return self.check if self.check is not None else Check(model="lock")
 
     @property
+    def session_ttl_s(self) -> float:
+        return self.ttl
+
+    @property
     def key_prefix(self) -> bytes:
         return LOCK_PREFIX.encode()
 

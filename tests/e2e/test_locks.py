@@ -78,3 +78,29 @@ def test_two_holders_at_once_are_caught(tmp_path: Path, installed_home) -> None:
                 pb.RangeRequest(key=prefix, range_end=prefix[:-1] + b"0", count_only=True)
             )
         assert left.count == 0
+
+
+def test_zookeeper_hands_its_lock_on_through_sequential_nodes(
+    tmp_path: Path, installed_home
+) -> None:
+    """Ten lockers on a 3-member ZooKeeper take one lock 200 times through
+    its recipe (ephemeral sequential nodes, each watching the one below it):
+    one holder at a time, the sequence numbers (tokens) rising by one per
+    acquisition, each locker's session its connection's."""
+    home = installed_home("zookeeper", VERSIONS["zookeeper"])
+    case = {
+        "title": "one lock",
+        "workload": {"type": "lock", "requests": 200, "lockers": 10, "hold_ms": 1},
+        "databases": [
+            {"id": "zk", "kind": "zookeeper", "version": VERSIONS["zookeeper"], "members": 3}
+        ],
+    }
+    done, out = run_case(home, case, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    assert figures["CORRECTNESS"] == "locks held exclusively (200 acquisitions)"
+    assert figures["LOCK-SESSIONS"] == 10 and figures["FAILED-RELEASES"] == 0
+    one = LockHolds.load(out / "zk" / "lock-holds.npz").of_lock(0)
+    # every acquisition made one node: the sequence rises by exactly one
+    assert np.diff(one.token).tolist() == [1] * 199
+    assert (one.acquired_ns[1:] >= one.released_ns[:-1]).all()

@@ -366,6 +366,27 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         ("zookeeper cannot", "Kubernetes' storage needs etcd's API"),
     ),
     (
+        "a lock load on NATS KV",
+        "title: t\nworkload:\n  type: lock\n  requests: 100\ndatabases:\n"
+        "  - {id: a, kind: nats, version: 2.15.2}\n",
+        "3:9",
+        ("nats cannot", "NATS KV has no sessions"),
+    ),
+    (
+        "a lock TTL ZooKeeper would not keep",
+        "title: t\nworkload:\n  type: lock\n  requests: 100\n  ttl: 2s\ndatabases:\n"
+        "  - {id: a, kind: zookeeper, version: 3.8.4}\n",
+        "5:8",
+        ("ttl: zookeeper's servers here keep sessions of 4 to 40 s", "not 2 s"),
+    ),
+    (
+        "a lock TTL below etcd's least",
+        "title: t\nworkload:\n  type: lock\n  requests: 100\n  ttl: 1s\ndatabases:\n"
+        "  - {id: a, kind: etcd, version: 3.5.17}\n",
+        "5:8",
+        ("ttl: etcd's servers here keep sessions of 2 to",),
+    ),
+    (
         "kubernetes traffic on Consul",
         GOOD.replace("type: write", "type: kubernetes")
         .replace("kind: etcd", "kind: consul")

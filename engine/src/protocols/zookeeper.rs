@@ -23,12 +23,14 @@ use zookeeper_client::{
 
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Consistency, Endpoint, Plan, PlanError, Secret, Step, TlsPlan, authorities};
-use crate::protocols::{Given, Protocol, Request, within};
+use crate::protocols::{Given, Held, Protocol, Request, within};
 use crate::transport;
 use crate::transport::failover::ordered;
 use crate::workload::OpKind;
 use crate::workload::distribution::SAME;
 use crate::workload::watch::{WatchLog, key_number, unless_stopped};
+
+mod lock;
 
 #[derive(Clone)]
 pub struct Options {
@@ -91,7 +93,10 @@ impl Protocol for ZooKeeper {
     const OPTION_KEYS: &'static [&'static str] = &["session_timeout_ms"];
     const AUTH_KEYS: &'static [&'static str] = &["user", "password"];
     type Options = Options;
-    type Session = ();
+    const LOCKS: bool = true;
+    /// The node the locker made under a lock and does not hold yet (for
+    /// `withdraw`); its session is its connection's own.
+    type Session = std::sync::Mutex<Option<String>>;
 
     fn options(given: &Given<'_>) -> Result<Options, PlanError> {
         let ms = given
@@ -119,6 +124,11 @@ impl Protocol for ZooKeeper {
     }
 
     async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
+        // A locker's session is its connection's: the lock load's TTL is its timeout.
+        let mut options = options;
+        if let Some(locks) = &plan.locks {
+            options.session_timeout = Duration::from_secs(locks.ttl_s.unsigned_abs());
+        }
         let clients =
             try_join_all((0..step.connections).map(|c| session(plan, &options, c))).await?;
         create_root(plan, &clients[0]).await?;
@@ -127,6 +137,27 @@ impl Protocol for ZooKeeper {
             create_missing: plan.keys.choose == SAME,
             sync_reads: plan.consistency == Consistency::Linearizable,
         })
+    }
+
+    async fn open_session(&self, _: usize, _ttl_s: i64) -> Result<Self::Session, Outcome> {
+        Ok(std::sync::Mutex::new(None))
+    }
+
+    async fn acquire(
+        &self,
+        conn: usize,
+        session: &Self::Session,
+        name: &[u8],
+    ) -> Result<Held, Outcome> {
+        lock::acquire(&self.clients[conn], session, name).await
+    }
+
+    async fn release(&self, conn: usize, _: &Self::Session, held: &Held) -> Result<(), Outcome> {
+        lock::release(&self.clients[conn], held).await
+    }
+
+    async fn withdraw(&self, conn: usize, session: &Self::Session, _: &[u8]) {
+        lock::withdraw(&self.clients[conn], session).await;
     }
 
     /// Each watch connection is a session of its own carrying its share of
