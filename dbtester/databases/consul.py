@@ -58,7 +58,15 @@ class ConsulFlags(Options):
 
 
 class ConsulClient(Options):
-    """Consul's client has no settings: the load uses its HTTP API's KV endpoints."""
+    """The load uses Consul's HTTP API; a lock load's sessions take the lock-delay."""
+
+    lock_delay_s: float = Field(
+        15.0,
+        ge=0,
+        le=60,
+        description="A lock load's sessions' LockDelay: how long Consul refuses a lock whose"
+        " holder's session was invalidated (Consul's default 15 s; at most 60)",
+    )
 
 
 class Consul(DatabaseKind):
@@ -73,10 +81,13 @@ class Consul(DatabaseKind):
     flags_model = ConsulFlags
     client_model = ConsulClient
     protocol: ClassVar[str] = "consul"
-    cannot: ClassVar[Mapping[str, str]] = {
-        "kubernetes": KUBERNETES_NEEDS,
-        "locks": "dbtester has no Consul lock recipe yet",
-    }
+    cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
+
+    def session_ttl_bounds(self, flags: Options) -> tuple[int, int] | None:
+        """A session's TTL must lie between session_ttl_min (10 s by
+        default) and a day."""
+        return 10, 86_400
+
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
         "each watcher is a blocking query on the keys' prefix holding a connection of"

@@ -104,3 +104,25 @@ def test_zookeeper_hands_its_lock_on_through_sequential_nodes(
     # every acquisition made one node: the sequence rises by exactly one
     assert np.diff(one.token).tolist() == [1] * 199
     assert (one.acquired_ns[1:] >= one.released_ns[:-1]).all()
+
+
+def test_consul_hands_its_lock_on_through_sessions(tmp_path: Path, installed_home) -> None:
+    """Ten lockers on a 3-member Consul take one lock 100 times as its API
+    client's Lock does (a session each, ?acquire, a blocking query while
+    another holds it): one holder at a time, the LockIndex (token) rising
+    by one per acquisition, the lock-delay left at Consul's 15 s."""
+    home = installed_home("consul", VERSIONS["consul"])
+    database = {"id": "consul", "kind": "consul", "version": VERSIONS["consul"], "members": 3}
+    case = {
+        "title": "one lock",
+        "workload": {"type": "lock", "requests": 100, "lockers": 10, "hold_ms": 1},
+        "databases": [{**database, "flags": {"raft_multiplier": 1}}],
+    }
+    done, out = run_case(home, case, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
+    assert figures["CORRECTNESS"] == "locks held exclusively (100 acquisitions)"
+    assert figures["LOCK-SESSIONS"] == 10 and figures["FAILED-RELEASES"] == 0
+    one = LockHolds.load(out / "consul" / "lock-holds.npz").of_lock(0)
+    assert np.diff(one.token).tolist() == [1] * 99
+    assert (one.acquired_ns[1:] >= one.released_ns[:-1]).all()

@@ -380,6 +380,13 @@ CASES: list[tuple[str, str, str, tuple[str, ...]]] = [
         ("ttl: zookeeper's servers here keep sessions of 4 to 40 s", "not 2 s"),
     ),
     (
+        "a lock TTL under Consul's session_ttl_min",
+        "title: t\nworkload:\n  type: lock\n  requests: 100\n  ttl: 5s\ndatabases:\n"
+        "  - {id: a, kind: consul, version: 1.22.0}\n",
+        "5:8",
+        ("ttl: consul's servers here keep sessions of 10 to 86,400 s", "not 5 s"),
+    ),
+    (
         "a lock TTL below etcd's least",
         "title: t\nworkload:\n  type: lock\n  requests: 100\n  ttl: 1s\ndatabases:\n"
         "  - {id: a, kind: etcd, version: 3.5.17}\n",

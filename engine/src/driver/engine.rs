@@ -431,7 +431,7 @@ mod tests {
     #[ignore = "needs a live Consul: set DBTESTER_CONSUL=host:port"]
     fn live_consul() {
         use crate::protocols::consul::{Consul, Options};
-        live::<Consul>(Options { token: None }, "DBTESTER_CONSUL");
+        live::<Consul>(Options::default(), "DBTESTER_CONSUL");
     }
 
     #[test]

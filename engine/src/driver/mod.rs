@@ -280,9 +280,14 @@ mod tests {
         assert!(options.tls.is_none() && options.digest.is_none());
         entries[0].1 = s("consul");
         assert!(error(dict(&entries)).starts_with(
-            r#"plan["options"] has an unknown key "session_timeout_ms"; consul takes none"#
+            r#"plan["options"] has an unknown key "session_timeout_ms"; allowed keys for consul: "lock_delay_s""#
         ));
-        entries[2].1 = dict(&[]);
+        entries[2].1 = dict(&[("lock_delay_s", Value::Float(61.0))]);
+        assert!(
+            error(dict(&entries))
+                .starts_with(r#"plan["options"]["lock_delay_s"] must be a number >= 0"#)
+        );
+        entries[2].1 = dict(&[("lock_delay_s", Value::Int(0))]);
         assert!(checked(&dict(&entries)).is_ok());
     }
 
@@ -293,6 +298,7 @@ mod tests {
         entries[2].1 = match protocol {
             "etcd" => dict(&[("balancer", s("pick_first"))]),
             "zookeeper" => dict(&[("session_timeout_ms", Value::Int(4000))]),
+            "consul" => dict(&[("lock_delay_s", Value::Float(15.0))]),
             _ => dict(&[]),
         };
         entries.push(("auth", auth));

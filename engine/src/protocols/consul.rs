@@ -20,7 +20,7 @@ use http_body_util::Full;
 
 use crate::outcome::{EngineError, Outcome};
 use crate::plan::{Consistency, Endpoint, Plan, PlanError, Step};
-use crate::protocols::{Given, Protocol, Request, within};
+use crate::protocols::{Given, Held, Protocol, Request, within};
 use crate::transport::failover::{dial_bound, ordered};
 use crate::transport::http1::Conn;
 use crate::workload::OpKind;
@@ -28,20 +28,30 @@ use crate::workload::watch::{WatchLog, key_number, unless_stopped};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// Consul takes no options; its `auth` is an ACL token.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+mod lock;
+
+/// Consul's option is its sessions' lock-delay; its `auth` is an ACL token.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Options {
     /// The token every request carries (sensitive: Debug does not show it).
     pub token: Option<HeaderValue>,
+    /// A lock load's sessions: how long Consul refuses a lock whose
+    /// holder's session was invalidated (seconds).
+    pub lock_delay_s: f64,
 }
 
 /// The header Consul reads a request's ACL token from.
 const TOKEN: HeaderName = HeaderName::from_static("x-consul-token");
 
 const ROOT: &str = "/v1/kv/dbtester/";
+/// Consul's longest lock-delay (MaxLockDelay).
+const MAX_LOCK_DELAY_S: f64 = 60.0;
 
 pub struct Consul {
     conns: Vec<Arc<Conn>>,
+    /// A lock load's: the connection its sessions are renewed over.
+    renewer: Option<Arc<Conn>>,
+    lock_delay_s: f64,
     /// The read's query: the value alone, with the consistency asked for.
     raw: &'static str,
     /// A read-modify-write's read: the entry (its ModifyIndex), likewise.
@@ -50,14 +60,21 @@ pub struct Consul {
 
 impl Protocol for Consul {
     const NAME: &'static str = "consul";
-    const OPTION_KEYS: &'static [&'static str] = &[];
+    const OPTION_KEYS: &'static [&'static str] = &["lock_delay_s"];
     const AUTH_KEYS: &'static [&'static str] = &["token"];
     type Options = Options;
-    type Session = ();
+    const LOCKS: bool = true;
+    type Session = lock::LockSession;
 
     fn options(given: &Given<'_>) -> Result<Options, PlanError> {
+        let lock_delay_s = given
+            .options
+            .float("lock_delay_s", 0.0, false, MAX_LOCK_DELAY_S)?;
         let Some(auth) = &given.auth else {
-            return Ok(Options::default());
+            return Ok(Options {
+                token: None,
+                lock_delay_s,
+            });
         };
         let token = auth.secret("token", "an ACL token (a string)")?;
         let mut token = HeaderValue::from_str(token).map_err(|_| {
@@ -67,7 +84,10 @@ impl Protocol for Consul {
             ))
         })?;
         token.set_sensitive(true);
-        Ok(Options { token: Some(token) })
+        Ok(Options {
+            token: Some(token),
+            lock_delay_s,
+        })
     }
 
     async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
@@ -77,7 +97,44 @@ impl Protocol for Consul {
             Consistency::Linearizable => ("?raw&consistent", "?consistent"),
             Consistency::Serializable => ("?raw&stale", "?stale"),
         };
-        Ok(Consul { conns, raw, entry })
+        let renewer = match plan.locks {
+            Some(_) => Some(connection(plan, &options, 0).await?),
+            None => None,
+        };
+        Ok(Consul {
+            conns,
+            renewer,
+            lock_delay_s: options.lock_delay_s,
+            raw,
+            entry,
+        })
+    }
+
+    async fn open_session(&self, conn: usize, ttl_s: i64) -> Result<Self::Session, Outcome> {
+        let renewer = self.renewer.as_ref().unwrap_or(&self.conns[conn]);
+        lock::open(&self.conns[conn], renewer, ttl_s, self.lock_delay_s).await
+    }
+
+    async fn acquire(
+        &self,
+        conn: usize,
+        session: &Self::Session,
+        name: &[u8],
+    ) -> Result<Held, Outcome> {
+        lock::acquire(&self.conns[conn], session, name).await
+    }
+
+    async fn release(
+        &self,
+        conn: usize,
+        session: &Self::Session,
+        held: &Held,
+    ) -> Result<(), Outcome> {
+        lock::release(&self.conns[conn], session, held).await
+    }
+
+    async fn close_session(&self, conn: usize, session: Self::Session) {
+        lock::close(&self.conns[conn], session).await;
     }
 
     /// Each watcher holds a connection of its own: a blocking query is one
@@ -474,10 +531,13 @@ mod tests {
         });
         let mut plan = plan(address, pki.plan(&pki.ca, true));
         plan.protocol = Consul::NAME.into();
-        plan.options = dict(&[]);
+        plan.options = dict(&[("lock_delay_s", crate::plan::Value::Float(15.0))]);
         plan.auth = Some(Secret::new(dict(&[("token", s("acl-t0ken"))])));
         let options = crate::protocols::options::<Consul>(&plan).unwrap();
-        assert_eq!(format!("{options:?}"), "Options { token: Some(Sensitive) }");
+        assert_eq!(
+            format!("{options:?}"),
+            "Options { token: Some(Sensitive), lock_delay_s: 15.0 }"
+        );
         let consul = Consul::open(&plan, options, &ONE).await.unwrap();
         assert_eq!(put(&consul).await, Outcome::Ok);
         let heads = heads.lock().unwrap();
