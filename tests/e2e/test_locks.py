@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
+import pytest
 
 from dbtester.analyze.correctness import judge_locks
 from dbtester.load.runner import LoadOptions, run_load
@@ -80,49 +82,33 @@ def test_two_holders_at_once_are_caught(tmp_path: Path, installed_home) -> None:
         assert left.count == 0
 
 
-def test_zookeeper_hands_its_lock_on_through_sequential_nodes(
-    tmp_path: Path, installed_home
-) -> None:
-    """Ten lockers on a 3-member ZooKeeper take one lock 200 times through
-    its recipe (ephemeral sequential nodes, each watching the one below it):
-    one holder at a time, the sequence numbers (tokens) rising by one per
-    acquisition, each locker's session its connection's."""
-    home = installed_home("zookeeper", VERSIONS["zookeeper"])
+#: each kind's recipe with ten lockers on one lock: its flags, and acquisitions
+RECIPES = {
+    # ephemeral sequential nodes, each locker watching the one below its own
+    "zookeeper": ({}, 200),
+    # a session each, ?acquire, a blocking query while another holds the key
+    "consul": ({"raft_multiplier": 1}, 100),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RECIPES))
+def test_each_kinds_recipe_hands_its_lock_on(kind: str, tmp_path: Path, installed_home) -> None:
+    """Ten lockers on a 3-member cluster take one lock through the kind's
+    recipe: one holder at a time, the token (ZooKeeper's sequence number,
+    Consul's LockIndex) rising by exactly one per acquisition."""
+    flags, requests = RECIPES[kind]
+    home = installed_home(kind, VERSIONS[kind])
+    database: dict[str, Any] = {"id": "db", "kind": kind, "version": VERSIONS[kind], "members": 3}
     case = {
         "title": "one lock",
-        "workload": {"type": "lock", "requests": 200, "lockers": 10, "hold_ms": 1},
-        "databases": [
-            {"id": "zk", "kind": "zookeeper", "version": VERSIONS["zookeeper"], "members": 3}
-        ],
+        "workload": {"type": "lock", "requests": requests, "lockers": 10, "hold_ms": 1},
+        "databases": [{**database, "flags": flags}],
     }
     done, out = run_case(home, case, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
-    assert figures["CORRECTNESS"] == "locks held exclusively (200 acquisitions)"
+    assert figures["CORRECTNESS"] == f"locks held exclusively ({requests} acquisitions)"
     assert figures["LOCK-SESSIONS"] == 10 and figures["FAILED-RELEASES"] == 0
-    one = LockHolds.load(out / "zk" / "lock-holds.npz").of_lock(0)
-    # every acquisition made one node: the sequence rises by exactly one
-    assert np.diff(one.token).tolist() == [1] * 199
-    assert (one.acquired_ns[1:] >= one.released_ns[:-1]).all()
-
-
-def test_consul_hands_its_lock_on_through_sessions(tmp_path: Path, installed_home) -> None:
-    """Ten lockers on a 3-member Consul take one lock 100 times as its API
-    client's Lock does (a session each, ?acquire, a blocking query while
-    another holds it): one holder at a time, the LockIndex (token) rising
-    by one per acquisition, the lock-delay left at Consul's 15 s."""
-    home = installed_home("consul", VERSIONS["consul"])
-    database = {"id": "consul", "kind": "consul", "version": VERSIONS["consul"], "members": 3}
-    case = {
-        "title": "one lock",
-        "workload": {"type": "lock", "requests": 100, "lockers": 10, "hold_ms": 1},
-        "databases": [{**database, "flags": {"raft_multiplier": 1}}],
-    }
-    done, out = run_case(home, case, tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
-    assert figures["CORRECTNESS"] == "locks held exclusively (100 acquisitions)"
-    assert figures["LOCK-SESSIONS"] == 10 and figures["FAILED-RELEASES"] == 0
-    one = LockHolds.load(out / "consul" / "lock-holds.npz").of_lock(0)
-    assert np.diff(one.token).tolist() == [1] * 99
+    one = LockHolds.load(out / "db" / "lock-holds.npz").of_lock(0)
+    assert np.diff(one.token).tolist() == [1] * (requests - 1)
     assert (one.acquired_ns[1:] >= one.released_ns[:-1]).all()
