@@ -54,7 +54,6 @@ class LockWorkload(Workload):
         "same_key": "its keys are the lock recipe's own",
         "consistency": "a lock recipe reads as its library does (linearizable)",
     }
-    SEARCH_REFUSED: ClassVar[str | None] = "a search cannot run type: lock yet"
     SLICES_REFUSED: ClassVar[str | None] = "its lockers' sessions span one load; interleave trials"
     SUMMARY: ClassVar[str] = (
         "`lockers` acquire, hold for `hold_ms` and release `locks` named locks through"
