@@ -385,7 +385,7 @@ def test_an_informer_whose_watch_was_compacted_away_lists_again(
     away, the informer lists again, and it still ends on exactly the
     objects there are."""
     workload = _behind_a_proxy(
-        requests=1400, rate=200, get_proportion=0.2, compaction_interval=1, informers=1
+        requests=1000, rate=200, get_proportion=0.2, compaction_interval=1, informers=1
     )
     proxy = functools.partial(StallingProxy, hold_s=3.0)
     result, stalled = _through(proxy, installed_home, tmp_path, workload, lambda p: p.stalled)
