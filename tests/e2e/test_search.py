@@ -29,7 +29,7 @@ def _case() -> dict[str, object]:
         workload={"requests": None, "warmup_requests": 300, "clients": 50, "connections": 5},
         databases=[database("etcd", version=VERSION, members=3)],
         repeat=2,
-        # Coarse on purpose: three to six 5-second probes a trial (the
+        # Coarse on purpose: two to five 5-second probes a trial (the
         # budget ends a search that a busy machine's stall sent back up).
         search={
             "slo_ms": SLO_MS,
@@ -37,7 +37,7 @@ def _case() -> dict[str, object]:
             "hold_s": f"{HOLD_S}s",
             "start_rate": 1500,
             "precision": 0.5,
-            "time_budget": "35s",
+            "time_budget": "25s",
         },
     )
 
