@@ -89,6 +89,14 @@ class LockPlan(TypedDict):
     count: int
     hold_s: float
     ttl_s: int
+    # at at_s after the load's start the holder of lock `lock` (or the next
+    # one to take it) crashes: it stops keeping its session alive, drops it
+    # without ending it and never releases; result["expired"] says who and when
+    expire: NotRequired[list[ExpirePlan]]
+
+class ExpirePlan(TypedDict):
+    at_s: float
+    lock: int
 
 class TlsPlan(TypedDict):
     # PEM text, checked when the plan is; errors name the key, never its text
@@ -179,6 +187,9 @@ class Result(TypedDict):
     # type: lock: every acquisition: (lock, locker, acquire sent, acquired,
     # release begun (0: never), fencing token), unix ns on the records' clock
     holds: list[tuple[int, int, int, int, int, int]]
+    # type: lock: each expire_session applied: (its index in locks.expire, the
+    # lock, the locker that crashed, when it did: unix ns on the records' clock)
+    expired: list[tuple[int, int, int, int]]
 
 @final
 class Load:

@@ -30,7 +30,13 @@ Per window:
 - for a watch load, the watch events of puts *sent* from the fault to the
   next window or the end that some watcher never received (summed over the
   watchers), the duplicate events that *arrived* in that span, and the p99
-  watch latency of the puts sent from the fault to 10 s after it was undone.
+  watch latency of the puts sent from the fault to 10 s after it was undone;
+- for a lock load, the locks held when the fault struck (by a hold that
+  began before it and had not begun its release; an ``expire_session``: its
+  one lock) and the **lock recovery**: seconds from the fault until each of
+  them had been acquired by a new holder (None: one was not within the
+  load). A crashed holder's lock passes on only when its session expires, so
+  beside the session TTL it shows what the expiry cost.
 """
 
 from __future__ import annotations
@@ -42,7 +48,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dbtester.results import FaultRecord, FaultSummary, FigureValue, Records, WatchEvents
+from dbtester.results import (
+    FaultRecord,
+    FaultSummary,
+    FigureValue,
+    LockHolds,
+    Records,
+    WatchEvents,
+)
 
 __all__ = [
     "FAULT_ROWS",
@@ -53,6 +66,7 @@ __all__ = [
     "fault_figures",
     "fault_row",
     "fault_values",
+    "lock_fault_figures",
     "scheduled",
     "watch_fault_figures",
     "windows",
@@ -90,7 +104,14 @@ _WATCH_ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
 _EVENT_ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
     "TOOK-SECONDS": lambda f: f.took_s,
 }
-FAULT_ROWS = (*_ROWS, *_EVENT_ROWS, *_WATCH_ROWS)
+#: per window k of a lock load, after those
+_LOCK_ROWS: dict[str, Callable[[FaultSummary], FigureValue]] = {
+    "LOCKS-HELD": lambda f: f.locks_held,
+    "LOCK-RECOVERY-SECONDS": lambda f: (
+        f.lock_recovery_s if f.lock_recovery_s is not None or not f.locks_held else NOT_RECOVERED
+    ),
+}
+FAULT_ROWS = (*_ROWS, *_EVENT_ROWS, *_WATCH_ROWS, *_LOCK_ROWS)
 
 
 def fault_row(number: int, suffix: str) -> str:
@@ -104,6 +125,7 @@ def fault_values(f: FaultSummary) -> dict[str, FigureValue]:
     maintenance event's only)."""
     rows = _ROWS if f.took_s is None else _ROWS | _EVENT_ROWS
     rows = rows if f.watch_missed is None else rows | _WATCH_ROWS
+    rows = rows if f.locks_held is None else rows | _LOCK_ROWS
     return {fault_row(f.number, suffix): value(f) for suffix, value in rows.items()}
 
 
@@ -140,7 +162,8 @@ def scheduled(f: FaultRecord) -> str:
     peers = " from its peers" if f.keep_clients else ""
     to = f" to {f.to}" if f.to else ""
     to += f" by {f.fsync_ms:g} ms" if f.fsync_ms else ""
-    return f"{f.action} {who}{peers}{to}".rstrip() + f" at {f.at_s:g} s"
+    to += f" of lock {f.lock}'s holder" if f.lock is not None else ""
+    return f"{f.action} {who}{peers}{to}".replace("  ", " ").rstrip() + f" at {f.at_s:g} s"
 
 
 def windows(faults: Sequence[FaultRecord], load_start: float) -> list[Window]:
@@ -277,6 +300,39 @@ def watch_fault_figures(
     return found
 
 
+def lock_fault_figures(
+    summaries: Sequence[FaultSummary], holds: LockHolds, load_start: float
+) -> list[FaultSummary]:
+    """``summaries`` with the locks each window found held, and how long
+    until each had a new holder."""
+    found = []
+    for f in summaries:
+        start_ns = (load_start + f.start_s) * 1e9
+        if f.lock is not None:
+            # from the crash itself: start_s is rounded to the millisecond, and
+            # a holder doomed before it took the lock crashed as it took it
+            crashes = holds.released_ns[holds.crashed & (holds.lock == f.lock)]
+            if len(crashes):
+                start_ns = float(crashes[np.argmin(np.abs(crashes - start_ns))])
+            held = [f.lock]
+        else:
+            released = np.where(holds.released_ns > 0, holds.released_ns, np.iinfo(np.int64).max)
+            spans = (holds.acquired_ns <= start_ns) & (released > start_ns)
+            held = sorted({int(n) for n in holds.lock[spans]})
+        update = {"locks_held": len(held), "lock_recovery_s": _regained_s(holds, held, start_ns)}
+        found.append(f.model_copy(update=update))
+    return found
+
+
+def _regained_s(holds: LockHolds, locks: Sequence[int], start_ns: float) -> float | None:
+    """Seconds from ``start_ns`` until each of ``locks`` had a new holder
+    (None: one had none within the load, or there were none)."""
+    firsts = [holds.regained(number, int(start_ns)) for number in locks]
+    if not firsts or None in firsts:
+        return None
+    return round((max(t for t in firsts if t is not None) - start_ns) / 1e9, 3)
+
+
 def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> FaultSummary:
     start = window.start_s
     gap_from, gap_to = line.longest_gap(start, horizon)
@@ -313,6 +369,7 @@ def _summary(window: Window, line: _Timeline, since: float, horizon: float) -> F
         if window.event and window.end_s is not None
         else None,
         detail=window.fault.detail,
+        lock=window.fault.lock,
     )
 
 

@@ -24,6 +24,7 @@ from dbtester.analyze.faults import (
     fault_figures,
     fault_row,
     fault_values,
+    lock_fault_figures,
     watch_fault_figures,
 )
 from dbtester.analyze.heatmap import Heatmap, latency_heatmap
@@ -47,7 +48,7 @@ from dbtester.workloads.kubernetes import (
     INFORMER_ROWS,
     LIST_RATE_ROWS,
 )
-from dbtester.workloads.lock import LOCK_ROWS
+from dbtester.workloads.lock import LOCK_ROWS, LockWorkload
 from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS, STALE_ROW
 from dbtester.workloads.watch import WATCH_PERCENTILES, WatchWorkload
 
@@ -628,6 +629,8 @@ def _faults(data: DatabaseData, figures: Figures) -> None:
     found = fault_figures(data.records, data.record.faults, data.load_start)
     if data.watch is not None:
         found = watch_fault_figures(found, data.watch, data.load_start)
+    if data.lock_holds is not None:
+        found = lock_fault_figures(found, data.lock_holds, data.load_start)
     figures.faults = [f.model_copy(update={"trial": trial}) for f in found]
     for f in found:
         figures.values.update(fault_values(f))
@@ -698,7 +701,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     _counter_rows(data, records, figures)
     if data.lock_holds is not None:
         counters = data.record.load.counters if data.record.load is not None else {}
-        figures.values.update(lock_values(data.lock_holds, counters))
+        figures.values.update(lock_values(data.lock_holds, counters, _lock_ttl_s(data)))
     _schedule_lag(data, records, figures)
     _client_metrics(data, figures)
     # A failure is timed by when the request was sent: a timeout completes only
@@ -708,6 +711,17 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     failed = ~ok & ~allowed & (records.code != conflict)  # a lost race is no failure
     sent_s = records.sent_ns()[failed] / 1e9 - data.load_start - first_due
     _failure_note(data, figures, sent_s, per_second, bool(allowed.any()))
+
+
+def _lock_ttl_s(data: DatabaseData) -> float:
+    """The lock load's session TTL as run.json keeps its workload."""
+    workload = data.record.database.get("workload")
+    ttl = workload.get("ttl") if isinstance(workload, dict) else None
+    return (
+        float(ttl)
+        if isinstance(ttl, int | float)
+        else float(LockWorkload.model_fields["ttl"].default)
+    )
 
 
 def _schedule_lag(data: DatabaseData, records: Records, figures: Figures) -> None:

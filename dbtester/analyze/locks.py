@@ -68,15 +68,18 @@ def _wrong(holds: LockHolds, a: int, b: int, start: int) -> str:
     return ""
 
 
-def lock_values(holds: LockHolds, counters: Mapping[str, int]) -> dict[str, FigureValue]:
+def lock_values(
+    holds: LockHolds, counters: Mapping[str, int], ttl_s: float
+) -> dict[str, FigureValue]:
     """The rows of a lock load: acquisitions; the handover, from a holder's
     release to the acquisition of a locker that was already waiting
     (p50, p99, max in ms; none without such a pair); WAIT-FAIRNESS, the
     longest wait for a lock against the mean (1: all waited alike); the
-    sessions opened and the releases that failed."""
+    sessions opened, their TTL, and the releases that failed."""
     values: dict[str, FigureValue] = {
         "LOCKS-ACQUIRED": len(holds),
         "LOCK-SESSIONS": counters.get("lock_sessions", 0),
+        "SESSION-TTL-SECONDS": ttl_s,
         "FAILED-RELEASES": counters.get("failed_releases", 0),
     }
     handovers = _handovers_ms(holds)
@@ -95,11 +98,13 @@ def lock_values(holds: LockHolds, counters: Mapping[str, int]) -> dict[str, Figu
 
 def _handovers_ms(holds: LockHolds) -> np.ndarray:
     """For each holder whose acquire was sent before the previous holder of
-    its lock began its release: from that release to its acquisition (ms)."""
+    its lock began its release: from that release to its acquisition (ms).
+    A holder that crashed released nothing: what came after it is the
+    session's expiry (the fault rows), not a handover."""
     found: list[float] = []
     for number in holds.locks():
         mine = holds.of_lock(number)
         released, asked, acquired = mine.released_ns[:-1], mine.asked_ns[1:], mine.acquired_ns[1:]
-        waiting = (released > 0) & (asked < released)
+        waiting = (released > 0) & (asked < released) & ~mine.crashed[:-1]
         found.extend(((acquired - released)[waiting] / 1e6).tolist())
     return np.asarray(found, dtype=np.float64)

@@ -21,6 +21,13 @@ Maintenance events (:data:`EVENTS`) are faults that end by themselves: the
 database's own compaction, defragmentation, snapshot or leader transfer, run
 through its client API while the load goes on; each kind says which it can
 run (``DatabaseKind.events``).
+
+Client faults (:data:`CLIENT`) are the load's own: ``expire_session`` (with
+``lock: N``) makes the locker holding lock N at that moment (or the next one
+to take it) crash, as a client process would: it stops keeping its session
+alive, drops it without ending it and never releases, so the lock passes on
+only when the database expires the session. The engine applies it; the
+workload says whether it can (``Workload.fault_problem``).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from dbtester.util.net import is_loopback
 VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z._+~-]{0,63}$"
 
 __all__ = [
+    "CLIENT",
     "EVENTS",
     "MAX_AT_S",
     "MAX_FSYNC_MS",
@@ -45,6 +53,7 @@ __all__ = [
     "UNDONE",
     "VERSION_PATTERN",
     "Fault",
+    "check_client_faults",
     "check_companions",
     "check_events",
     "check_isolation",
@@ -71,8 +80,11 @@ EVENTS: dict[str, tuple[object, ...]] = {
     "transfer_leader": ("follower", "follower", "index"),
     "upgrade": ("index", "index", "leader", "follower"),
 }
+#: faults the load's engine applies to its own clients (a locker crashing)
+CLIENT = frozenset({"expire_session"})
 #: keys that only one action takes
 _OWNED = {
+    "lock": "expire_session",
     "to": "upgrade",
     "keep_revisions": "compact",
     "keep_clients": "isolate",
@@ -108,11 +120,12 @@ class Fault(BaseModel):
         "upgrade",
         "slow_disk",
         "restore_disk",
+        "expire_session",
     ] = Field(
         description="kill, pause and isolate take a member out, slow_disk slows its fsync;"
         " restart, resume, heal and restore_disk undo the latest one still in effect;"
         " compact, defrag, snapshot, transfer_leader and upgrade are maintenance events"
-        " that end by themselves"
+        " that end by themselves; expire_session crashes the locker holding a lock"
     )
     member: int | Literal["leader", "follower", "all", "database"] | None = Field(
         None,
@@ -138,6 +151,13 @@ class Fault(BaseModel):
         le=MAX_FSYNC_MS,
         description="slow_disk: every fsync in the member's data directory takes this many"
         " ms longer, until restore_disk",
+    )
+
+    lock: int | None = Field(
+        None,
+        ge=0,
+        description="expire_session: the lock (from 0) whose holder crashes; its session is"
+        " left to expire",
     )
 
     keep_clients: bool = Field(
@@ -166,6 +186,12 @@ class Fault(BaseModel):
             raise ValueError("slow_disk needs fsync_ms: how much longer each fsync takes")
         if self.action in EVENTS:
             return self._event_target()
+        if self.action in CLIENT:
+            if self.member is not None:
+                raise ValueError(f"{self.action} takes no member: it acts on a locker (lock: N)")
+            if self.lock is None:
+                raise ValueError(f"{self.action} needs lock: the lock whose holder crashes")
+            return self
         if self.member == "all":
             raise ValueError(f"member: all is for defrag, not {self.action}")
         if self.member == "database" and self.action not in ON_COMPANION:
@@ -219,6 +245,7 @@ class Fault(BaseModel):
         keep = f" keeping {self.keep_revisions}" if self.keep_revisions else ""
         to = f" to {self.to}" if self.to else ""
         to += f" by {self.fsync_ms:g} ms" if self.fsync_ms else ""
+        to += f" of lock {self.lock}'s holder" if self.lock is not None else ""
         text = f"{self.action}{who if member is not None else ''}{peers}{keep}{to}"
         return f"{text} at {self.at:g} s"
 
@@ -245,7 +272,7 @@ def check_schedule(faults: Sequence[Fault], members: int) -> None:
                 f"{where}: member {fault.member} does not exist: a database here has"
                 f" {members} member(s), indices 0..{members - 1}"
             )
-        if fault.action in EVENTS:
+        if fault.action in EVENTS or fault.action in CLIENT:
             continue  # ends by itself: nothing to undo
         if fault.action in UNDO:
             out.append(fault.action)
@@ -310,6 +337,20 @@ def check_events(
                 f"{_where(number, fault)}: database {db_id} is {kind}, which has no"
                 f" {fault.action}{why}{hint}"
             )
+
+
+def check_client_faults(
+    faults: Sequence[Fault], loads: Sequence[tuple[str, Callable[[str, int | None], str | None]]]
+) -> None:
+    """Every database's load can carry out every client fault: ``loads``
+    are (database id, its workload's ``fault_problem``). ValueError
+    otherwise, naming the fault, the database and why."""
+    for number, fault in enumerate(faults):
+        if fault.action not in CLIENT:
+            continue
+        for db_id, problem in loads:
+            if why := problem(fault.action, fault.lock):
+                raise ValueError(f"{_where(number, fault)}: database {db_id}'s load {why}")
 
 
 def check_upgrades(

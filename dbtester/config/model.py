@@ -27,6 +27,7 @@ from dbtester.config.faults import (
     MAX_AT_S,
     VERSION_PATTERN,
     Fault,
+    check_client_faults,
     check_companions,
     check_events,
     check_isolation,
@@ -586,6 +587,7 @@ class TestCase(_Model):
                 for db in databases
             ],
         )
+        check_client_faults(faults, [(db.id, db.workload.fault_problem) for db in databases])
         check_upgrades(
             faults,
             [(db.id, db.kind, db.version, KINDS[db.kind].upgrade_refusal) for db in databases],

@@ -245,14 +245,18 @@ def _measure(job: DatabaseJob, cluster: Cluster, warmed: Warmed, trail: _Trail) 
             so_far = replace(trail.collected, measured=Measured(load))
             job.store.write_record(slice_record(job, so_far, number))
 
-        measured = measure_slices(job, cluster, warmed, job.turns, keep)
-        trail.collected = replace(trail.collected, measured=measured)
-        return measured
+        sliced = measure_slices(job, cluster, warmed, job.turns, keep)
+        trail.collected = replace(trail.collected, measured=sliced)
+        return sliced
     with ExitStack() as stack:
         hosts = connect_load_hosts(job, stack)
         runner = fault_runner(job, cluster)
         runner.start()
+        measured: Measured | None = None
         try:
-            return measure_load(job, cluster, warmed, hosts, runner)
+            measured = measure_load(job, cluster, warmed, hosts, runner)
+            return measured
         finally:
-            trail.collected = replace(trail.collected, faults=runner.stop())
+            load = measured.load if measured is not None else None
+            expired = load.session_expiries if load is not None else ()
+            trail.collected = replace(trail.collected, faults=runner.stop(expired))

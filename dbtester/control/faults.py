@@ -11,6 +11,10 @@ reported as the run's problem, which stops the load: a measurement of a
 fault that did not happen would mislead. So is a fault still waiting when the
 load ends (its ``at`` past the load's end): recorded as not applied, and the
 run fails saying so, rather than pass with a member left out.
+
+Client faults (``expire_session``) are the engine's to apply, inside the
+load; ``stop`` is given what it did and records them in schedule order among
+the others.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ import time
 from collections.abc import Sequence
 
 from dbtester.agent.client import AgentClient
-from dbtester.config.faults import EVENTS, TAKES_OUT, UNDO, UNDONE, Fault
+from dbtester.config.faults import CLIENT, EVENTS, TAKES_OUT, UNDO, UNDONE, Fault
 from dbtester.databases.base import PLAIN, Access, DatabaseKind, EventCall, EventFailed, Peer
 from dbtester.errors import AgentError
-from dbtester.results import FaultRecord
+from dbtester.results import FaultRecord, SessionExpiry
 from dbtester.util.progress import Reporter
 
 __all__ = ["EVENT_TIMEOUT_S", "LEADER_WAIT_S", "FaultRunner"]
@@ -91,28 +95,33 @@ class FaultRunner:
         self._load_start = load_start
         self._began.set()
 
-    def stop(self) -> tuple[FaultRecord, ...]:
+    def stop(self, expired: Sequence[SessionExpiry] = ()) -> tuple[FaultRecord, ...]:
+        """Every fault's record, in schedule order; ``expired``: what the
+        engine did of the client faults."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         for watcher in self._watchers:
             watcher.join()
-        if self._began.is_set() and not self.problem:
-            self._not_applied(time.time() - self._load_start)
+        ended = time.time()
+        if self._began.is_set():
+            late = [] if self.problem else self.faults[self._taken :]
+            self._add(_not_applied(late, ended - self._load_start))
+            self._add(_client_records(self.faults, expired, ended))
         with self._lock:
-            return tuple(self.records)
+            # stable: a client fault goes after another due at its moment
+            return tuple(sorted(self.records, key=lambda r: r.at_s))
 
-    def _not_applied(self, ended_s: float) -> None:
-        """Records the faults the load ended before (the first as the problem)."""
-        error = (
-            f"not applied: the load ended {ended_s:.1f} s after its start, before"
-            " it was due; schedule it sooner or give the load more requests"
-        )
-        for fault in self.faults[self._taken :]:
-            record = _scheduled(fault).model_copy(update={"error": error})
+    def _add(self, decided: Sequence[tuple[Fault, FaultRecord]]) -> None:
+        """Records faults decided as the load ended: one not applied is the
+        run's problem (the first one), one applied is said."""
+        for fault, record in decided:
+            if record.error:
+                self.problem = self.problem or f"fault {fault.describe()} was {record.error}"
+            else:
+                self.reporter.say(f"{self.label}: {_said(record, False)}")
             with self._lock:
                 self.records.append(record)
-            self.problem = self.problem or f"fault {fault.describe()} was {error}"
 
     @property
     def down(self) -> set[int]:
@@ -132,6 +141,8 @@ class FaultRunner:
             if self._stop.wait(max(0.0, load_start + fault.at - time.time())):
                 return
             self._taken += 1
+            if fault.action in CLIENT:
+                continue  # the engine applies it, within the load
             try:
                 record, led = self._apply(fault)
             except Exception as exc:  # a bug: never let it pass for a fault that ran
@@ -320,6 +331,48 @@ class FaultRunner:
                 self._out.pop()
 
 
+def _not_applied(faults: Sequence[Fault], ended_s: float) -> list[tuple[Fault, FaultRecord]]:
+    """The agents' faults among ``faults`` (which the load ended before,
+    ``ended_s`` after its start), each recorded as not applied."""
+    error = (
+        f"not applied: the load ended {ended_s:.1f} s after its start, before"
+        " it was due; schedule it sooner or give the load more requests"
+    )
+    return [
+        (fault, _scheduled(fault).model_copy(update={"error": error}))
+        for fault in faults
+        if fault.action not in CLIENT  # the engine's: _client_records
+    ]
+
+
+def _client_records(
+    faults: Sequence[Fault], expired: Sequence[SessionExpiry], ended: float
+) -> list[tuple[Fault, FaultRecord]]:
+    """The client faults among ``faults``, in order, each with its record
+    from what the engine did (``expired``; ``ended``: when the load did)."""
+    applied = {e.number: e for e in expired}
+    found = []
+    for number, fault in enumerate(f for f in faults if f.action in CLIENT):
+        base = _scheduled(fault)
+        e = applied.get(number)
+        if e is None:
+            error = (
+                "not applied: no locker held the lock from when it was due to the"
+                " load's end; schedule it sooner or give the load more requests"
+            )
+            found.append((fault, base.model_copy(update={"error": error})))
+            continue
+        again = (
+            f"a new holder took it {e.regained_unix - e.unix:.2f} s later"
+            if e.regained_unix is not None
+            else "no new holder took it before the load ended"
+        )
+        detail = f"locker {e.locker} crashed holding lock {e.lock}; {again}"
+        update = {"unix": e.unix, "end_unix": e.regained_unix or ended, "detail": detail}
+        found.append((fault, base.model_copy(update=update)))
+    return found
+
+
 def _scheduled(fault: Fault) -> FaultRecord:
     """The record of ``fault`` as scheduled, before anything happened."""
     return FaultRecord(
@@ -329,6 +382,7 @@ def _scheduled(fault: Fault) -> FaultRecord:
         keep_clients=fault.keep_clients,
         to=fault.to or "",
         fsync_ms=fault.fsync_ms,
+        lock=fault.lock,
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from dbtester.analyze.faults import scheduled
 from dbtester.analyze.probes import ProbeRule
+from dbtester.config.faults import CLIENT
 from dbtester.config.search import Search
 from dbtester.control.cluster import (
     Cluster,
@@ -212,6 +213,9 @@ def measure_load(
         health=lambda: cluster.health.problem or faults.problem,
         warm_inserts=warmed.inserts,
         on_begin=faults.begin,
+        expire_sessions=tuple(
+            (f.at, f.lock) for f in job.faults if f.action in CLIENT and f.lock is not None
+        ),
     )
     settings = job.settings(cluster.endpoints, cluster.access)
     if hosts is None:

@@ -11,7 +11,7 @@ the key for anything it cannot run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -27,6 +27,7 @@ from dbtester.results import (
     InformerRecord,
     LockHolds,
     Records,
+    SessionExpiry,
     WatchEvents,
 )
 from dbtester.workloads import Workload
@@ -66,13 +67,16 @@ def plan(
     first_key: int = 0,
     existing: int | None = None,
     write_id_base: int = 0,
+    expire_sessions: Sequence[tuple[float, int]] = (),
 ) -> Plan:
     """The engine's plan for ``workload`` against ``settings.endpoints``.
 
     ``first_key`` moves a write workload's keys (a warm-up writes the numbers
     after the measured load's). ``existing`` is how many keys a load that
     chooses among keys finds before it (default: its own load phase's) and
-    ``write_id_base`` keeps this run's writes apart from earlier ones."""
+    ``write_id_base`` keeps this run's writes apart from earlier ones;
+    ``expire_sessions`` are a lock load's crashes, (seconds after its start,
+    lock)."""
     target = get_kind(kind).engine_target(settings)
     built: Plan = {
         "protocol": target["protocol"],
@@ -103,6 +107,8 @@ def plan(
         "objects": workload.plan_kubernetes(),
         "locks": workload.plan_locks(),
     }
+    if built["locks"] is not None:
+        built["locks"]["expire"] = [{"at_s": at, "lock": lock} for at, lock in expire_sessions]
     if settings.access.tls is not None:
         built["tls"] = _tls(settings.access.tls)
     if "auth" in target:
@@ -235,6 +241,28 @@ def lock_holds_of(result: Mapping[str, Any]) -> LockHolds | None:
     if "lock_sessions" not in result.get("counters", {}):
         return None
     return LockHolds.of(result.get("holds", ()))
+
+
+def session_expiries_of(
+    result: Mapping[str, Any], holds: LockHolds | None
+) -> tuple[SessionExpiry, ...]:
+    """The holders a lock load's ``expire_session`` faults made crash, each
+    with when its lock had a new holder (none for the other types)."""
+    if holds is None:
+        return ()
+    found = []
+    for number, lock, locker, crashed_ns in result.get("expired", ()):
+        regained = holds.regained(int(lock), int(crashed_ns))
+        found.append(
+            SessionExpiry(
+                number=int(number),
+                lock=int(lock),
+                locker=int(locker),
+                unix=crashed_ns / 1e9,
+                regained_unix=None if regained is None else regained / 1e9,
+            )
+        )
+    return tuple(found)
 
 
 def informers_of(

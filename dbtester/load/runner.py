@@ -31,6 +31,7 @@ from dbtester.results import (
     InformerRecord,
     LockHolds,
     Records,
+    SessionExpiry,
     WatchEvents,
 )
 from dbtester.util.progress import Progress
@@ -104,6 +105,8 @@ class LoadResult:
     expirations: tuple[tuple[float, int], ...] = ()
     #: type: lock: every acquisition
     lock_holds: LockHolds | None = None
+    #: type: lock: the holders an expire_session fault made crash
+    session_expiries: tuple[SessionExpiry, ...] = ()
 
     @property
     def ok(self) -> int:
@@ -153,6 +156,9 @@ class LoadOptions:
     #: began (a slice: it ends on time, not early), judged at each poll
     #: (POLL_S); requests in flight then finish (None: all ``requests``)
     duration_s: float | None = None
+    #: a lock load's expire_session faults: (seconds after its start, lock),
+    #: in schedule order
+    expire_sessions: tuple[tuple[float, int], ...] = ()
 
     @property
     def threads(self) -> int:
@@ -193,6 +199,7 @@ def run_load(
         existing=workload.existing_keys(options.warm_inserts),
         first_key=options.first_key,
         write_id_base=options.write_ids_from(workload),
+        expire_sessions=options.expire_sessions,
     )
     cpu_before = cpu_seconds()
     sched = SchedMeter(ENGINE_THREADS)
@@ -237,6 +244,7 @@ def run_load(
         got.informer_lags,
         got.expirations,
         got.lock_holds,
+        got.session_expiries,
     )
 
 
@@ -409,6 +417,7 @@ class _Collected:
     informer_lags: InformerLags | None
     expirations: tuple[tuple[float, int], ...]
     lock_holds: LockHolds | None
+    session_expiries: tuple[SessionExpiry, ...]
 
 
 def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
@@ -440,8 +449,9 @@ def _collect(load: Load, out: DatabaseLayout | None) -> _Collected:
     holds = native.lock_holds_of(result)
     if out is not None and holds is not None:
         holds.save(out.lock_holds)
+    expiries = native.session_expiries_of(result, holds)
     return _Collected(
-        records, watch, check, counters, compactions, informers, lags, expirations, holds
+        records, watch, check, counters, compactions, informers, lags, expirations, holds, expiries
     )
 
 

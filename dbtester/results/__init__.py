@@ -9,7 +9,7 @@ it imports nothing from dbtester above ``errors``.
 from dbtester.results.checked import CheckedOperations
 from dbtester.results.informers import InformerLags
 from dbtester.results.layout import DatabaseLayout, ResultsLayout
-from dbtester.results.locks import LockHolds
+from dbtester.results.locks import LockHolds, SessionExpiry
 from dbtester.results.metrics import (
     CLIENT_COLUMNS,
     HOST_COLUMNS,
@@ -95,6 +95,7 @@ __all__ = [
     "RunSummary",
     "SearchRecord",
     "SequentialRecord",
+    "SessionExpiry",
     "TrialResults",
     "Verification",
     "ViolationRecord",

@@ -320,6 +320,7 @@ class FaultRecord(_Record):
     detail: str = ""
     to: str = ""  # an upgrade: the version the member ran from it on
     fsync_ms: float | None = None  # a slow_disk: what each fsync waited longer (schema 13)
+    lock: int | None = None  # an expire_session: the lock whose holder crashed (schema 21)
 
 
 class ProbeRecord(_Record):
@@ -547,6 +548,12 @@ class FaultSummary(_Record):
     #: a maintenance event: how long it took, and what it did (schema 12)
     took_s: float | None = None
     detail: str = ""
+    #: a lock load (schema 21): the lock an expire_session hit, how many locks
+    #: were held when the fault struck, and the seconds until each had a new
+    #: holder (None: not within the load; analyze.faults defines it)
+    lock: int | None = None
+    locks_held: int | None = None
+    lock_recovery_s: float | None = None
 
 
 class DatabaseSummary(_Record):

@@ -21,7 +21,7 @@ from dbtester.errors import ResultsError, SchemaVersionError
 
 __all__ = ["HISTORY", "SCHEMA_VERSION", "upgrade", "version_of"]
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
 #: what each version changed, version 1 first (the docs site prints this)
 HISTORY: tuple[str, ...] = (
@@ -188,6 +188,14 @@ HISTORY: tuple[str, ...] = (
         "that did not rise). Only a value, a file and keys were added: a version 19 directory "
         "upgrades as it is."
     ),
+    (
+        "Session expiry. ``run.json``'s faults may have ``action`` ``expire_session`` with "
+        "``lock`` (the lock whose holder crashed; ``unix``: when it did, ``end_unix``: when "
+        "another locker held the lock, or the load ended); ``result.json``'s fault summaries "
+        "of a lock load have ``lock``, ``locks_held`` (locks held when the fault struck) and "
+        "``lock_recovery_s`` (until each had a new holder; null: not within the load). Only "
+        "keys were added: a version 20 directory upgrades as it is."
+    ),
 )
 
 #: the key a file of each version names its version by
@@ -285,6 +293,10 @@ def _v19_to_v20(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 20}
 
 
+def _v20_to_v21(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "schema_version": 21}
+
+
 #: version N -> the step that turns a version N file into version N + 1
 UPGRADES: Mapping[int, Upgrade] = {
     1: _v1_to_v2,
@@ -306,6 +318,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     17: _v17_to_v18,
     18: _v18_to_v19,
     19: _v19_to_v20,
+    20: _v20_to_v21,
 }
 
 

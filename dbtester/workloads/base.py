@@ -278,13 +278,9 @@ class Workload(BaseModel):
         return 0
 
     def needs(self) -> list[tuple[str, str]]:
-        """What this load asks of a kind beyond plain writes and linearizable
-        reads, each with the key that asks: (capability, key). A kind lists
-        what it cannot do (``DatabaseKind.cannot``) under the same names:
-        ``serializable`` reads, ``read_modify_write`` transactions."""
-        if self.read_consistency == "serializable":
-            return [("serializable", "consistency")]
-        return []
+        """What it asks of a kind beyond plain writes and linearizable reads:
+        (capability, key), as ``DatabaseKind.cannot`` names them."""
+        return [("serializable", "consistency")] if self.read_consistency == "serializable" else []
 
     def describe(self, requests: str) -> str:
         """What the requests do, for ``validate``: ``requests`` is how many."""
@@ -293,6 +289,10 @@ class Workload(BaseModel):
     def describe_sizes(self) -> str:
         """Its keys' and values' sizes, for ``validate``."""
         return f"key {self.key_size:,} B, value {self.value_size:,} B"
+
+    def fault_problem(self, action: str, lock: int | None) -> str | None:
+        """Why its engine cannot apply the client fault ``action`` (None: it can)."""
+        return f"has no sessions for {action} to expire (type: lock has)"
 
     def spread_problem(self, hosts: int) -> str | None:
         """Why this load cannot be shared among ``hosts`` load hosts (None: it can)."""

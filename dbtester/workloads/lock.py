@@ -35,6 +35,7 @@ LOCK_ROWS = (
     "HANDOVER-MAX-MS",
     "WAIT-FAIRNESS",
     "LOCK-SESSIONS",
+    "SESSION-TTL-SECONDS",
     "FAILED-RELEASES",
 )
 
@@ -142,6 +143,11 @@ class LockWorkload(Workload):
 
     def describe_sizes(self) -> str:
         return f"lock recipes' keys under {LOCK_PREFIX}"
+
+    def fault_problem(self, action: str, lock: int | None) -> str | None:
+        if lock is not None and lock >= self.locks:
+            return f"has {self.locks:,} lock(s), 0..{self.locks - 1}: there is no lock {lock}"
+        return None
 
     def spread_problem(self, hosts: int) -> str | None:
         return (

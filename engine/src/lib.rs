@@ -136,14 +136,22 @@ impl Load {
                     .map(|&[second, count]| (second, count))
                     .collect();
                 dict.bind(py).set_item("expirations", expirations)?;
-                let holds: Vec<(i64, i64, i64, i64, i64, i64)> = finished
+                let holds: Vec<(i64, i64, i64, i64, i64, i64, i64)> = finished
                     .holds
                     .iter()
-                    .map(|&[lock, locker, asked, acquired, released, token]| {
-                        (lock, locker, asked, acquired, released, token)
-                    })
+                    .map(
+                        |&[lock, locker, asked, acquired, released, token, crashed]| {
+                            (lock, locker, asked, acquired, released, token, crashed)
+                        },
+                    )
                     .collect();
                 dict.bind(py).set_item("holds", holds)?;
+                let expired: Vec<(i64, i64, i64, i64)> = finished
+                    .expired
+                    .iter()
+                    .map(|&[expiry, lock, locker, at]| (expiry, lock, locker, at))
+                    .collect();
+                dict.bind(py).set_item("expired", expired)?;
                 let informers = PyList::empty(py);
                 for informed in &finished.informed {
                     informers.append(informer_dict(py, informed)?)?;

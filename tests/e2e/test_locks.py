@@ -1,6 +1,8 @@
-"""``type: lock`` on real etcd clusters: lockers contend through etcd's own
-lock recipe, every acquisition is kept and judged, and a recipe broken by a
-proxy in front of etcd (two holders at once) is caught."""
+"""``type: lock`` on real clusters: lockers contend through each kind's own
+lock recipe, every acquisition is kept and judged, a recipe broken by a
+proxy in front of etcd (two holders at once) is caught, and a holder that
+crashes (``expire_session``) passes its lock on only when the database
+expires its session."""
 
 from __future__ import annotations
 
@@ -25,23 +27,55 @@ from tests.support.cluster import VERSIONS, cluster, run_case, settings_for
 QUIET = LoadOptions(progress=None)
 
 
+#: the crash each load below has: lock 0's holder, early in the load
+CRASH = {"at": 0.1, "action": "expire_session", "lock": 0}
+
+
+def _crash_recovered(figures: dict[str, Any], out: Path, db: str, ttl_s: float) -> float:
+    """The seconds until lock 0 had a new holder after its holder crashed,
+    checked against the records: one crashed holder, whose lock no one took
+    before its session could have expired. Every recipe keeps its session
+    alive at least every half TTL, so the session outlived the crash by at
+    least half a TTL."""
+    assert figures["FAULT-1"] == "expire_session of lock 0's holder at 0.1 s"
+    assert figures["FAULT-1-LOCKS-HELD"] == 1 and figures["SESSION-TTL-SECONDS"] == ttl_s
+    holds = LockHolds.load(out / db / "lock-holds.npz")
+    [crashed] = np.flatnonzero(holds.crashed)
+    assert holds.lock[crashed] == 0
+    regained = holds.regained(0, int(holds.released_ns[crashed]))
+    assert regained is not None
+    recovered = float(figures["FAULT-1-LOCK-RECOVERY-SECONDS"])
+    assert recovered == pytest.approx((regained - holds.released_ns[crashed]) / 1e9, abs=1e-3)
+    assert recovered >= ttl_s / 2
+    run = json.loads((out / db / "run.json").read_text())
+    [fault] = run["faults"]
+    assert fault["action"] == "expire_session" and not fault["error"]
+    return recovered
+
+
 def test_twenty_lockers_hold_one_lock_in_turn(tmp_path: Path, installed_home) -> None:
     """Twenty lockers on a 3-member etcd take one lock 200 times: each
     acquisition begins after the previous holder's release began, the
     fencing tokens (the keys' create revisions) rise, and the rows count
-    every acquisition and session."""
+    every acquisition and session. One holder crashes: its lease expires
+    (2 s) before anyone holds the lock again, and it comes back with a new
+    one."""
     home = installed_home("etcd", VERSIONS["etcd"])
     case = {
         "title": "one lock",
-        "workload": {"type": "lock", "requests": 200, "lockers": 20, "hold_ms": 1},
+        "workload": {"type": "lock", "requests": 200, "lockers": 20, "hold_ms": 1, "ttl": 2},
         "databases": [{"id": "etcd", "kind": "etcd", "version": VERSIONS["etcd"], "members": 3}],
+        "faults": [CRASH],
     }
     done, out = run_case(home, case, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
     assert figures["CORRECTNESS"] == "locks held exclusively (200 acquisitions)"
-    assert figures["LOCKS-ACQUIRED"] == 200 and figures["LOCK-SESSIONS"] == 20
+    assert figures["LOCKS-ACQUIRED"] == 200 and figures["LOCK-SESSIONS"] == 21
     assert figures["FAILED-RELEASES"] == 0
+    # etcd checks its leases for expiry every 500 ms: back within a TTL and
+    # 3 s more on a busy machine
+    assert _crash_recovered(figures, out, "etcd", 2.0) <= 2.0 + 3.0
     assert 0 < figures["HANDOVER-P50-MS"] <= figures["HANDOVER-MAX-MS"]
     assert figures["WAIT-FAIRNESS"] >= 1
     holds = LockHolds.load(out / "etcd" / "lock-holds.npz")
@@ -82,12 +116,22 @@ def test_two_holders_at_once_are_caught(tmp_path: Path, installed_home) -> None:
         assert left.count == 0
 
 
-#: each kind's recipe with ten lockers on one lock: its flags, and acquisitions
-RECIPES = {
-    # ephemeral sequential nodes, each locker watching the one below its own
-    "zookeeper": ({}, 100),
-    # a session each, ?acquire, a blocking query while another holds the key
-    "consul": ({"raft_multiplier": 1}, 100),
+#: each kind's recipe with ten lockers on one lock: its database keys,
+#: acquisitions, its lockers' session TTL, and how long after a crash the
+#: lock may take to pass on beyond the TTL (with 3 s for a busy machine);
+#: each acquisition waits up to 30 s, past the crashed session's expiry
+RECIPES: dict[str, tuple[dict[str, Any], int, int, float]] = {
+    # ephemeral sequential nodes, each locker watching the one below its own;
+    # sessions expire on the server's 2-s ticks
+    "zookeeper": ({}, 100, 4, 2.0 + 3.0),
+    # a session each, ?acquire, a blocking query while another holds the key;
+    # Consul waits up to twice a session's TTL before it invalidates it
+    "consul": (
+        {"flags": {"raft_multiplier": 1}, "client": {"lock_delay_s": 0}},
+        100,
+        10,
+        10.0 + 3.0,
+    ),
 }
 
 
@@ -95,20 +139,27 @@ RECIPES = {
 def test_each_kinds_recipe_hands_its_lock_on(kind: str, tmp_path: Path, installed_home) -> None:
     """Ten lockers on a 3-member cluster take one lock through the kind's
     recipe: one holder at a time, the token (ZooKeeper's sequence number,
-    Consul's LockIndex) rising by exactly one per acquisition."""
-    flags, requests = RECIPES[kind]
+    Consul's LockIndex) rising by exactly one per acquisition. One holder
+    crashes: no one holds the lock until the database expired its session."""
+    keys, requests, ttl, beyond = RECIPES[kind]
     home = installed_home(kind, VERSIONS[kind])
     database: dict[str, Any] = {"id": "db", "kind": kind, "version": VERSIONS[kind], "members": 3}
+    workload = {
+        **{"type": "lock", "requests": requests, "lockers": 10, "hold_ms": 1, "ttl": ttl},
+        "request_timeout_s": 30,
+    }
     case = {
         "title": "one lock",
-        "workload": {"type": "lock", "requests": requests, "lockers": 10, "hold_ms": 1},
-        "databases": [{**database, "flags": flags}],
+        "workload": workload,
+        "databases": [{**database, **keys}],
+        "faults": [CRASH],
     }
     done, out = run_case(home, case, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads((out / "result.json").read_text())["databases"][0]["figures"]
     assert figures["CORRECTNESS"] == f"locks held exclusively ({requests} acquisitions)"
-    assert figures["LOCK-SESSIONS"] == 10 and figures["FAILED-RELEASES"] == 0
+    assert figures["LOCK-SESSIONS"] == 11 and figures["FAILED-RELEASES"] == 0
     one = LockHolds.load(out / "db" / "lock-holds.npz").of_lock(0)
     assert np.diff(one.token).tolist() == [1] * (requests - 1)
     assert (one.acquired_ns[1:] >= one.released_ns[:-1]).all()
+    assert _crash_recovered(figures, out, "db", float(ttl)) <= ttl + beyond

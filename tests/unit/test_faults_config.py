@@ -134,6 +134,14 @@ def test_a_slow_disk_and_its_restore() -> None:
             "7:5",
             "member: all is for defrag",
         ),
+        # a write load's clients hold no sessions to crash
+        (
+            "  - {at: 1s, action: expire_session, lock: 0}\n",
+            "7:3",
+            "faults[0] (expire_session of lock 0's holder at 1 s): database a's load has no"
+            " sessions for expire_session to expire (type: lock has)",
+        ),
+        ("  - {at: 1s, action: expire_session}\n", "7:5", "expire_session needs lock"),
         # the embedded databases run every member on this machine's loopback
         (
             "  - {at: 1s, action: isolate, member: 1}\n  - {at: 2s, action: heal}\n",
@@ -244,3 +252,18 @@ def test_a_fault_due_after_an_open_loop_load_ends_is_refused() -> None:
     inside = case + "  - {at: 1s, action: kill, member: 0}\n  - {at: 1.9s, action: restart}\n"
     assert len(load_test_case_text(inside, "case.yaml").case.faults) == 2
     assert len(_load("  - {at: 1s, action: kill, member: 0}\n  - {at: 9s, action: restart}\n"))
+
+
+def test_expire_session_needs_a_lock_the_load_has() -> None:
+    lock_case = CASE.replace(
+        "{type: write, requests: 100, clients: 10, connections: 5}",
+        "{type: lock, requests: 100, lockers: 4, locks: 2}",
+    )
+    [fault] = load_test_case_text(
+        lock_case + "  - {at: 1s, action: expire_session, lock: 1}\n", "case.yaml"
+    ).case.faults
+    assert (fault.action, fault.lock, fault.target) == ("expire_session", 1, None)
+    with pytest.raises(ConfigError) as caught:
+        load_test_case_text(lock_case + "  - {at: 1s, action: expire_session, lock: 2}\n", "c.yaml")
+    assert "c.yaml:7:3" in str(caught.value)
+    assert "database a's load has 2 lock(s), 0..1: there is no lock 2" in str(caught.value)

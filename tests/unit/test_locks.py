@@ -6,18 +6,21 @@ from __future__ import annotations
 import pytest
 
 from dbtester.analyze.correctness import describe, judge_locks
+from dbtester.analyze.faults import fault_values, lock_fault_figures
 from dbtester.analyze.locks import lock_problems, lock_values
-from dbtester.results import LockHolds
+from dbtester.config.faults import Fault
+from dbtester.results import FaultSummary, LockHolds
 from dbtester.workloads import workload_of
 
 MS = 1_000_000
 
 
-def _holds(*rows: tuple[int, int, float, float, float, int]) -> LockHolds:
-    """(lock, locker, asked, acquired, released in ms, token) rows."""
+def _holds(*rows: tuple[int, int, float, float, float, int], crashed: int = -1) -> LockHolds:
+    """(lock, locker, asked, acquired, released in ms, token) rows; row
+    ``crashed`` is a holder that crashed (released: when)."""
     return LockHolds.of(
-        (lock, locker, int(a * MS), int(b * MS), int(c * MS), token)
-        for lock, locker, a, b, c, token in rows
+        (lock, locker, int(a * MS), int(b * MS), int(c * MS), token, int(i == crashed))
+        for i, (lock, locker, a, b, c, token) in enumerate(rows)
     )
 
 
@@ -32,9 +35,10 @@ def test_holders_one_after_another_with_rising_tokens_are_fine() -> None:
         (1, 2, 5, 6, 8, 8),
     )
     assert lock_problems(holds) == []
-    values = lock_values(holds, {"lock_sessions": 4, "failed_releases": 0})
+    values = lock_values(holds, {"lock_sessions": 4, "failed_releases": 0}, 10.0)
     assert values["LOCKS-ACQUIRED"] == 5
     assert values["LOCK-SESSIONS"] == 4
+    assert values["SESSION-TTL-SECONDS"] == 10.0
     # handovers: 10 -> 12 and 20 -> 21 ms (lock 1's second holder was not waiting)
     assert values["HANDOVER-P50-MS"] == pytest.approx(1.5)
     assert values["HANDOVER-MAX-MS"] == pytest.approx(2.0)
@@ -74,6 +78,8 @@ def test_the_type_takes_lockers_not_clients_and_whole_second_ttls() -> None:
         "hold_s": 0.005,
         "ttl_s": 15,
     }
+    assert w.fault_problem("expire_session", 2) is None
+    assert w.fault_problem("expire_session", 3) == ("has 3 lock(s), 0..2: there is no lock 3")
     assert w.judged_by is not None and w.judged_by.model == "lock"
     assert "clients" not in w.as_raw() and w.as_raw()["lockers"] == 7
     with pytest.raises(ValueError, match="clients is not used by type: lock"):
@@ -82,3 +88,71 @@ def test_the_type_takes_lockers_not_clients_and_whole_second_ttls() -> None:
         workload_of(type="lock", requests=100, ttl=2.5)
     with pytest.raises(ValueError, match="client_steps cannot be used"):
         workload_of(type="lock", requests=100, lockers=4, client_steps=[2, 4])
+
+
+def test_a_crashed_holders_expiry_is_no_handover_and_no_violation() -> None:
+    # locker 0 crashes at 10 ms holding lock 0; locker 1, waiting since 1 ms,
+    # gets it when the session expired, at 3,010 ms
+    holds = _holds(
+        (0, 0, 0, 1, 10, 5), (0, 1, 1, 3010, 3020, 7), (0, 2, 3011, 3021, 3030, 8), crashed=0
+    )
+    assert lock_problems(holds) == []
+    values = lock_values(holds, {"lock_sessions": 4}, 3.0)
+    # only 3,020 -> 3,021 ms is a handover: the 3 s wait was the expiry's
+    assert values["HANDOVER-MAX-MS"] == pytest.approx(1.0)
+
+
+def _window(start_s: float, lock: int | None) -> FaultSummary:
+    return FaultSummary(
+        number=1,
+        action="expire_session" if lock is not None else "kill",
+        target="" if lock is not None else "leader",
+        member=None,
+        start_s=start_s,
+        unavailable_s=0.0,
+        unavailable_from_s=0.0,
+        recovered=True,
+        lock=lock,
+    )
+
+
+def test_lock_recovery_waits_for_every_lock_held_when_the_fault_struck() -> None:
+    holds = _holds(
+        (0, 0, 0, 1, 10, 5),
+        (0, 1, 1, 3010, 3020, 7),  # lock 0 crashed at 10 ms: a new holder at 3.010 s
+        (1, 2, 0, 2, 500, 6),
+        (1, 3, 3, 501, 600, 8),  # lock 1 handed over at 0.501 s
+        (2, 4, 700, 701, 800, 9),  # lock 2 was not held at 5 ms
+        crashed=0,
+    )
+    expired, killed, late = lock_fault_figures(
+        [_window(0.010, 0), _window(0.005, None), _window(3.5, None)], holds, load_start=0.0
+    )
+    assert (expired.locks_held, expired.lock_recovery_s) == (1, 3.0)
+    # locks 0 and 1 were held at 5 ms: the later one back decides
+    assert (killed.locks_held, killed.lock_recovery_s) == (2, 3.005)
+    assert (late.locks_held, late.lock_recovery_s) == (0, None)
+    rows = fault_values(expired)
+    assert rows["FAULT-1-LOCK-RECOVERY-SECONDS"] == 3.0
+    # a holder doomed before it took lock 3 crashes as it takes it, a moment
+    # after the window's start (rounded to the ms): its own take is no recovery
+    doomed = _holds((3, 5, 0, 20.0004, 20.0004, 4), (3, 6, 1, 1020, 1030, 5), crashed=0)
+    [took] = lock_fault_figures([_window(0.020, 3)], doomed, load_start=0.0)
+    assert took.lock_recovery_s == 1.0
+    [never] = lock_fault_figures([_window(3.015, None)], holds, load_start=0.0)
+    assert never.lock_recovery_s is None
+    assert fault_values(never)["FAULT-1-LOCK-RECOVERY-SECONDS"] == "not within the load"
+
+
+def test_expire_session_names_a_lock_and_no_member() -> None:
+    fault = Fault.model_validate({"at": 2.0, "action": "expire_session", "lock": 1})
+    assert fault.describe() == "expire_session of lock 1's holder at 2 s"
+    with pytest.raises(ValueError, match="takes no member"):
+        Fault.model_validate({"at": 2.0, "action": "expire_session", "lock": 1, "member": 0})
+    with pytest.raises(ValueError, match="needs lock"):
+        Fault.model_validate({"at": 2.0, "action": "expire_session"})
+    with pytest.raises(ValueError, match="lock is for expire_session"):
+        Fault.model_validate({"at": 2.0, "action": "kill", "member": 0, "lock": 1})
+    assert workload_of(type="write", requests=10).fault_problem("expire_session", 0) == (
+        "has no sessions for expire_session to expire (type: lock has)"
+    )

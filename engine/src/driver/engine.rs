@@ -135,7 +135,9 @@ pub struct Finished {
     /// Events seen expiring: each second's start (unix ns) and how many.
     pub expirations: Vec<[i64; 2]>,
     /// Every lock held (see `pacing::Recorded::holds`).
-    pub holds: Vec<[i64; 6]>,
+    pub holds: Vec<[i64; 7]>,
+    /// Each expiry carried out (see `pacing::Recorded::expired`).
+    pub expired: Vec<[i64; 4]>,
     /// "", "stopped" or "max-errors".
     pub stopped: &'static str,
 }
@@ -207,6 +209,7 @@ impl Engine {
                         informed: recorded.informed,
                         expirations: recorded.expirations,
                         holds: recorded.holds,
+                        expired: recorded.expired,
                         stopped: thread_control.stopped(),
                     })),
                     Err(error) => State::Failed(error),
@@ -422,6 +425,8 @@ mod tests {
                 session_timeout: Duration::from_secs(30),
                 tls: None,
                 digest: None,
+                detached: false,
+                resume: None,
             },
             "DBTESTER_ZOOKEEPER",
         );

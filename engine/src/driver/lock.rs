@@ -4,7 +4,12 @@
 //! closed loop) to the reply that says the lock is held; then the locker
 //! holds it for the plan's hold time and releases it, and only then takes
 //! its next acquisition. Every hold is kept for the check.
+//!
+//! A holder whose lock an expiry falls due on (the plan's `expire`) crashes
+//! instead of releasing: it stops where it is, and comes back as a restarted
+//! client would, its old session left to expire and a new one opened.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, try_join_all};
@@ -12,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{EngineError, Outcome};
 use crate::protocols::Protocol;
-use crate::workload::lock::{Hold, Locks};
+use crate::workload::Workload;
+use crate::workload::lock::{Crash, Hold, Locks};
 
 /// The records' operation code of an acquisition.
 pub const ACQUIRE: u8 = crate::workload::lock::ACQUIRE.0;
@@ -60,6 +66,8 @@ pub struct Acquisition {
     pub outcome: Outcome,
     pub sent: Instant,
     pub end: Instant,
+    /// The holder crashed: its session is to be abandoned (`restart`).
+    pub crashed: bool,
 }
 
 /// Acquisition `r` by locker `locker` over connection `conn`: acquires the
@@ -93,29 +101,104 @@ pub async fn perform<P: Protocol>(
         Ok(held) => held,
         Err(outcome) => {
             let _ = tokio::time::timeout(timeout, proto.withdraw(conn, session, name)).await;
-            return Acquisition { outcome, sent, end };
+            return Acquisition {
+                outcome,
+                sent,
+                end,
+                crashed: false,
+            };
         }
     };
-    tokio::select! {
-        () = tokio::time::sleep(locks.hold()) => {}
-        () = cancel.cancelled() => {}
+    let mut hold = Hold {
+        lock,
+        locker,
+        asked: sent,
+        acquired: end,
+        released: None,
+        token: held.token,
+        crashed: false,
+    };
+    if let Some(expiry) = hold_or_crash(locks, lock, cancel).await {
+        let at = Instant::now();
+        locks.held(Hold {
+            released: Some(at),
+            crashed: true,
+            ..hold
+        });
+        locks.crashed(Crash {
+            expiry,
+            lock,
+            locker,
+            at,
+        });
+        return Acquisition {
+            outcome: Outcome::Ok,
+            sent,
+            end,
+            crashed: true,
+        };
     }
     let released = Instant::now();
     let release = tokio::time::timeout(timeout, proto.release(conn, session, &held)).await;
     if !matches!(release, Ok(Ok(()))) {
         locks.release_failed();
     }
-    locks.held(Hold {
-        lock,
-        locker,
-        asked: sent,
-        acquired: end,
-        released: Some(released),
-        token: held.token,
-    });
+    hold.released = Some(released);
+    locks.held(hold);
     Acquisition {
         outcome: Outcome::Ok,
         sent,
         end,
+        crashed: false,
+    }
+}
+
+/// Holds `lock` for the plan's hold time (or until `cancel`); Some(expiry)
+/// when an expiry falls due on it first, and its holder is to crash.
+async fn hold_or_crash(locks: &Locks, lock: u64, cancel: &CancellationToken) -> Option<usize> {
+    let until = tokio::time::Instant::now() + locks.hold();
+    loop {
+        let due = locks.due();
+        tokio::pin!(due);
+        due.as_mut().enable(); // from here on no expiry falls due unseen
+        if let Some(expiry) = locks.crash_due(lock) {
+            return Some(expiry);
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => return None,
+            () = cancel.cancelled() => return None,
+            () = &mut due => {}
+        }
+    }
+}
+
+/// A crashed locker as a restarted client: its old session left to expire
+/// (`abandon_session`), a new one opened within `timeout` (None: none could
+/// be, and the locker takes no more locks).
+pub async fn restart<P: Protocol>(
+    proto: &P,
+    conn: usize,
+    old: P::Session,
+    locks: &Locks,
+    timeout: Duration,
+) -> Option<P::Session> {
+    proto.abandon_session(conn, old).await;
+    let fresh = tokio::time::timeout(timeout, proto.open_session(conn, locks.ttl_s()))
+        .await
+        .ok()?
+        .ok()?;
+    locks.session_opened();
+    Some(fresh)
+}
+
+/// Makes each of the plan's expiries fall due at its moment after `start`
+/// (the load's first due request).
+pub async fn expire_on_time(workload: Arc<Workload>, start: Instant) {
+    let Some(locks) = workload.locks() else {
+        return;
+    };
+    for (i, expiry) in locks.expiries().iter().enumerate() {
+        tokio::time::sleep_until((start + expiry.at).into()).await;
+        locks.doom(i);
     }
 }

@@ -48,8 +48,12 @@ pub struct Recorded {
     /// seconds without any left out.
     pub expirations: Vec<[i64; 2]>,
     /// Every lock held: lock, locker, acquire sent, acquired, release begun
-    /// (unix ns on the records' clock; 0: never released) and token.
-    pub holds: Vec<[i64; 6]>,
+    /// (unix ns on the records' clock; 0: never released), token, and 1
+    /// where the holder crashed (then "release begun" is when it did).
+    pub holds: Vec<[i64; 7]>,
+    /// Each expiry carried out: its index in the plan, the lock, the locker
+    /// that crashed and when (unix ns).
+    pub expired: Vec<[i64; 4]>,
 }
 
 /// Runs every step of `plan` (its watchers in place first, with
@@ -172,6 +176,20 @@ pub async fn run<P: Protocol>(
                 clock.unix_ns(h.acquired),
                 h.released.map_or(0, |at| clock.unix_ns(at)),
                 h.token,
+                i64::from(h.crashed),
+            ]
+        })
+        .collect();
+    let expired = locks
+        .map(Locks::take_crashes)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            [
+                c.expiry as i64,
+                c.lock as i64,
+                i64::from(c.locker),
+                clock.unix_ns(c.at),
             ]
         })
         .collect();
@@ -218,6 +236,7 @@ pub async fn run<P: Protocol>(
         informed,
         expirations,
         holds,
+        expired,
     })
 }
 
@@ -294,9 +313,20 @@ struct Shared {
     watch: Option<Arc<WatchLog>>,
 }
 
+/// A task aborted when this goes (its run's end, however it ends).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), EngineError> {
     let plan = &shared.plan;
     let stop = shared.control.stop_token();
+    // A lock load's expiries fall due from the first step's start on.
+    let mut _expiring: Option<AbortOnDrop> = None;
     for (index, step) in plan.steps.iter().enumerate() {
         if stop.is_cancelled() {
             break;
@@ -336,7 +366,10 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
             Some(locks) => {
                 let lockers = working_clients(step);
                 match lock::open_sessions(&proto, locks, lockers, step.connections).await {
-                    Ok(sessions) => sessions,
+                    Ok(sessions) => sessions
+                        .into_iter()
+                        .map(|s| tokio::sync::Mutex::new(Some(s)))
+                        .collect(),
                     Err(error) => {
                         proto.close().await;
                         return Err(error);
@@ -346,7 +379,14 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
             None => Vec::new(),
         };
         if index == 0 {
-            shared.control.begin(shared.clock.unix_ns(Instant::now()));
+            let start = Instant::now();
+            shared.control.begin(shared.clock.unix_ns(start));
+            if shared.workload.locks().is_some() {
+                _expiring = Some(AbortOnDrop(tokio::spawn(lock::expire_on_time(
+                    shared.workload.clone(),
+                    start,
+                ))));
+            }
         }
         let run = Arc::new(StepRun {
             proto,
@@ -364,7 +404,8 @@ async fn steps<P: Protocol>(shared: &Shared, options: P::Options) -> Result<(), 
         // Every task was joined (a finished task's future is dropped before
         // its join completes), so this is the last handle.
         if let Some(run) = Arc::into_inner(run) {
-            lock::close_sessions(&run.proto, run.sessions, run.connections).await;
+            let sessions = run.sessions.into_iter().filter_map(|s| s.into_inner());
+            lock::close_sessions(&run.proto, sessions.collect(), run.connections).await;
             run.proto.close().await;
         }
         driven?;
@@ -380,8 +421,9 @@ struct StepRun<P: Protocol> {
     /// The step's first request number in the whole run.
     base: u64,
     connections: usize,
-    /// Client c's session, when the clients are lockers (else none).
-    sessions: Vec<P::Session>,
+    /// Client c's session, when the clients are lockers (else none; None:
+    /// its locker crashed and could not open another).
+    sessions: Vec<tokio::sync::Mutex<Option<P::Session>>>,
 }
 
 impl<P: Protocol> StepRun<P> {
@@ -485,14 +527,22 @@ impl<P: Protocol> StepRun<P> {
         queued: bool,
         name: &mut Vec<u8>,
     ) {
+        let conn = client % self.connections;
+        let timeout = self.shared.plan.timeout;
+        let mut slot = self.sessions[client].lock().await;
+        let Some(session) = slot.as_ref() else {
+            let now = Instant::now();
+            let lost = Outcome::Named("no-session");
+            return self.record(due, now, now, &lost, lock::ACQUIRE, queued);
+        };
         let done = lock::perform(
             &self.proto,
-            client % self.connections,
-            &self.sessions[client],
+            conn,
+            session,
             locks,
             r,
             client as u32,
-            self.shared.plan.timeout,
+            timeout,
             &self.shared.cancel,
             name,
         )
@@ -505,6 +555,11 @@ impl<P: Protocol> StepRun<P> {
             lock::ACQUIRE,
             queued,
         );
+        if done.crashed
+            && let Some(old) = slot.take()
+        {
+            *slot = lock::restart(&self.proto, conn, old, locks, timeout).await;
+        }
     }
 
     fn record(

@@ -144,6 +144,17 @@ pub struct LockPlan {
     pub count: u64,
     pub hold: Duration,
     pub ttl_s: i64,
+    /// Crashes, in time order: at each moment after the load's start, the
+    /// holder of the lock (or the next one to take it) stops keeping its
+    /// session alive, drops it without ending it and never releases.
+    pub expire: Vec<Expiry>,
+}
+
+/// One `expire_session` fault: when (from the load's start) and which lock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Expiry {
+    pub at: Duration,
+    pub lock: u64,
 }
 
 /// What a Kubernetes load's requests do with the objects they find.
@@ -270,7 +281,10 @@ const TOP_KEYS: &[&str] = &[
     "objects",
     "locks",
 ];
-const LOCK_KEYS: &[&str] = &["prefix", "count", "hold_s", "ttl_s"];
+const LOCK_KEYS: &[&str] = &["prefix", "count", "hold_s", "ttl_s", "expire"];
+const EXPIRE_KEYS: &[&str] = &["at_s", "lock"];
+/// More crashes than a test case's faults may hold.
+const MAX_EXPIRIES: usize = 100;
 /// A lock's session: etcd's TTLs are whole seconds, Consul's at most a day.
 const MAX_LOCK_TTL_S: i64 = 86_400;
 const KUBERNETES_KEYS: &[&str] = &[
@@ -399,12 +413,45 @@ fn parse_locks(top: &Fields<'_>) -> Result<Option<LockPlan>> {
         Some(_) => {}
     }
     let l = top.dict("locks", LOCK_KEYS, None)?;
+    let count = l.int("count", 1, MAX_OBJECTS)? as u64;
     Ok(Some(LockPlan {
         prefix: listed_prefix(&l, "prefix")?,
-        count: l.int("count", 1, MAX_OBJECTS)? as u64,
+        count,
         hold: Duration::from_secs_f64(l.float("hold_s", 0.0, false, MAX_TIMEOUT_S)?),
         ttl_s: l.int("ttl_s", 1, MAX_LOCK_TTL_S)?,
+        expire: parse_expire(&l, count)?,
     }))
+}
+
+/// `locks.expire`: absent, or a list of {"at_s", "lock"} in time order.
+fn parse_expire(l: &Fields<'_>, count: u64) -> Result<Vec<Expiry>> {
+    let allowed = "a list of {\"at_s\", \"lock\"} dicts in time order";
+    let name = l.name("expire");
+    let items = match l.get("expire") {
+        None | Some(Value::None) => return Ok(Vec::new()),
+        Some(Value::List(items)) if items.len() <= MAX_EXPIRIES => items,
+        Some(other) => {
+            return Err(PlanError(format!(
+                "{name} must be {allowed} (at most {MAX_EXPIRIES}), got {}",
+                other.describe()
+            )));
+        }
+    };
+    let mut found: Vec<Expiry> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let e = Fields::new(format!("{name}[{i}]"), item, EXPIRE_KEYS)?;
+        let expiry = Expiry {
+            at: Duration::from_secs_f64(e.float("at_s", 0.0, false, MAX_TIMEOUT_S)?),
+            lock: e.int("lock", 0, count as i64 - 1)? as u64,
+        };
+        if found.last().is_some_and(|last| last.at > expiry.at) {
+            return Err(PlanError(format!(
+                "{name}[{i}] is before the one above: {allowed}"
+            )));
+        }
+        found.push(expiry);
+    }
+    Ok(found)
 }
 
 /// `objects`: absent or None for a key-value load, else Kubernetes' objects.
@@ -820,5 +867,44 @@ pub(crate) mod tests {
         ] {
             assert!(parse_endpoint(bad).is_none(), "{bad}");
         }
+    }
+
+    fn with_locks(expire: Value) -> Value {
+        let mut entries = good();
+        let locks = dict(&[
+            ("prefix", s("/dbtester-locks/")),
+            ("count", Value::Int(2)),
+            ("hold_s", Value::Float(0.005)),
+            ("ttl_s", Value::Int(4)),
+            ("expire", expire),
+        ]);
+        entries.push(("locks", locks));
+        dict(&entries)
+    }
+
+    fn expiry(at_s: f64, lock: i64) -> Value {
+        dict(&[("at_s", Value::Float(at_s)), ("lock", Value::Int(lock))])
+    }
+
+    #[test]
+    fn expiries_name_a_lock_of_the_plan_in_time_order() {
+        let plan = parse(&with_locks(Value::List(vec![
+            expiry(0.5, 1),
+            expiry(2.0, 0),
+        ])))
+        .unwrap();
+        let expire = plan.locks.unwrap().expire;
+        assert_eq!(expire[0].at, Duration::from_millis(500));
+        assert_eq!((expire[0].lock, expire[1].lock), (1, 0));
+        let late = error(with_locks(Value::List(vec![
+            expiry(2.0, 0),
+            expiry(1.0, 0),
+        ])));
+        assert!(
+            late.contains(r#"["expire"][1] is before the one above"#),
+            "{late}"
+        );
+        let missing = error(with_locks(Value::List(vec![expiry(1.0, 2)])));
+        assert!(missing.contains(r#"["expire"][0]["lock"]"#), "{missing}");
     }
 }

@@ -137,6 +137,10 @@ impl Protocol for Consul {
         lock::close(&self.conns[conn], session).await;
     }
 
+    async fn abandon_session(&self, _: usize, session: Self::Session) {
+        lock::abandon(session).await;
+    }
+
     /// Each watcher holds a connection of its own: a blocking query is one
     /// long poll, and HTTP/1.1 carries one request at a time. A watcher
     /// lists the keys' prefix (`?keys`), blocking until its index passes the

@@ -503,6 +503,10 @@ impl Protocol for Etcd {
         self.close_lock_session(conn, session).await;
     }
 
+    async fn abandon_session(&self, _: usize, session: Self::Session) {
+        Self::abandon_lock_session(session).await;
+    }
+
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
         let key = Bytes::copy_from_slice(key);
         let value = |kv: Option<(&[u8], i64)>| kv.map(|(v, _)| Bytes::copy_from_slice(v));

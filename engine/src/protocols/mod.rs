@@ -472,6 +472,18 @@ pub trait Protocol: Sized + Send + Sync + 'static {
         async {}
     }
 
+    /// Leaves a session as a crashed client would: no more keep-alives, its
+    /// own connection (if it has one) dropped, nothing ended or released,
+    /// so its locks go only when the database expires it.
+    fn abandon_session(
+        &self,
+        conn: usize,
+        session: Self::Session,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (conn, session);
+        async {}
+    }
+
     /// Puts `plan.watch`'s watchers on the keys the run writes, each
     /// reporting what it receives into `log`; returns once every watch is in
     /// place (before the first write), its tasks running until `stop`. A

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client::{
     Acls, AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, PersistentWatcher,
-    SessionState, Stat, TlsOptions, WatchedEvent,
+    SessionInfo, SessionState, Stat, TlsOptions, WatchedEvent,
 };
 
 use crate::outcome::{EngineError, Outcome};
@@ -39,6 +39,11 @@ pub struct Options {
     pub tls: Option<TlsOptions>,
     /// "user:password" for digest auth; None: no auth.
     pub digest: Option<Secret<Vec<u8>>>,
+    /// Dropping the client leaves its session to expire instead of ending
+    /// it (a locker's, so that it can crash as a client process does).
+    pub detached: bool,
+    /// The session to take up again instead of a new one.
+    pub resume: Option<SessionInfo>,
 }
 
 /// Shows whether there is TLS and auth, not what they hold.
@@ -63,11 +68,21 @@ fn create_options() -> CreateOptions<'static> {
 
 pub struct ZooKeeper {
     clients: Vec<Client>,
+    /// A lock load's: where each locker opens a session of its own.
+    lockers: Option<Lockers>,
     /// An update of a missing key creates it (every client writing one
     /// key: the first write finds none).
     create_missing: bool,
     /// Reads sync first (linearizable consistency).
     sync_reads: bool,
+}
+
+/// What opening a locker's session takes: the servers, the time allowed,
+/// and the options (the lock load's TTL as the session timeout, detached).
+struct Lockers {
+    endpoints: Vec<Endpoint>,
+    timeout: Duration,
+    options: Options,
 }
 
 impl ZooKeeper {
@@ -94,9 +109,8 @@ impl Protocol for ZooKeeper {
     const AUTH_KEYS: &'static [&'static str] = &["user", "password"];
     type Options = Options;
     const LOCKS: bool = true;
-    /// The node the locker made under a lock and does not hold yet (for
-    /// `withdraw`); its session is its connection's own.
-    type Session = std::sync::Mutex<Option<String>>;
+    /// A session (and its connection) of the locker's own.
+    type Session = lock::LockSession;
 
     fn options(given: &Given<'_>) -> Result<Options, PlanError> {
         let ms = given
@@ -120,44 +134,75 @@ impl Protocol for ZooKeeper {
             session_timeout: Duration::from_millis(ms as u64),
             tls: given.tls.map(tls_options).transpose()?,
             digest,
+            detached: false,
+            resume: None,
         })
     }
 
     async fn open(plan: &Plan, options: Options, step: &Step) -> Result<Self, EngineError> {
-        // A locker's session is its connection's: the lock load's TTL is its timeout.
-        let mut options = options;
-        if let Some(locks) = &plan.locks {
-            options.session_timeout = Duration::from_secs(locks.ttl_s.unsigned_abs());
-        }
-        let clients =
-            try_join_all((0..step.connections).map(|c| session(plan, &options, c))).await?;
+        // Each locker opens a session of its own (`open_session`), whose
+        // timeout is the lock load's TTL; the step's one connection is for
+        // the root.
+        let lockers = plan.locks.as_ref().map(|locks| Lockers {
+            endpoints: plan.endpoints.clone(),
+            timeout: plan.timeout,
+            options: Options {
+                session_timeout: Duration::from_secs(locks.ttl_s.unsigned_abs()),
+                detached: true,
+                ..options.clone()
+            },
+        });
+        let connections = if lockers.is_some() {
+            1
+        } else {
+            step.connections
+        };
+        let clients = try_join_all((0..connections).map(|c| session(plan, &options, c))).await?;
         create_root(plan, &clients[0]).await?;
         Ok(ZooKeeper {
             clients,
+            lockers,
             create_missing: plan.keys.choose == SAME,
             sync_reads: plan.consistency == Consistency::Linearizable,
         })
     }
 
-    async fn open_session(&self, _: usize, _ttl_s: i64) -> Result<Self::Session, Outcome> {
-        Ok(std::sync::Mutex::new(None))
+    async fn open_session(&self, conn: usize, _ttl_s: i64) -> Result<Self::Session, Outcome> {
+        let Some(l) = &self.lockers else {
+            return Err(Outcome::Named("unsupported"));
+        };
+        let client = session_on(&l.endpoints, l.timeout, &l.options, conn)
+            .await
+            .map_err(|_| Outcome::Named("ConnectionLoss"))?;
+        Ok(lock::LockSession::new(client))
     }
 
     async fn acquire(
         &self,
-        conn: usize,
+        _: usize,
         session: &Self::Session,
         name: &[u8],
     ) -> Result<Held, Outcome> {
-        lock::acquire(&self.clients[conn], session, name).await
+        lock::acquire(session, name).await
     }
 
-    async fn release(&self, conn: usize, _: &Self::Session, held: &Held) -> Result<(), Outcome> {
-        lock::release(&self.clients[conn], held).await
+    async fn release(&self, _: usize, session: &Self::Session, held: &Held) -> Result<(), Outcome> {
+        lock::release(session, held).await
     }
 
-    async fn withdraw(&self, conn: usize, session: &Self::Session, _: &[u8]) {
-        lock::withdraw(&self.clients[conn], session).await;
+    async fn withdraw(&self, _: usize, session: &Self::Session, _: &[u8]) {
+        lock::withdraw(session).await;
+    }
+
+    async fn close_session(&self, _: usize, session: Self::Session) {
+        if let Some(l) = &self.lockers {
+            lock::close(session, l).await;
+        }
+    }
+
+    async fn abandon_session(&self, _: usize, session: Self::Session) {
+        // Detached: its connection closes without ending the session.
+        drop(session);
     }
 
     /// Each watch connection is a session of its own carrying its share of
@@ -211,7 +256,7 @@ impl Protocol for ZooKeeper {
     }
 
     async fn request(&self, conn: usize, request: &Request<'_>, _sent: &mut Instant) -> Outcome {
-        let client = &self.clients[conn];
+        let client = &self.clients[conn % self.clients.len()];
         let path = znode(request.key);
         let value = &request.value[..];
         match request.kind {
@@ -251,7 +296,7 @@ impl Protocol for ZooKeeper {
     /// linearizable consistency, a checked read first syncs that server
     /// with the leader, as ZooKeeper's documentation says to.
     async fn read_value(&self, conn: usize, key: &[u8]) -> Result<Option<Bytes>, Outcome> {
-        let client = &self.clients[conn];
+        let client = &self.clients[conn % self.clients.len()];
         let path = znode(key);
         match self.read(client, &path).await {
             Ok((data, _)) => Ok(Some(Bytes::from(data))),
@@ -261,20 +306,25 @@ impl Protocol for ZooKeeper {
     }
 
     async fn close(self) {
-        // Dropping a client's last handle makes its session send CloseSession;
-        // wait (briefly) for that so sessions do not linger on the server.
-        let watchers: Vec<_> = self.clients.iter().map(Client::state_watcher).collect();
-        drop(self.clients);
-        join_all(watchers.into_iter().map(|mut watcher| async move {
-            let closed = async {
-                while !watcher.state().is_terminated() {
-                    watcher.changed().await;
-                }
-            };
-            let _ = tokio::time::timeout(CLOSE_WAIT, closed).await;
-        }))
-        .await;
+        end_sessions(self.clients).await;
     }
+}
+
+/// Drops `clients`: the last handle of each makes its session send
+/// CloseSession; waits (briefly) for that so sessions do not linger on the
+/// server.
+async fn end_sessions(clients: Vec<Client>) {
+    let watchers: Vec<_> = clients.iter().map(Client::state_watcher).collect();
+    drop(clients);
+    join_all(watchers.into_iter().map(|mut watcher| async move {
+        let closed = async {
+            while !watcher.state().is_terminated() {
+                watcher.changed().await;
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_WAIT, closed).await;
+    }))
+    .await;
 }
 
 /// The znode of `key` (keys are ASCII: "k" and digits, or a checked key).
@@ -316,11 +366,21 @@ async fn update(client: &Client, path: &str, value: &[u8], create_missing: bool)
 /// new ones wait in the crate's queue and go out once it is connected again
 /// (or time out).
 async fn session(plan: &Plan, options: &Options, c: usize) -> Result<Client, EngineError> {
-    let order = ordered(&plan.endpoints, c % plan.endpoints.len());
+    session_on(&plan.endpoints, plan.timeout, options, c).await
+}
+
+/// `session` with `endpoints`, within `timeout`.
+async fn session_on(
+    endpoints: &[Endpoint],
+    timeout: Duration,
+    options: &Options,
+    c: usize,
+) -> Result<Client, EngineError> {
+    let order = ordered(endpoints, c % endpoints.len());
     let servers = authorities(&order);
     let listed = servers.clone();
     let what = move || format!("cannot establish a ZooKeeper session with {listed}");
-    within(plan.timeout, what.clone(), async move {
+    within(timeout, what.clone(), async move {
         let mut attempt = 1;
         loop {
             let failed = match connect(options, &servers).await {
@@ -354,6 +414,12 @@ async fn connect(options: &Options, servers: &str) -> Result<Client, Error> {
     let mut connector = Client::connector()
         .with_session_timeout(options.session_timeout)
         .with_fail_eagerly();
+    if options.detached {
+        connector = connector.with_detached();
+    }
+    if let Some(info) = &options.resume {
+        connector = connector.with_session(info.clone());
+    }
     if let Some(digest) = &options.digest {
         connector = connector.with_auth("digest", digest.expose());
     }

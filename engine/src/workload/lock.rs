@@ -1,13 +1,16 @@
 //! Locks contended for (`type: lock`): which lock each acquisition takes,
 //! and what every holder did, for the check (no two holders of a lock at
 //! once, each holder's fencing token above the last one's) and the figures
-//! (handover, wait fairness).
+//! (handover, wait fairness); and which holders are to crash (the plan's
+//! `expire`), and which did.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::plan::LockPlan;
+use tokio::sync::Notify;
+
+use crate::plan::{Expiry, LockPlan};
 
 /// The records' operation code of an acquisition (after Kubernetes' verbs),
 /// and its name.
@@ -16,7 +19,9 @@ pub const ACQUIRE: (u8, &str) = (9, "acquire");
 /// One acquisition: lock `lock`, held by locker `locker` from the moment its
 /// acquire's reply arrived (`acquired`) to the moment it began its release
 /// (`released`; None: it never did, its session ended first), with the
-/// fencing token the database gave. `asked` is when its acquire began.
+/// fencing token the database gave. `asked` is when its acquire began. A
+/// holder that `crashed` held it until then (`released`), released nothing,
+/// and left its session to expire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hold {
     pub lock: u64,
@@ -25,6 +30,17 @@ pub struct Hold {
     pub acquired: Instant,
     pub released: Option<Instant>,
     pub token: i64,
+    pub crashed: bool,
+}
+
+/// A holder that crashed: which of the plan's expiries made it, the lock,
+/// the locker and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crash {
+    pub expiry: usize,
+    pub lock: u64,
+    pub locker: u32,
+    pub at: Instant,
 }
 
 /// The run's locks and what was done with them.
@@ -37,6 +53,11 @@ pub struct Locks {
     sessions: AtomicU64,
     /// Releases that failed: the lock went only when its session did.
     failed_releases: AtomicU64,
+    /// Expiries due and not yet carried out: (index in the plan, lock).
+    doomed: Mutex<Vec<(usize, u64)>>,
+    /// Wakes the holders when an expiry falls due.
+    due: Notify,
+    crashes: Mutex<Vec<Crash>>,
 }
 
 impl Locks {
@@ -47,7 +68,44 @@ impl Locks {
             holds: Mutex::new(Vec::new()),
             sessions: AtomicU64::new(0),
             failed_releases: AtomicU64::new(0),
+            doomed: Mutex::new(Vec::new()),
+            due: Notify::new(),
+            crashes: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The crashes the plan asks for, in time order.
+    pub fn expiries(&self) -> &[Expiry] {
+        &self.plan.expire
+    }
+
+    /// Expiry `i` is due: the holder of its lock, or the next one to take
+    /// it, is to crash.
+    pub fn doom(&self, i: usize) {
+        guard(&self.doomed).push((i, self.plan.expire[i].lock));
+        self.due.notify_waiters();
+    }
+
+    /// Resolves when an expiry falls due (take it before looking with
+    /// `crash_due`, so that none falls between).
+    pub fn due(&self) -> tokio::sync::futures::Notified<'_> {
+        self.due.notified()
+    }
+
+    /// Claims the earliest expiry due on `lock` for its holder, if any.
+    pub fn crash_due(&self, lock: u64) -> Option<usize> {
+        let mut doomed = guard(&self.doomed);
+        let at = doomed.iter().position(|&(_, l)| l == lock)?;
+        Some(doomed.remove(at).0)
+    }
+
+    pub fn crashed(&self, crash: Crash) {
+        guard(&self.crashes).push(crash);
+    }
+
+    /// Every crash carried out, in the order they were.
+    pub fn take_crashes(&self) -> Vec<Crash> {
+        std::mem::take(&mut *guard(&self.crashes))
     }
 
     /// How long each acquisition holds its lock.
@@ -104,8 +162,12 @@ impl Locks {
     }
 
     fn holds(&self) -> MutexGuard<'_, Vec<Hold>> {
-        self.holds.lock().unwrap_or_else(PoisonError::into_inner)
+        guard(&self.holds)
     }
+}
+
+fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A 64-bit mix (splitmix64's finaliser): neighbouring inputs land far apart.
@@ -127,6 +189,16 @@ mod tests {
                 count,
                 hold: Duration::from_millis(5),
                 ttl_s: 10,
+                expire: vec![
+                    Expiry {
+                        at: Duration::from_secs(1),
+                        lock: 2,
+                    },
+                    Expiry {
+                        at: Duration::from_secs(2),
+                        lock: 2,
+                    },
+                ],
             },
             7,
         )
@@ -145,5 +217,17 @@ mod tests {
         l.name_into(3, &mut name);
         assert_eq!(name, b"/dbtester-locks/lock-3/");
         assert!((0..100).all(|r| locks(1).draw(r) == 0));
+    }
+
+    #[test]
+    fn each_expiry_due_crashes_one_holder_of_its_lock() {
+        let l = locks(4);
+        assert_eq!(l.crash_due(2), None); // none due yet
+        l.doom(1);
+        l.doom(0);
+        assert_eq!(l.crash_due(1), None); // another lock's holder is spared
+        assert_eq!(l.crash_due(2), Some(1)); // in the order they fell due
+        assert_eq!(l.crash_due(2), Some(0));
+        assert_eq!(l.crash_due(2), None); // each claimed once
     }
 }

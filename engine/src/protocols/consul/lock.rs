@@ -146,6 +146,14 @@ async fn renew(
     }
 }
 
+/// Stops the renewals and leaves the session to be invalidated when its
+/// TTL runs out (Consul allows up to twice it); its lock then waits out the
+/// lock-delay. Its connections are shared with other work and stay.
+pub async fn abandon(session: LockSession) {
+    session.stop.cancel();
+    let _ = session.renewing.await;
+}
+
 /// Stops the renewals and destroys the session (its locks are released).
 pub async fn close(conn: &Arc<Conn>, session: LockSession) {
     session.stop.cancel();

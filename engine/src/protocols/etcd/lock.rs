@@ -228,6 +228,13 @@ impl Etcd {
         })
     }
 
+    /// Stops the keep-alives and leaves the lease to expire. The lease lives
+    /// apart from any connection, so the connection (shared) stays.
+    pub(super) async fn abandon_lock_session(session: LockSession) {
+        session.stop.cancel();
+        let _ = session.keeping.await;
+    }
+
     pub(super) async fn close_lock_session(&self, conn: usize, session: LockSession) {
         session.stop.cancel();
         let _ = session.keeping.await;

@@ -6,16 +6,50 @@
 //! (getData with a watch, as Curator does, so that a node already gone
 //! leaves no watch behind) and lists again when that node goes. Each
 //! release wakes one waiter. The node's sequence number is the fencing
-//! token; the node goes with its session.
+//! token; the node goes with its session, which is the locker's own (its own
+//! connection, detached: dropped, it is left to expire, as a crashed
+//! client's is; closed, it is taken up again and ended).
 
 use std::sync::Mutex;
 
 use bytes::Bytes;
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use super::outcome;
+use super::{Lockers, Options, end_sessions, outcome, session_on};
 use crate::outcome::Outcome;
 use crate::protocols::Held;
+
+/// A locker's session: its client, and the node it made under a lock and
+/// does not hold yet (for `withdraw`).
+pub struct LockSession {
+    client: Client,
+    pending: Mutex<Option<String>>,
+}
+
+impl LockSession {
+    pub(super) fn new(client: Client) -> LockSession {
+        LockSession {
+            client,
+            pending: Mutex::new(None),
+        }
+    }
+}
+
+/// How long ending a locker's session may take after the load.
+const CLOSE_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Ends the session: the detached client goes, and a client that takes the
+/// session up again is dropped, which ends it (its nodes go with it).
+pub(super) async fn close(session: LockSession, lockers: &Lockers) {
+    let options = Options {
+        detached: false,
+        resume: Some(session.client.into_session()),
+        ..lockers.options.clone()
+    };
+    if let Ok(client) = session_on(&lockers.endpoints, CLOSE_WITHIN, &options, 0).await {
+        end_sessions(vec![client]).await;
+    }
+}
 
 /// The sequential nodes' name before their sequence number.
 const NODE: &str = "lock-";
@@ -62,11 +96,8 @@ async fn create_node(client: &Client, parent: &str) -> Result<(String, i64), Out
     Ok((format!("{prefix}{number:010}"), number))
 }
 
-pub(super) async fn acquire(
-    client: &Client,
-    pending: &Mutex<Option<String>>,
-    name: &[u8],
-) -> Result<Held, Outcome> {
+pub(super) async fn acquire(session: &LockSession, name: &[u8]) -> Result<Held, Outcome> {
+    let (client, pending) = (&session.client, &session.pending);
     let parent = parent(name)?;
     let (path, mine) = create_node(client, parent).await?;
     *lock(pending) = Some(path.clone());
@@ -91,19 +122,19 @@ pub(super) async fn acquire(
     })
 }
 
-pub(super) async fn release(client: &Client, held: &Held) -> Result<(), Outcome> {
+pub(super) async fn release(session: &LockSession, held: &Held) -> Result<(), Outcome> {
     let path = std::str::from_utf8(&held.key).map_err(|_| Outcome::Named("bad-lock-name"))?;
-    match client.delete(path, None).await {
+    match session.client.delete(path, None).await {
         Ok(()) | Err(Error::NoNode) => Ok(()),
         Err(e) => Err(outcome(&e)),
     }
 }
 
 /// Deletes the node an acquire that failed or was given up left behind.
-pub(super) async fn withdraw(client: &Client, pending: &Mutex<Option<String>>) {
-    let path = lock(pending).take();
+pub(super) async fn withdraw(session: &LockSession) {
+    let path = lock(&session.pending).take();
     if let Some(path) = path {
-        let _ = client.delete(&path, None).await;
+        let _ = session.client.delete(&path, None).await;
     }
 }
 
