@@ -1,6 +1,7 @@
 """What a lock load's acquisitions show (``type: lock``): whether each lock
 was held by one locker at a time with rising fencing tokens, and how it was
-handed over.
+handed over. A locker whose release did not reach the database (a member
+lost) may take its own key again with the same token: its hold went on.
 
 A holder holds, on the engine's one clock, from the arrival of its
 acquire's reply to the start of its release. The database's own hold is
@@ -60,7 +61,11 @@ def _wrong(holds: LockHolds, a: int, b: int, start: int) -> str:
             f"locker {then} acquired it at {at(acquired)} while locker {first} held it (from"
             f" {at(int(holds.acquired_ns[a]))} {until})"
         )
-    if holds.token[b] <= holds.token[a]:
+    # The same locker with the same token took its own key or node again:
+    # its release never reached the database (a token names one creation),
+    # so this is its hold going on, not a second holder.
+    again = first == then and holds.token[b] == holds.token[a]
+    if holds.token[b] <= holds.token[a] and not again:
         return (
             f"locker {then}'s fencing token {int(holds.token[b])} (acquired at {at(acquired)})"
             f" is not above locker {first}'s {int(holds.token[a])}"

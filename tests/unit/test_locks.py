@@ -69,6 +69,14 @@ def test_a_token_that_does_not_rise_is_a_violation() -> None:
     assert "is not above locker 1's 9" in problem.reason
 
 
+def test_a_locker_taking_its_own_unreleased_key_again_keeps_its_token() -> None:
+    # locker 1's release at 5 ms never reached the database: at 6 ms it takes
+    # its own key again (token 9); another locker with token 9 would be wrong
+    assert lock_problems(_holds((0, 1, 0, 1, 5, 9), (0, 1, 5, 6, 8, 9), (0, 2, 6, 9, 10, 11))) == []
+    [problem] = lock_problems(_holds((0, 1, 0, 1, 5, 9), (0, 2, 5, 6, 8, 9)))
+    assert "locker 2's fencing token 9" in problem.reason
+
+
 def test_the_type_takes_lockers_not_clients_and_whole_second_ttls() -> None:
     w = workload_of(type="lock", requests=100, lockers=7, locks=3, hold_ms=5, ttl="15s")
     assert (w.clients, w.connections) == (7, 7)
