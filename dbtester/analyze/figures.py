@@ -29,13 +29,14 @@ from dbtester.analyze.faults import (
 )
 from dbtester.analyze.heatmap import Heatmap, latency_heatmap
 from dbtester.analyze.informers import informer_values, p99_by_informer
-from dbtester.analyze.locks import lock_values
+from dbtester.analyze.locks import acquisitions_by_locker, handover_per_second, lock_values
 from dbtester.analyze.stats import SEARCH_METRICS
 from dbtester.results import (
     NOT_ERRORS,
     OPERATIONS,
     STORAGE_COLUMNS,
     FaultSummary,
+    LockHolds,
     Records,
     WatchEvents,
 )
@@ -53,6 +54,7 @@ from dbtester.workloads.mixed import CONFLICT_ROW, OPERATION_ROWS, STALE_ROW
 from dbtester.workloads.watch import WATCH_PERCENTILES, WatchWorkload
 
 __all__ = [
+    "ACQUISITIONS_BY_LOCKER",
     "CHECK_ROWS",
     "COMPACTION_ROWS",
     "CONFLICT_ROW",
@@ -63,6 +65,7 @@ __all__ = [
     "EVENT_ROWS",
     "EXPIRATION_ROWS",
     "EXPIRATION_SERIES",
+    "HANDOVER_SERIES",
     "HOST_ROWS",
     "INFORMER_BY_INFORMER",
     "INFORMER_ROWS",
@@ -702,6 +705,7 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     if data.lock_holds is not None:
         counters = data.record.load.counters if data.record.load is not None else {}
         figures.values.update(lock_values(data.lock_holds, counters, _lock_ttl_s(data)))
+        _lock_series(data.lock_holds, data.load_start, figures)
     _schedule_lag(data, records, figures)
     _client_metrics(data, figures)
     # A failure is timed by when the request was sent: a timeout completes only
@@ -711,6 +715,20 @@ def _client_rows(data: DatabaseData, figures: Figures) -> None:
     failed = ~ok & ~allowed & (records.code != conflict)  # a lost race is no failure
     sent_s = records.sent_ns()[failed] / 1e9 - data.load_start - first_due
     _failure_note(data, figures, sent_s, per_second, bool(allowed.any()))
+
+
+#: the chart series of a lock load: each second's median handover, and
+#: each locker's acquisitions
+HANDOVER_SERIES = "LOCK-HANDOVER-MS"
+ACQUISITIONS_BY_LOCKER = "LOCK-ACQUISITIONS-BY-LOCKER"
+
+
+def _lock_series(holds: LockHolds, load_start: float, figures: Figures) -> None:
+    seconds, medians = handover_per_second(holds, load_start)
+    if len(seconds):
+        figures.series[HANDOVER_SERIES] = Series(seconds, medians)
+    if len(holds):
+        figures.series[ACQUISITIONS_BY_LOCKER] = Series(*acquisitions_by_locker(holds))
 
 
 def _lock_ttl_s(data: DatabaseData) -> float:

@@ -19,7 +19,14 @@ import numpy as np
 
 from dbtester.results import FigureValue, LockHolds
 
-__all__ = ["LockProblem", "lock_problems", "lock_values"]
+__all__ = [
+    "LockProblem",
+    "acquisitions_by_locker",
+    "handover_per_second",
+    "handovers",
+    "lock_problems",
+    "lock_values",
+]
 
 
 @dataclass(frozen=True)
@@ -102,14 +109,43 @@ def lock_values(
 
 
 def _handovers_ms(holds: LockHolds) -> np.ndarray:
-    """For each holder whose acquire was sent before the previous holder of
-    its lock began its release: from that release to its acquisition (ms).
-    A holder that crashed released nothing: what came after it is the
-    session's expiry (the fault rows), not a handover."""
-    found: list[float] = []
+    """Every handover's length (ms): :func:`handovers`' second half."""
+    return handovers(holds)[1]
+
+
+def handovers(holds: LockHolds) -> tuple[np.ndarray, np.ndarray]:
+    """When each handover ended (the acquisition, unix ns) and how long it
+    took (ms): for each holder whose acquire was sent before the previous
+    holder of its lock began its release, from that release to its
+    acquisition. A holder that crashed released nothing: what came after it
+    is the session's expiry (the fault rows), not a handover."""
+    ends: list[np.ndarray] = []
+    found: list[np.ndarray] = []
     for number in holds.locks():
         mine = holds.of_lock(number)
         released, asked, acquired = mine.released_ns[:-1], mine.asked_ns[1:], mine.acquired_ns[1:]
         waiting = (released > 0) & (asked < released) & ~mine.crashed[:-1]
-        found.extend(((acquired - released)[waiting] / 1e6).tolist())
-    return np.asarray(found, dtype=np.float64)
+        ends.append(acquired[waiting])
+        found.append((acquired - released)[waiting] / 1e6)
+    if not found:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    return np.concatenate(ends), np.concatenate(found).astype(np.float64)
+
+
+def handover_per_second(holds: LockHolds, load_start: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each second since ``load_start`` in which handovers ended, and their
+    median (ms), for the chart."""
+    ends, ms = handovers(holds)
+    if not len(ms):
+        return np.zeros(0), np.zeros(0)
+    seconds = np.floor(np.maximum(ends / 1e9 - load_start, 0)).astype(np.int64)
+    found = np.unique(seconds)
+    medians = [float(np.median(ms[seconds == second])) for second in found]
+    return found.astype(np.float64), np.array(medians)
+
+
+def acquisitions_by_locker(holds: LockHolds) -> tuple[np.ndarray, np.ndarray]:
+    """Each locker that acquired and how many times, for the chart: a fair
+    lock's lockers take about as many each."""
+    lockers, counts = np.unique(holds.locker, return_counts=True)
+    return lockers.astype(np.float64), counts.astype(np.float64)

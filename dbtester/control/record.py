@@ -111,6 +111,7 @@ def _notes(job: DatabaseJob, c: Collected) -> tuple[str, ...]:
         _slices_note(job),
         # how this kind's watchers work, where it shapes the figures
         (job.kind.watch_note or None) if w.WATCHES else None,
+        job.kind.session_note(job.db.client) if w.session_ttl_s is not None else None,
     ]
     return tuple(n for n in notes if n)
 

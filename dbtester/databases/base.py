@@ -506,6 +506,11 @@ class DatabaseKind(ABC):
         (a note under the table), or None."""
         return None
 
+    def session_note(self, client: Options) -> str | None:
+        """What a load whose clients hold sessions (a lock load) must know of
+        this kind's sessions, with its client settings (None: nothing)."""
+        return None
+
     def load_note(self, clients: int, connections: int) -> str | None:
         """What ``clients`` and ``connections`` meant for this kind's protocol,
         when the table alone would mislead (None when they mean the usual)."""

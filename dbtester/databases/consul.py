@@ -83,6 +83,16 @@ class Consul(DatabaseKind):
     protocol: ClassVar[str] = "consul"
     cannot: ClassVar[Mapping[str, str]] = {"kubernetes": KUBERNETES_NEEDS}
 
+    def session_note(self, client: Options) -> str | None:
+        assert isinstance(client, ConsulClient)
+        if not client.lock_delay_s:
+            return None
+        return (
+            f"a lock whose holder's session was invalidated (its TTL ran out, up to twice"
+            f" over; not a release) stays refused for the lock-delay, {client.lock_delay_s:g} s"
+            " (client: {lock_delay_s: 0} turns it off)"
+        )
+
     def session_ttl_bounds(self, flags: Options) -> tuple[int, int] | None:
         """A session's TTL must lie between session_ttl_min (10 s by
         default) and a day."""

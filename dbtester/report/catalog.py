@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbtester.analyze.figures import (
+    ACQUISITIONS_BY_LOCKER,
     DB_SIZE_SERIES,
     EXPIRATION_SERIES,
+    HANDOVER_SERIES,
     INFORMER_BY_INFORMER,
     SEARCH_CURVE,
     SEARCH_TARGET,
@@ -110,6 +112,21 @@ CHARTS = (
         "Informer event lag p99 by informer (put sent to event received)",
         "Informer",
         "Lag p99 (ms)",
+        optional=True,
+        markers=True,
+    ),
+    Chart(
+        HANDOVER_SERIES,
+        "Lock handover (a holder's release to the next holder's acquire), each second's median",
+        SECONDS,
+        "Handover (ms)",
+        optional=True,
+    ),
+    Chart(
+        ACQUISITIONS_BY_LOCKER,
+        "Acquisitions by locker (a fair lock's lockers take about as many each)",
+        "Locker",
+        "Acquisitions",
         optional=True,
         markers=True,
     ),

@@ -164,3 +164,31 @@ def test_expire_session_names_a_lock_and_no_member() -> None:
     assert workload_of(type="write", requests=10).fault_problem("expire_session", 0) == (
         "has no sessions for expire_session to expire (type: lock has)"
     )
+
+
+def test_consuls_lock_delay_is_noted_for_loads_with_sessions() -> None:
+    from dbtester.databases import get_kind
+    from dbtester.databases.consul import ConsulClient
+
+    consul, etcd = get_kind("consul"), get_kind("etcd")
+    note = consul.session_note(ConsulClient())
+    assert note is not None and "stays refused for the lock-delay, 15 s" in note
+    assert consul.session_note(ConsulClient(lock_delay_s=0)) is None
+    assert etcd.session_note(etcd.client_model()) is None
+
+
+def test_the_lock_charts_show_handovers_each_second_and_acquisitions_by_locker() -> None:
+    from dbtester.analyze.locks import acquisitions_by_locker, handover_per_second
+
+    # handovers of 2 ms (at 12 ms) and 1 ms (at 21 ms) in second 0, 4 ms in second 1
+    holds = _holds(
+        (0, 0, 0, 1, 10, 5),
+        (0, 1, 1, 12, 20, 7),
+        (0, 0, 11, 21, 1002, 9),
+        (0, 2, 500, 1006, 1010, 11),
+    )
+    seconds, medians = handover_per_second(holds, load_start=0.0)
+    assert seconds.tolist() == [0.0, 1.0]
+    assert medians.tolist() == pytest.approx([1.5, 4.0])
+    lockers, counts = acquisitions_by_locker(holds)
+    assert lockers.tolist() == [0.0, 1.0, 2.0] and counts.tolist() == [2.0, 1.0, 1.0]
