@@ -55,6 +55,13 @@ class ConsulFlags(Options):
     log_level: str | None = Field(
         None, pattern="^(trace|debug|info|warn|error)$", description="log_level"
     )
+    session_ttl_min_s: int | None = Field(
+        None,
+        ge=1,
+        le=86_400,
+        description="session_ttl_min in seconds: the shortest session TTL the servers"
+        " accept (Consul's default 10)",
+    )
 
 
 class ConsulClient(Options):
@@ -96,7 +103,8 @@ class Consul(DatabaseKind):
     def session_ttl_bounds(self, flags: Options) -> tuple[int, int] | None:
         """A session's TTL must lie between session_ttl_min (10 s by
         default) and a day."""
-        return 10, 86_400
+        assert isinstance(flags, ConsulFlags)
+        return flags.session_ttl_min_s or 10, 86_400
 
     watches: ClassVar[bool] = True
     watch_note: ClassVar[str] = (
@@ -161,6 +169,8 @@ class Consul(DatabaseKind):
         }
         if flags.raft_multiplier:
             config["performance"] = {"raft_multiplier": flags.raft_multiplier}
+        if flags.session_ttl_min_s:
+            config["session_ttl_min"] = f"{flags.session_ttl_min_s}s"
         files: dict[Path, str] = {}
         if member.tls is not None:
             config["ports"] |= {"http": -1, "https": me.ports["client"]}

@@ -160,12 +160,16 @@ RECIPES: dict[str, tuple[dict[str, Any], int, int, float]] = {
     # sessions expire on the server's 2-s ticks
     "zookeeper": ({}, 100, 4, 2.0 + 3.0),
     # a session each, ?acquire, a blocking query while another holds the key;
-    # Consul waits up to twice a session's TTL before it invalidates it
+    # Consul waits up to twice a session's TTL before it invalidates it (its
+    # shortest TTL lowered from 10 s to 2 s)
     "consul": (
-        {"flags": {"raft_multiplier": 1}, "client": {"lock_delay_s": 0}},
+        {
+            "flags": {"raft_multiplier": 1, "session_ttl_min_s": 2},
+            "client": {"lock_delay_s": 0},
+        },
         100,
-        10,
-        10.0 + 3.0,
+        2,
+        2.0 + 3.0,
     ),
 }
 

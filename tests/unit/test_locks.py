@@ -192,3 +192,12 @@ def test_the_lock_charts_show_handovers_each_second_and_acquisitions_by_locker()
     assert medians.tolist() == pytest.approx([1.5, 4.0])
     lockers, counts = acquisitions_by_locker(holds)
     assert lockers.tolist() == [0.0, 1.0, 2.0] and counts.tolist() == [2.0, 1.0, 1.0]
+
+
+def test_consuls_shortest_session_ttl_is_its_servers_setting() -> None:
+    from dbtester.databases import get_kind
+    from dbtester.databases.consul import ConsulFlags
+
+    consul = get_kind("consul")
+    assert consul.session_ttl_bounds(ConsulFlags()) == (10, 86_400)
+    assert consul.session_ttl_bounds(ConsulFlags(session_ttl_min_s=2)) == (2, 86_400)
