@@ -70,6 +70,15 @@ def test_mixed_and_watch_on_kine(tmp_path: Path, installed_home: Any) -> None:
     assert figures["watch"]["WATCH-EVENTS-RECEIVED"] == 10_000, figures["watch"]
 
 
+def _put_panicked(db: Path) -> bool:
+    """Whether a kine member of ``db`` died of kine's nil pointer in Put."""
+    return any(
+        "panic: runtime error: invalid memory address" in log.read_text()
+        and "pkg/server/put.go" in log.read_text()
+        for log in db.glob("server-*-database.log")
+    )
+
+
 def test_kine_members_share_one_postgres_killed_under_load(
     tmp_path: Path, installed_home: Any
 ) -> None:
@@ -91,6 +100,13 @@ def test_kine_members_share_one_postgres_killed_under_load(
         ],
     )
     result, out = run_case(home, case, tmp_path)
+    if _put_panicked(out / "pg"):
+        # kine 0.17.5 sometimes dies of a nil pointer in Put
+        # (pkg/server/put.go:32) when its PostgreSQL is killed under load
+        # (docs/kine.md): the run must fail, naming the member that exited.
+        assert result.returncode == 1, result.stderr[-3000:]
+        assert "exited unexpectedly" in result.stderr, result.stderr[-3000:]
+        return
     figures = _figures(out)["pg"]
     # kine acknowledges a few writes in flight at the kill that it never
     # stored (docs/kine.md): at most one per client, then the run fails
