@@ -163,7 +163,8 @@ def scheduled(f: FaultRecord) -> str:
     to = f" to {f.to}" if f.to else ""
     to += f" by {f.fsync_ms:g} ms" if f.fsync_ms else ""
     to += f" of lock {f.lock}'s holder" if f.lock is not None else ""
-    return f"{f.action} {who}{peers}{to}".replace("  ", " ").rstrip() + f" at {f.at_s:g} s"
+    head = f"{f.action} {who}" if who else f.action
+    return f"{head}{peers}{to}".rstrip() + f" at {f.at_s:g} s"
 
 
 def windows(faults: Sequence[FaultRecord], load_start: float) -> list[Window]:

@@ -94,23 +94,18 @@ def lock_values(
         "SESSION-TTL-SECONDS": ttl_s,
         "FAILED-RELEASES": counters.get("failed_releases", 0),
     }
-    handovers = _handovers_ms(holds)
-    if len(handovers):
-        p50, p99 = np.percentile(handovers, (50, 99))
+    _, handover_ms = handovers(holds)
+    if len(handover_ms):
+        p50, p99 = np.percentile(handover_ms, (50, 99))
         values |= {
             "HANDOVER-P50-MS": float(p50),
             "HANDOVER-P99-MS": float(p99),
-            "HANDOVER-MAX-MS": float(handovers.max()),
+            "HANDOVER-MAX-MS": float(handover_ms.max()),
         }
     waits = (holds.acquired_ns - holds.asked_ns).astype(np.float64)
     if len(waits) and waits.mean() > 0:
         values["WAIT-FAIRNESS"] = float(waits.max() / waits.mean())
     return values
-
-
-def _handovers_ms(holds: LockHolds) -> np.ndarray:
-    """Every handover's length (ms): :func:`handovers`' second half."""
-    return handovers(holds)[1]
 
 
 def handovers(holds: LockHolds) -> tuple[np.ndarray, np.ndarray]:

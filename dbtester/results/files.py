@@ -51,23 +51,31 @@ def read_arrays(
     columns: Mapping[str, np.dtype[Any]],
     what: str,
     others: Sequence[str] = (),
+    optional: Sequence[str] = (),
 ) -> dict[str, npt.NDArray[Any]]:
     """The equally long ``columns`` of the ``.npz`` file at ``path``, each of
     its dtype, and its ``others`` as they are (their caller checks them);
     ResultsError naming the file (and ``what`` it should hold) when it is
-    not one, is damaged, or the columns do not match."""
+    not one, is damaged, or the columns do not match. Of ``columns``, those
+    named in ``optional`` (added by a later schema) may be missing: they are
+    then left out of the result."""
     check_regular_file(path)
     try:
         with np.load(path, allow_pickle=False) as data:
-            found = {name: data[name] for name in (*columns, *others)}
+            wanted = (*columns, *others)
+            found = {
+                name: data[name] for name in wanted if name not in optional or name in data.files
+            }
     except KeyError as exc:
         raise ResultsError(path, f"no {exc.args[0]} array: not dbtester's {what}") from None
     except Exception as exc:  # numpy and zipfile fail in many ways on damaged bytes
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise ResultsError(path, f"cannot read the {what}: {reason}") from None
-    if len({len(found[name]) for name in columns}) > 1:
+    present = [name for name in columns if name in found]
+    if len({len(found[name]) for name in present}) > 1:
         raise ResultsError(path, "the columns differ in length")
-    for name, dtype in columns.items():
+    for name in present:
+        dtype = columns[name]
         if found[name].dtype != dtype:
             raise ResultsError(path, f"{name} is {found[name].dtype}, expected {dtype}")
     return found

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dbtester.errors import ResultsError
 from dbtester.results.files import read_arrays
 
 __all__ = ["LockHolds", "SessionExpiry"]
@@ -87,12 +86,7 @@ class LockHolds:
     @classmethod
     def load(cls, path: Path) -> LockHolds:
         """The holds saved at ``path``; ResultsError (naming it) if they cannot be."""
-        try:
-            return cls(**read_arrays(path, _COLUMNS, "lock holds"))
-        except ResultsError as exc:
-            if "no crashed array" not in str(exc):
-                raise
+        found = read_arrays(path, _COLUMNS, "lock holds", optional=("crashed",))
         # schema 20 had no crashes: none of its holders crashed
-        before = {name: dtype for name, dtype in _COLUMNS.items() if name != "crashed"}
-        found = read_arrays(path, before, "lock holds")
-        return cls(**found, crashed=np.zeros(len(found["lock"]), dtype=np.bool_))
+        found.setdefault("crashed", np.zeros(len(found["lock"]), dtype=np.bool_))
+        return cls(**found)

@@ -3,6 +3,7 @@ type's test-case keys."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dbtester.analyze.correctness import describe, judge_locks
@@ -201,3 +202,15 @@ def test_consuls_shortest_session_ttl_is_its_servers_setting() -> None:
     consul = get_kind("consul")
     assert consul.session_ttl_bounds(ConsulFlags()) == (10, 86_400)
     assert consul.session_ttl_bounds(ConsulFlags(session_ttl_min_s=2)) == (2, 86_400)
+
+
+def test_holds_saved_before_crashes_were_recorded_load_with_none_crashed(tmp_path) -> None:
+    holds = _holds((0, 1, 0, 1, 5, 9), (0, 2, 1, 6, 8, 10))
+    columns = {name: getattr(holds, name) for name in ("lock", "locker", "asked_ns")}
+    columns |= {n: getattr(holds, n) for n in ("acquired_ns", "released_ns", "token")}
+    np.savez(tmp_path / "v20.npz", **columns)  # schema 20: no crashed column
+    loaded = LockHolds.load(tmp_path / "v20.npz")
+    assert loaded.crashed.tolist() == [False, False]
+    assert loaded.token.tolist() == [9, 10]
+    holds.save(tmp_path / "v21.npz")
+    assert LockHolds.load(tmp_path / "v21.npz").crashed.tolist() == [False, False]

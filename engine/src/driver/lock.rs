@@ -109,47 +109,37 @@ pub async fn perform<P: Protocol>(
             };
         }
     };
-    let mut hold = Hold {
+    // A holder that crashes holds until then and releases nothing.
+    let crash = hold_or_crash(locks, lock, cancel).await;
+    let released = Instant::now();
+    if crash.is_none() {
+        let release = tokio::time::timeout(timeout, proto.release(conn, session, &held)).await;
+        if !matches!(release, Ok(Ok(()))) {
+            locks.release_failed();
+        }
+    }
+    locks.held(Hold {
         lock,
         locker,
         asked: sent,
         acquired: end,
-        released: None,
+        released: Some(released),
         token: held.token,
-        crashed: false,
-    };
-    if let Some(expiry) = hold_or_crash(locks, lock, cancel).await {
-        let at = Instant::now();
-        locks.held(Hold {
-            released: Some(at),
-            crashed: true,
-            ..hold
-        });
+        crashed: crash.is_some(),
+    });
+    if let Some(expiry) = crash {
         locks.crashed(Crash {
             expiry,
             lock,
             locker,
-            at,
+            at: released,
         });
-        return Acquisition {
-            outcome: Outcome::Ok,
-            sent,
-            end,
-            crashed: true,
-        };
     }
-    let released = Instant::now();
-    let release = tokio::time::timeout(timeout, proto.release(conn, session, &held)).await;
-    if !matches!(release, Ok(Ok(()))) {
-        locks.release_failed();
-    }
-    hold.released = Some(released);
-    locks.held(hold);
     Acquisition {
         outcome: Outcome::Ok,
         sent,
         end,
-        crashed: false,
+        crashed: crash.is_some(),
     }
 }
 
